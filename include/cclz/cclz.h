@@ -1,0 +1,184 @@
+/*
+ * cclz: compressed collective communication for LLM training.
+ *
+ * The C API, in NCCL's style: opaque handles, every call returns a cclzResult_t, configuration
+ * structs carry their size, a magic number and the API version and are initialized with a macro.
+ * No call throws or aborts. After a failure, cclzGetLastError(NULL) gives a one-line message.
+ *
+ * Threading: a handle (cclzCodec_t) may be used by one thread at a time. Device calls are
+ * asynchronous with respect to the host and ordered on the stream the caller passes.
+ */
+#ifndef CCLZ_CCLZ_H_
+#define CCLZ_CCLZ_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CCLZ_MAJOR 0
+#define CCLZ_MINOR 1
+#define CCLZ_PATCH 0
+/* The version of this header, as cclzGetVersion() reports the library's: MAJOR*10000+MINOR*100+PATCH. */
+#define CCLZ_VERSION_CODE (CCLZ_MAJOR * 10000 + CCLZ_MINOR * 100 + CCLZ_PATCH)
+
+/* The same type as CUDA's cudaStream_t, declared here so that CPU-only users need no CUDA headers.
+ * NULL is the legacy default stream. */
+typedef struct CUstream_st* cclzStream_t;
+
+typedef enum {
+  cclzSuccess = 0,
+  cclzUnhandledCudaError = 1, /* a CUDA call failed */
+  cclzSystemError = 2,        /* an operating-system call or allocation failed */
+  cclzInternalError = 3,      /* a bug in cclz: please report it */
+  cclzInvalidArgument = 4,    /* a NULL pointer, a size that does not fit, an unknown enum value */
+  cclzInvalidUsage = 5,       /* a valid argument used the wrong way (e.g. a device call on a build without CUDA) */
+  cclzCorruptFrame = 6,       /* a frame failed validation: truncated, corrupt, or not what the call expects */
+  cclzNotSupported = 7,       /* a dtype a codec does not handle, or a backend this build does not have */
+  cclzBufferTooSmall = 8,     /* an output buffer smaller than cclzCodecMaxEncodedSize / the decoded size */
+  cclzNumResults = 9
+} cclzResult_t;
+
+/* Data types. The numbering is NCCL's, so that ncclDataType_t values convert directly. */
+typedef enum {
+  cclzInt8 = 0,
+  cclzUint8 = 1,
+  cclzInt32 = 2,
+  cclzUint32 = 3,
+  cclzInt64 = 4,
+  cclzUint64 = 5,
+  cclzFloat16 = 6,
+  cclzFloat32 = 7,
+  cclzFloat64 = 8,
+  cclzBfloat16 = 9,
+  cclzNumTypes = 10
+} cclzDataType_t;
+
+typedef enum {
+  cclzCodecNone = 0,     /* the frame carries the bytes as they are (any dtype) */
+  cclzCodecLossless = 1, /* exponent entropy coding of bf16/fp16/fp32: bit-exact round trip */
+  cclzNumCodecs = 2
+} cclzCodecType_t;
+
+/* Communicators arrive with the collectives; the handle type is declared now so that
+ * cclzGetLastError has its final signature. */
+typedef struct cclzComm* cclzComm_t;
+typedef struct cclzCodec* cclzCodec_t;
+
+/* ---- Library ------------------------------------------------------------------------------ */
+
+/* *version = CCLZ_VERSION_CODE of the library that is linked. */
+cclzResult_t cclzGetVersion(int* version);
+
+/* A static, human-readable name for a result code. Never NULL. */
+const char* cclzGetErrorString(cclzResult_t result);
+
+/* The message of the last failed call made by this thread (comm may be NULL; it is reserved for
+ * per-communicator errors). An empty string when there was none. Valid until the next call. */
+const char* cclzGetLastError(cclzComm_t comm);
+
+typedef struct {
+  size_t size;             /* set by the caller: sizeof(cclzBuildInfo_t) */
+  int version;             /* CCLZ_VERSION_CODE of the library */
+  int hasCuda;             /* device calls available (CUDA code compiled in) */
+  int hasNccl;             /* NCCL transport compiled in */
+  int hasMpi;              /* MPI transport compiled in */
+  int cudaRuntimeVersion;  /* CUDART_VERSION compiled against, 0 without CUDA */
+  char cudaArchs[64];      /* CMAKE_CUDA_ARCHITECTURES, e.g. "90a"; empty without CUDA */
+  char compiler[64];       /* host compiler and version */
+} cclzBuildInfo_t;
+
+/* Fills *info with what this build of the library contains. info->size must be set. */
+cclzResult_t cclzGetBuildInfo(cclzBuildInfo_t* info);
+
+/* ---- Codecs ------------------------------------------------------------------------------- */
+
+#define CCLZ_CONFIG_MAGIC 0xcc12c0deu
+
+typedef struct {
+  size_t size;           /* sizeof(cclzCodecConfig_t), set by the initializer */
+  unsigned int magic;    /* CCLZ_CONFIG_MAGIC */
+  unsigned int version;  /* CCLZ_VERSION_CODE */
+  cclzCodecType_t codec;
+  /* Elements per independently decodable chunk: a power of two in [1024, 65536] (a chunk must
+   * fit in GPU shared memory); 0 picks the default (16384). Smaller chunks give more parallelism
+   * on small messages, larger ones a slightly better ratio. */
+  int chunkElems;
+  /* Lossless: interleaved entropy-coded streams per chunk (one GPU thread decodes one), a power
+   * of two with chunkElems/streams in [64, 4096] symbols; 0 picks the default (64). */
+  int streamsPerChunk;
+  /* Lossless: longest Huffman code in bits, 8..12; 0 picks the default (11). The decoder's
+   * lookup table has 2^maxCodeLength entries. */
+  int maxCodeLength;
+} cclzCodecConfig_t;
+
+#define CCLZ_CODEC_CONFIG_INITIALIZER \
+  { sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0 }
+
+/* Creates a codec handle. It holds the configuration and, once a device call needs it, a small
+ * device workspace (per-chunk offsets and the decode status), allocated stream-ordered. */
+cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config);
+
+/* Frees the handle. Device work queued with it must have completed (cclzCodecSynchronize). */
+cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
+
+/* *bytes = the largest frame that encoding count elements of dtype can produce: the capacity a
+ * destination buffer needs. Incompressible data grows by at most 1% over count*sizeof(dtype)
+ * plus a 64-byte header. */
+cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
+                                     size_t* bytes);
+
+/* Encodes count elements of dtype from src into one frame at dst, on the device.
+ *   src: device memory, count*sizeof(dtype) bytes, aligned to the element size.
+ *   dst: device memory, dstCapacity bytes, 16-byte aligned; dstCapacity >= cclzCodecMaxEncodedSize.
+ *   encodedBytesDevice: device memory for one size_t that receives the frame's size, or NULL.
+ *     The size is also in the frame header and is returned by cclzCodecSynchronize.
+ * Asynchronous on stream: no host synchronization; the host may reuse nothing until the stream
+ * has passed this point. */
+cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
+                        void* dst, size_t dstCapacity, size_t* encodedBytesDevice,
+                        cclzStream_t stream);
+
+/* Decodes the frame at src (device memory, srcBytes readable, 16-byte aligned) into count
+ * elements of dtype at dst (device memory, aligned to 16 bytes). The frame must have been encoded
+ * with the same codec configuration, count and dtype. Asynchronous on stream. A frame that fails
+ * validation is reported by the next cclzCodecSynchronize as cclzCorruptFrame; the decoder never
+ * reads outside [src, src+srcBytes) nor writes outside the count elements of dst. */
+cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
+                        size_t count, cclzDataType_t dtype, cclzStream_t stream);
+
+/* Waits until the device work queued with this codec has finished (a host synchronization: keep
+ * it off the data path) and reports it. Returns cclzCorruptFrame, with the reason in
+ * cclzGetLastError, if a device decode since the previous call rejected its frame; the error is
+ * then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame. */
+cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes);
+
+/* The same codec on host memory, through the CPU reference (identical bytes to the device). */
+cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
+                            void* dst, size_t dstCapacity, size_t* encodedBytes);
+
+/* Decodes a host frame. Unlike the device decoder it accepts any chunking the frame declares;
+ * count and dtype must match the frame's. */
+cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
+                            size_t count, cclzDataType_t dtype);
+
+typedef struct {
+  size_t size;               /* set by the caller: sizeof(cclzFrameInfo_t) */
+  cclzCodecType_t codec;
+  cclzDataType_t dtype;
+  uint64_t count;            /* elements */
+  uint64_t frameBytes;       /* whole frame, header included */
+  unsigned int chunkElems;
+  unsigned int numChunks;
+} cclzFrameInfo_t;
+
+/* Reads and validates the header of a frame in host memory (at least 64 bytes). */
+cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* info);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CCLZ_CCLZ_H_ */

@@ -1,0 +1,286 @@
+// The codec entry points of the C API: argument checks, then dispatch to the CPU reference or the
+// kernels.
+#include <cstring>
+#include <memory>
+
+#include "api/guard.h"
+#include "codec/device.h"
+#include "codec/frame.h"
+#include "codec/lossless/ref.h"
+#include "codec/none/ref.h"
+#include "common/dtype.h"
+#include "common/error.h"
+
+struct cclzCodec {
+  cclzCodecConfig_t config{};
+  cclz::lossless::Params lossless{};
+#ifdef CCLZ_HAVE_CUDA
+  void* workspace = nullptr;  // DeviceStatus, then per-chunk encode state
+  uint64_t workspaceBytes = 0;
+  cudaEvent_t done = nullptr;  // recorded after each device call
+#endif
+};
+
+namespace cclz {
+namespace {
+
+constexpr int kDefaultChunkElems = 16384;
+constexpr int kDefaultStreams = 64;
+constexpr int kDefaultMaxCodeLength = 11;
+
+lossless::Params resolveLosslessParams(const cclzCodecConfig_t& c) {
+  const int chunk = c.chunkElems ? c.chunkElems : kDefaultChunkElems;
+  const int streams = c.streamsPerChunk ? c.streamsPerChunk : kDefaultStreams;
+  const int maxLen = c.maxCodeLength ? c.maxCodeLength : kDefaultMaxCodeLength;
+  CCLZ_REQUIRE(chunk > 0 && streams > 0 && lossless::isPowerOfTwo(streams), cclzInvalidArgument,
+               "streamsPerChunk must be a power of two");
+  lossless::Params p{static_cast<uint32_t>(chunk), 0, static_cast<uint32_t>(maxLen)};
+  while ((1 << p.log2Streams) < streams) ++p.log2Streams;
+  CCLZ_REQUIRE(lossless::validParams(p), cclzInvalidArgument,
+               "invalid lossless configuration: chunkElems must be a power of two in [1024, "
+               "65536], chunkElems/streamsPerChunk in [64, 4096], maxCodeLength in [8, 12]");
+  return p;
+}
+
+void checkCodec(cclzCodec_t codec) {
+  CCLZ_REQUIRE(codec, cclzInvalidArgument, "codec is NULL");
+}
+
+void checkDtype(cclzCodec_t codec, cclzDataType_t dtype) {
+  CCLZ_REQUIRE(dtypeSize(dtype) != 0, cclzInvalidArgument, "unknown dtype");
+  if (codec->config.codec == cclzCodecLossless)
+    CCLZ_REQUIRE(lossless::isSupportedDtype(dtype), cclzNotSupported,
+                 std::string("the lossless codec takes bf16, fp16 or fp32, not ") + dtypeName(dtype));
+}
+
+uint64_t maxEncoded(cclzCodec_t codec, size_t count, cclzDataType_t dtype) {
+  checkDtype(codec, dtype);
+  CCLZ_REQUIRE(count <= lossless::kMaxCount, cclzInvalidArgument, "element count too large");
+  if (codec->config.codec == cclzCodecNone) return none::maxEncodedBytes(dtype, count);
+  return lossless::maxEncodedBytes(codec->lossless, dtype, count);
+}
+
+void throwFrameError(uint32_t err) {
+  if (err != kFrameOk) CCLZ_FAIL(cclzCorruptFrame, frameErrorText(err));
+}
+
+#ifdef CCLZ_HAVE_CUDA
+// Makes the workspace at least `bytes`, stream-ordered, keeping the status it holds.
+void ensureWorkspace(cclzCodec_t codec, uint64_t bytes, cudaStream_t stream) {
+  if (!codec->done) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&codec->done, cudaEventDisableTiming));
+  if (codec->workspaceBytes >= bytes) return;
+  bytes = std::max<uint64_t>(bytes, 2 * codec->workspaceBytes);
+  void* fresh = nullptr;
+  CCLZ_CUDA_CHECK(cudaMallocAsync(&fresh, bytes, stream));
+  if (codec->workspace) {
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(fresh, codec->workspace, sizeof(DeviceStatus),
+                                    cudaMemcpyDeviceToDevice, stream));
+    CCLZ_CUDA_CHECK(cudaFreeAsync(codec->workspace, stream));
+  } else {
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(fresh, 0, sizeof(DeviceStatus), stream));
+  }
+  codec->workspace = fresh;
+  codec->workspaceBytes = bytes;
+}
+
+DeviceStatus* deviceStatus(cclzCodec_t codec) { return static_cast<DeviceStatus*>(codec->workspace); }
+
+bool isDevicePointer(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+#endif
+
+void requireCuda() {
+#ifndef CCLZ_HAVE_CUDA
+  CCLZ_FAIL(cclzInvalidUsage, "this build of cclz has no CUDA support: use the *Host calls");
+#endif
+}
+
+}  // namespace
+}  // namespace cclz
+
+using namespace cclz;
+
+extern "C" {
+
+cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config) {
+  return guarded(__func__, [&] {
+    CCLZ_REQUIRE(codec && config, cclzInvalidArgument, "codec or config is NULL");
+    *codec = nullptr;
+    CCLZ_REQUIRE(config->magic == CCLZ_CONFIG_MAGIC && config->size == sizeof(cclzCodecConfig_t),
+                 cclzInvalidArgument,
+                 "config was not initialized with CCLZ_CODEC_CONFIG_INITIALIZER");
+    CCLZ_REQUIRE(config->version / 100 == CCLZ_VERSION_CODE / 100, cclzInvalidArgument,
+                 "config was built against an incompatible cclz.h");
+    auto c = std::make_unique<cclzCodec>();
+    c->config = *config;
+    switch (config->codec) {
+      case cclzCodecNone: break;
+      case cclzCodecLossless: c->lossless = resolveLosslessParams(*config); break;
+      default: CCLZ_FAIL(cclzInvalidArgument, "unknown codec type");
+    }
+    *codec = c.release();
+  });
+}
+
+cclzResult_t cclzCodecDestroy(cclzCodec_t codec) {
+  return guarded(__func__, [&] {
+    if (!codec) return;
+    std::unique_ptr<cclzCodec> owned(codec);
+#ifdef CCLZ_HAVE_CUDA
+    if (codec->done) {
+      CCLZ_CUDA_CHECK(cudaEventSynchronize(codec->done));
+      CCLZ_CUDA_CHECK(cudaEventDestroy(codec->done));
+    }
+    if (codec->workspace) CCLZ_CUDA_CHECK(cudaFree(codec->workspace));
+#endif
+  });
+}
+
+cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
+                                     size_t* bytes) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    CCLZ_REQUIRE(bytes, cclzInvalidArgument, "bytes is NULL");
+    *bytes = maxEncoded(codec, count, dtype);
+  });
+}
+
+cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
+                            void* dst, size_t dstCapacity, size_t* encodedBytes) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    checkDtype(codec, dtype);
+    auto* out = static_cast<uint8_t*>(dst);
+    const uint64_t bytes =
+        codec->config.codec == cclzCodecNone
+            ? none::encodeRef(dtype, src, count, out, dstCapacity)
+            : lossless::encodeRef(codec->lossless, dtype, src, count, out, dstCapacity);
+    if (encodedBytes) *encodedBytes = bytes;
+  });
+}
+
+cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
+                            size_t count, cclzDataType_t dtype) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    checkDtype(codec, dtype);
+    CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
+    CCLZ_REQUIRE(count == 0 || dst, cclzInvalidArgument, "destination is NULL");
+    const auto* in = static_cast<const uint8_t*>(src);
+    throwFrameError(codec->config.codec == cclzCodecNone
+                        ? none::decodeRef(in, srcBytes, dtype, count, dst)
+                        : lossless::decodeRef(in, srcBytes, dtype, count, dst));
+  });
+}
+
+cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* info) {
+  return guarded(__func__, [&] {
+    CCLZ_REQUIRE(frame && info, cclzInvalidArgument, "frame or info is NULL");
+    CCLZ_REQUIRE(info->size == sizeof(cclzFrameInfo_t), cclzInvalidArgument,
+                 "info->size must be sizeof(cclzFrameInfo_t)");
+    CCLZ_REQUIRE(bytes >= kFrameHeaderBytes, cclzCorruptFrame, frameErrorText(kFrameTruncated));
+    FrameHeader h;
+    std::memcpy(&h, frame, sizeof h);
+    // Only the header is given, so a frame may be longer than `bytes`.
+    throwFrameError(checkFrameHeader(h, UINT64_MAX));
+    if (h.codec == cclzCodecLossless) throwFrameError(lossless::checkLosslessHeader(h));
+    CCLZ_REQUIRE(h.codec < cclzNumCodecs, cclzCorruptFrame, frameErrorText(kFrameBadField));
+    info->codec = static_cast<cclzCodecType_t>(h.codec);
+    info->dtype = static_cast<cclzDataType_t>(h.dtype);
+    info->count = h.count;
+    info->frameBytes = h.frameBytes;
+    info->chunkElems = h.chunkElems;
+    info->numChunks = h.numChunks;
+  });
+}
+
+cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
+                        void* dst, size_t dstCapacity, size_t* encodedBytesDevice,
+                        cclzStream_t stream) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    requireCuda();
+#ifdef CCLZ_HAVE_CUDA
+    checkDtype(codec, dtype);
+    CCLZ_REQUIRE(count == 0 || src, cclzInvalidArgument, "source is NULL");
+    CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
+    CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0, cclzInvalidArgument,
+                 "destination must be 16-byte aligned");
+    CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(src) % dtypeSize(dtype) == 0, cclzInvalidArgument,
+                 "source must be aligned to the element size");
+    CCLZ_REQUIRE(dstCapacity >= maxEncoded(codec, count, dtype), cclzBufferTooSmall,
+                 "destination capacity is below cclzCodecMaxEncodedSize");
+    CCLZ_REQUIRE(isDevicePointer(dst) && (count == 0 || isDevicePointer(src)), cclzInvalidArgument,
+                 "cclzEncode takes device memory; use cclzEncodeHost for host memory");
+    auto* s = reinterpret_cast<cudaStream_t>(stream);
+    auto* out = static_cast<uint8_t*>(dst);
+    auto* sizeOut = reinterpret_cast<uint64_t*>(encodedBytesDevice);
+    if (codec->config.codec == cclzCodecNone) {
+      ensureWorkspace(codec, sizeof(DeviceStatus), s);
+      none::encodeDevice(dtype, src, count, out, sizeOut, deviceStatus(codec), s);
+    } else {
+      const uint64_t chunks = lossless::frameLayout(dtype, count, codec->lossless.chunkElems).numChunks;
+      ensureWorkspace(codec, lossless::encodeWorkspaceBytes(chunks), s);
+      DeviceStatus* status = deviceStatus(codec);
+      auto* chunkState = reinterpret_cast<uint64_t*>(status + 1);
+      CCLZ_CUDA_CHECK(cudaMemsetAsync(&status->workCounter, 0,
+                                      sizeof(uint64_t) + 8 * chunks, s));
+      lossless::encodeDevice(codec->lossless, dtype, src, count, out, sizeOut, status, chunkState, s);
+    }
+    CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
+#endif
+  });
+}
+
+cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
+                        size_t count, cclzDataType_t dtype, cclzStream_t stream) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    requireCuda();
+#ifdef CCLZ_HAVE_CUDA
+    checkDtype(codec, dtype);
+    CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
+    CCLZ_REQUIRE(count == 0 || dst, cclzInvalidArgument, "destination is NULL");
+    CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(dst) % 16 == 0,
+                 cclzInvalidArgument, "source and destination must be 16-byte aligned");
+    CCLZ_REQUIRE(isDevicePointer(src) && (count == 0 || isDevicePointer(dst)), cclzInvalidArgument,
+                 "cclzDecode takes device memory; use cclzDecodeHost for host memory");
+    auto* s = reinterpret_cast<cudaStream_t>(stream);
+    ensureWorkspace(codec, sizeof(DeviceStatus), s);
+    const auto* in = static_cast<const uint8_t*>(src);
+    if (codec->config.codec == cclzCodecNone)
+      none::decodeDevice(dtype, in, srcBytes, dst, count, deviceStatus(codec), s);
+    else
+      lossless::decodeDevice(codec->lossless, dtype, in, srcBytes, dst, count, deviceStatus(codec), s);
+    CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
+#endif
+  });
+}
+
+cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    if (lastEncodedBytes) *lastEncodedBytes = 0;
+#ifdef CCLZ_HAVE_CUDA
+    if (!codec->workspace) return;
+    CCLZ_CUDA_CHECK(cudaEventSynchronize(codec->done));
+    DeviceStatus status;
+    CCLZ_CUDA_CHECK(cudaMemcpy(&status, codec->workspace, sizeof status, cudaMemcpyDeviceToHost));
+    if (lastEncodedBytes) *lastEncodedBytes = status.encodedBytes;
+    if (status.decodeError != kFrameOk) {
+      CCLZ_CUDA_CHECK(cudaMemset(&deviceStatus(codec)->decodeError, 0, sizeof(uint32_t)));
+      CCLZ_FAIL(cclzCorruptFrame, std::string("a device decode rejected its frame: ") +
+                                      frameErrorText(status.decodeError));
+    }
+#endif
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,63 @@
+// Host-side entry points of the codec kernels (compiled only with CUDA). They validate nothing
+// the API layer has already checked; they queue work on the stream and return.
+#pragma once
+
+#ifdef CCLZ_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "codec/lossless/format.h"
+#include "common/error.h"
+
+namespace cclz {
+
+// The codec handle's device workspace begins with this; per-chunk state follows it.
+struct DeviceStatus {
+  uint64_t encodedBytes;  // size of the last encoded frame
+  uint32_t decodeError;   // first FrameError a decode met since the last check (0 = none)
+  uint32_t unused;
+  uint32_t workCounter;   // encode: next chunk to take (reset before each encode)
+  uint32_t unused2;
+};
+static_assert(sizeof(DeviceStatus) == 24, "layout is fixed");
+
+// Throws cclz::Error(cclzUnhandledCudaError) with the call and CUDA's message.
+#define CCLZ_CUDA_CHECK(call)                                                            \
+  do {                                                                                   \
+    cudaError_t err_ = (call);                                                           \
+    if (err_ != cudaSuccess)                                                             \
+      CCLZ_FAIL(cclzUnhandledCudaError,                                                  \
+                std::string(#call " failed: ") + cudaGetErrorString(err_));              \
+  } while (0)
+
+namespace lossless {
+
+// Device workspace bytes an encode of numChunks chunks needs (after the DeviceStatus).
+inline uint64_t encodeWorkspaceBytes(uint64_t numChunks) {
+  return sizeof(DeviceStatus) + 8 * numChunks;
+}
+
+// Encodes into dst (capacity >= maxEncodedBytes). chunkState: numChunks zeroed uint64 and the
+// zeroed workCounter of status (cleared by the caller on the same stream).
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint64_t* chunkState,
+                  cudaStream_t stream);
+
+void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
+                  uint64_t count, DeviceStatus* status, cudaStream_t stream);
+
+}  // namespace lossless
+
+namespace none {
+void encodeDevice(int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, cudaStream_t stream);
+void decodeDevice(int dtype, const uint8_t* src, uint64_t srcBytes, void* dst, uint64_t count,
+                  DeviceStatus* status, cudaStream_t stream);
+}  // namespace none
+
+}  // namespace cclz
+
+#endif  // CCLZ_HAVE_CUDA

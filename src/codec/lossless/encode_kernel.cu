@@ -1,0 +1,332 @@
+// Lossless encode on the device: one thread block per chunk, one pass over the input.
+//
+// A block splits its chunk into symbols (kept in shared memory) and raw planes (written straight
+// to their fixed place in the frame), builds the chunk's Huffman code from the histogram, codes
+// the streams into a shared-memory copy of the chunk block, learns where the block goes from
+// its predecessors (a decoupled look-back over per-chunk states, so the frame is compact without
+// a second pass), and copies the block out. The bytes equal ref.cpp's.
+#include <cuda_runtime.h>
+
+#include "codec/lossless/device.cuh"
+
+namespace cclz::lossless {
+namespace {
+
+constexpr int kEncodeThreads = 128;
+// NOTE: exponents of real data fall in a handful of bins, so lanes of a warp often hit the same
+// histogram counter. Eight copies (chosen by lane) cut that contention; the odd stride puts the
+// copies of one bin in different banks.
+constexpr int kHistCopies = 8;
+constexpr int kHistStride = kMaxSymbols + 1;
+
+constexpr uint64_t kStateAggregate = 1ull << 62;  // the block's own size is known
+constexpr uint64_t kStateInclusive = 2ull << 62;  // the end offset of the block is known
+constexpr uint64_t kStateValue = (1ull << 62) - 1;
+
+struct EncodeArgs {
+  const void* src;
+  uint64_t count;
+  uint8_t* dst;
+  uint64_t* encodedBytesOut;
+  DeviceStatus* status;
+  uint64_t* chunkState;
+  Layout layout;
+  Params p;
+  int dtype;
+  bool srcAligned16;
+};
+
+__device__ uint64_t warpSum(uint64_t v) {
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
+// Warp 0 of block k: publishes the block's size, then sums the sizes of blocks k-1, k-2, ... 32 at
+// a time until it meets one whose end offset is known. Returns the block's start offset.
+__device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size) {
+  const int lane = threadIdx.x & 31;
+  if (k == 0) {
+    if (lane == 0) atomicExch(reinterpret_cast<unsigned long long*>(state), kStateInclusive | size);
+    return 0;
+  }
+  if (lane == 0) atomicExch(reinterpret_cast<unsigned long long*>(state + k), kStateAggregate | size);
+  uint64_t exclusive = 0;
+  int64_t base = static_cast<int64_t>(k) - 1;
+  while (true) {
+    const int64_t j = base - lane;
+    uint64_t v = kStateInclusive;  // before chunk 0: an end offset of zero
+    if (j >= 0) v = *reinterpret_cast<volatile uint64_t*>(state + j);
+    const uint32_t flag = static_cast<uint32_t>(v >> 62);
+    const uint32_t inclusive = __ballot_sync(0xffffffffu, flag == 2);
+    const uint32_t pending = __ballot_sync(0xffffffffu, flag == 0);
+    if (inclusive) {
+      const int f = __ffs(inclusive) - 1;
+      const uint32_t upTo = f == 31 ? 0xffffffffu : (1u << (f + 1)) - 1;
+      if (pending & upTo) continue;  // a nearer block has not published yet
+      exclusive += warpSum(lane <= f ? (v & kStateValue) : 0);
+      break;
+    }
+    if (pending) continue;
+    exclusive += warpSum(v & kStateValue);
+    base -= 32;
+  }
+  if (lane == 0)
+    atomicExch(reinterpret_cast<unsigned long long*>(state + k), kStateInclusive | (exclusive + size));
+  return exclusive;
+}
+
+__device__ void zeroBytes(uint8_t* dst, uint64_t from, uint64_t to) {
+  for (uint64_t i = from + threadIdx.x; i < to; i += blockDim.x) dst[i] = 0;
+}
+
+__device__ void writeHeader(const EncodeArgs& a, uint64_t frameBytes) {
+  FrameHeader h{};
+  h.magic = kFrameMagic;
+  h.version = kFrameVersion;
+  h.codec = cclzCodecLossless;
+  h.dtype = static_cast<uint8_t>(a.dtype);
+  h.count = a.count;
+  h.frameBytes = frameBytes;
+  h.chunkElems = a.p.chunkElems;
+  h.numChunks = static_cast<uint32_t>(a.layout.numChunks);
+  h.params[0] = static_cast<uint8_t>(a.p.log2Streams);
+  h.params[1] = static_cast<uint8_t>(a.p.maxCodeLength);
+  h.checksum = headerChecksum(h);
+  *reinterpret_cast<FrameHeader*>(a.dst) = h;
+  if (a.encodedBytesOut) *a.encodedBytesOut = frameBytes;
+  a.status->encodedBytes = frameBytes;
+}
+
+// Per-chunk shared state that is not sized by the chunk.
+struct EncodeShared {
+  uint32_t histogram[kHistCopies * kHistStride];
+  uint32_t codeAndLength[kMaxSymbols];  // bit-reversed code | length << 16
+  uint32_t weights[kMaxSymbols];
+  uint16_t code[kMaxSymbols];
+  uint8_t length[kMaxSymbols];
+  uint8_t present[kMaxSymbols];
+  uint8_t ranked[kMaxSymbols];
+  uint32_t scanScratch[32];
+  uint32_t chunk, presentCount;
+  uint64_t exclusive;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
+  using E = Elements<D>;
+  using Word = typename E::Word;
+  extern __shared__ __align__(16) uint8_t dynamicShared[];
+  __shared__ EncodeShared sh;
+  const uint32_t tid = threadIdx.x, threads = blockDim.x, lane = tid & 31;
+  const uint32_t chunkElems = a.p.chunkElems, streams = 1u << a.p.log2Streams;
+  const int maxLen = static_cast<int>(a.p.maxCodeLength);
+  uint8_t* symbols = dynamicShared;            // chunkElems bytes
+  uint8_t* block = dynamicShared + chunkElems;  // maxBlockBytes(chunkElems) bytes
+
+  if (a.layout.numChunks == 0) {  // an empty tensor: the header alone
+    if (tid == 0) writeHeader(a, a.layout.blocksOffset);
+    return;
+  }
+  // Chunks are taken in launch order so that a block only ever waits for blocks already running.
+  if (tid == 0) sh.chunk = atomicAdd(&a.status->workCounter, 1u);
+  for (uint32_t i = tid; i < kHistCopies * kHistStride; i += threads) sh.histogram[i] = 0;
+  for (uint32_t i = tid; i < kMaxSymbols; i += threads) sh.length[i] = 0;
+  __syncthreads();
+  const uint64_t k = sh.chunk;
+  const uint64_t first = k * chunkElems;
+  const uint32_t n = static_cast<uint32_t>(min(static_cast<uint64_t>(chunkElems), a.count - first));
+  const uint32_t groups = (n + kGroup - 1) / kGroup;
+
+  // ---- Split: symbols to shared memory and the histogram, raw planes to the frame. ----
+  const Word* in = static_cast<const Word*>(a.src) + first;
+  uint8_t* planeA = a.dst + a.layout.planeAOffset + first;
+  uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first;
+  uint32_t* histogram = sh.histogram + (lane % kHistCopies) * kHistStride;
+  for (uint32_t g = tid; g < groups; g += threads) {
+    const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
+    Word w[kGroup];
+    device::loadGroup(in + g * kGroup, valid, a.srcAligned16, w);
+    uint32_t sym[2] = {0, 0}, raw[2] = {0, 0}, rawB[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      const uint32_t s = E::symbol(w[i]);
+      if (i < static_cast<int>(valid)) atomicAdd(&histogram[s], 1u);
+      sym[i / 4] |= s << (8 * (i % 4));
+      raw[i / 4] |= E::planeA(w[i]) << (8 * (i % 4));
+      if constexpr (E::kHasPlaneB) rawB[i / 2] |= E::planeB(w[i]) << (16 * (i % 2));
+    }
+    if (valid == kGroup) {
+      *reinterpret_cast<uint2*>(symbols + g * kGroup) = make_uint2(sym[0], sym[1]);
+      *reinterpret_cast<uint2*>(planeA + g * kGroup) = make_uint2(raw[0], raw[1]);
+      if constexpr (E::kHasPlaneB)
+        *reinterpret_cast<uint4*>(planeB + g * kGroup) = make_uint4(rawB[0], rawB[1], rawB[2], rawB[3]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {  // unrolled: the arrays stay in registers
+        if (i >= static_cast<int>(valid)) break;
+        symbols[g * kGroup + i] = static_cast<uint8_t>(sym[i / 4] >> (8 * (i % 4)));
+        planeA[g * kGroup + i] = static_cast<uint8_t>(raw[i / 4] >> (8 * (i % 4)));
+        if constexpr (E::kHasPlaneB) planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
+      }
+    }
+  }
+  if (k == 0) {  // the alignment gaps of the frame are zero, as in the reference
+    const Layout& l = a.layout;
+    zeroBytes(a.dst, l.tableOffset + 8 * l.numChunks, l.planeAOffset);
+    zeroBytes(a.dst, l.planeAOffset + a.count, l.planeBOffset);
+    zeroBytes(a.dst, l.planeBOffset + (E::kHasPlaneB ? 2 * a.count : 0), l.blocksOffset);
+  }
+  __syncthreads();
+
+  // ---- Code: fold the histogram copies, list the symbols present, rank them, build lengths. ----
+  for (uint32_t s = tid; s < kMaxSymbols; s += threads) {
+    uint32_t total = 0;
+#pragma unroll
+    for (int c = 0; c < kHistCopies; ++c) total += sh.histogram[c * kHistStride + s];
+    sh.histogram[s] = total;
+  }
+  __syncthreads();
+  if (tid < 32) {
+    uint32_t found = 0;
+    for (uint32_t j = 0; j < kMaxSymbols / 32; ++j) {
+      const uint32_t s = j * 32 + lane;
+      const bool has = sh.histogram[s] > 0;
+      const uint32_t mask = __ballot_sync(0xffffffffu, has);
+      if (has) sh.present[found + __popc(mask & ((1u << lane) - 1))] = static_cast<uint8_t>(s);
+      found += __popc(mask);
+    }
+    if (lane == 0) sh.presentCount = found;
+  }
+  __syncthreads();
+  const uint32_t present = sh.presentCount;
+  for (uint32_t i = tid; i < present; i += threads) {
+    const uint32_t s = sh.present[i], c = sh.histogram[s];
+    uint32_t rank = 0;
+    for (uint32_t j = 0; j < present; ++j) {
+      const uint32_t t = sh.present[j];
+      rank += rankBefore(sh.histogram[t], t, c, s);
+    }
+    sh.ranked[rank] = static_cast<uint8_t>(s);
+  }
+  __syncthreads();
+  const int firstSym = sh.present[0];
+  const int span = sh.present[present - 1] - firstSym;
+  if (tid == 0) {
+    codeLengthsFromRanked(sh.ranked, sh.histogram, static_cast<int>(present), maxLen, sh.weights,
+                          sh.length);
+    canonicalCodes(sh.length, firstSym, span, sh.code);
+  }
+  __syncthreads();
+  for (uint32_t s = tid; s < kMaxSymbols; s += threads)
+    sh.codeAndLength[s] = sh.code[s] | (static_cast<uint32_t>(sh.length[s]) << 16);
+  __syncthreads();
+
+  // ---- Stream sizes, then the choice between the code and storing the symbols. ----
+  // Thread t owns the consecutive streams [t*per, (t+1)*per), so one scan gives all offsets.
+  const uint32_t per = (streams + threads - 1) / threads;
+  const uint32_t myFirst = min(tid * per, streams), myEnd = min(myFirst + per, streams);
+  uint32_t myBytes = 0;
+  for (uint32_t s = myFirst; s < myEnd; ++s) {
+    uint32_t bits = 0;
+    for (uint32_t g = s; g < groups; g += streams) {
+      const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
+      for (uint32_t i = 0; i < valid; ++i) bits += sh.codeAndLength[symbols[g * kGroup + i]] >> 16;
+    }
+    myBytes += (bits + 7) / 8;
+  }
+  uint32_t totalStreamBytes;
+  const uint32_t myOffset = device::blockExclusiveScan(myBytes, sh.scanScratch, &totalStreamBytes);
+  const uint32_t dataOffset = streamDataOffset(span, streams);
+  const bool useCode = dataOffset + totalStreamBytes < kBlockHeaderBytes + n;
+  const uint32_t blockBytes = static_cast<uint32_t>(
+      alignUp(useCode ? dataOffset + totalStreamBytes : kBlockHeaderBytes + n, kBlockAlign));
+  for (uint32_t i = tid * 16; i < blockBytes; i += threads * 16)
+    *reinterpret_cast<uint4*>(block + i) = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+
+  // ---- The chunk block, in shared memory. ----
+  if (!useCode) {
+    if (tid == 0) block[0] = kModeStored;
+    for (uint32_t i = tid; i < n; i += threads) block[kBlockHeaderBytes + i] = symbols[i];
+  } else {
+    if (tid == 0) {
+      block[0] = kModeHuffman;
+      block[1] = static_cast<uint8_t>(firstSym);
+      block[2] = static_cast<uint8_t>(span);
+      for (int j = 0; j <= span; ++j)
+        block[kBlockHeaderBytes + j / 2] |= static_cast<uint8_t>(sh.length[firstSym + j] << (4 * (j % 2)));
+    }
+    uint16_t* sizes = reinterpret_cast<uint16_t*>(block + streamSizesOffset(span));
+    uint32_t offset = dataOffset + myOffset;
+    for (uint32_t s = myFirst; s < myEnd; ++s) {
+      uint8_t* out = block + offset;
+      uint64_t buffer = 0;
+      uint32_t bits = 0, bytes = 0;
+      for (uint32_t g = s; g < groups; g += streams) {
+        const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
+        for (uint32_t i = 0; i < valid; ++i) {
+          const uint32_t cl = sh.codeAndLength[symbols[g * kGroup + i]];
+          buffer |= static_cast<uint64_t>(cl & 0xFFFFu) << bits;
+          bits += cl >> 16;
+          while (bits >= 8) {
+            out[bytes++] = static_cast<uint8_t>(buffer);
+            buffer >>= 8;
+            bits -= 8;
+          }
+        }
+      }
+      if (bits) out[bytes++] = static_cast<uint8_t>(buffer);
+      sizes[s] = static_cast<uint16_t>(bytes);
+      offset += bytes;
+    }
+  }
+  __syncthreads();
+
+  // ---- Place the block after its predecessors and copy it out. ----
+  if (tid < 32) {
+    const uint64_t start = lookBack(a.chunkState, k, blockBytes);
+    if (lane == 0) sh.exclusive = start;
+  }
+  __syncthreads();
+  const uint64_t start = sh.exclusive;
+  uint8_t* out = a.dst + a.layout.blocksOffset + start;
+  for (uint32_t i = tid * 16; i < blockBytes; i += threads * 16)
+    *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(block + i);
+  if (tid == 0) {
+    reinterpret_cast<uint64_t*>(a.dst + a.layout.tableOffset)[k] = start + blockBytes;
+    if (k + 1 == a.layout.numChunks) writeHeader(a, a.layout.blocksOffset + start + blockBytes);
+  }
+}
+
+template <int D>
+void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
+  const size_t dynamicBytes = args.p.chunkElems + maxBlockBytes(args.p.chunkElems);
+  static bool configured = false;  // raise the shared-memory limit once per instantiation
+  if (!configured) {
+    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(encodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(2 * (kMaxChunkElems + 64))));
+    configured = true;
+  }
+  const unsigned blocks = static_cast<unsigned>(args.layout.numChunks ? args.layout.numChunks : 1);
+  encodeKernel<D><<<blocks, kEncodeThreads, dynamicBytes, stream>>>(args);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint64_t* chunkState,
+                  cudaStream_t stream) {
+  EncodeArgs args{src, count, dst, encodedBytesOut, status, chunkState,
+                  frameLayout(dtype, count, p.chunkElems), p, dtype,
+                  reinterpret_cast<uintptr_t>(src) % 16 == 0};
+  CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
+  switch (dtype) {
+    case cclzBfloat16: launchEncode<cclzBfloat16>(args, stream); break;
+    case cclzFloat16: launchEncode<cclzFloat16>(args, stream); break;
+    case cclzFloat32: launchEncode<cclzFloat32>(args, stream); break;
+    default: CCLZ_FAIL(cclzNotSupported, "the lossless codec takes bf16, fp16 or fp32");
+  }
+}
+
+}  // namespace cclz::lossless
