@@ -103,11 +103,13 @@ typedef struct {
   unsigned int version;  /* CCLZ_VERSION_CODE */
   cclzCodecType_t codec;
   /* Elements per independently decodable chunk: a power of two in [1024, 65536] (a chunk must
-   * fit in GPU shared memory); 0 picks the default (16384). Smaller chunks give more parallelism
-   * on small messages, larger ones a slightly better ratio. */
+   * fit in GPU shared memory). 0 picks by message size: the largest power of two up to 16384
+   * that cuts the message into ~512 chunks, at least 4096. Smaller chunks give more parallelism
+   * on small messages, larger ones a slightly better ratio. The decoder must use the same
+   * configuration as the encoder. */
   int chunkElems;
   /* Lossless: interleaved entropy-coded streams per chunk (one GPU thread decodes one), a power
-   * of two with chunkElems/streams in [64, 4096] symbols; 0 picks the default (64). */
+   * of two with chunkElems/streams in [64, 4096] symbols; 0 picks chunkElems/256. */
   int streamsPerChunk;
   /* Lossless: longest Huffman code in bits, 8..12; 0 picks the default (11). The decoder's
    * lookup table has 2^maxCodeLength entries. */

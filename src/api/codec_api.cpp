@@ -13,7 +13,6 @@
 
 struct cclzCodec {
   cclzCodecConfig_t config{};
-  cclz::lossless::Params lossless{};
 #ifdef CCLZ_HAVE_CUDA
   void* workspace = nullptr;  // DeviceStatus, then per-chunk encode state
   uint64_t workspaceBytes = 0;
@@ -24,22 +23,42 @@ struct cclzCodec {
 namespace cclz {
 namespace {
 
-constexpr int kDefaultChunkElems = 16384;
-constexpr int kDefaultStreams = 64;
+constexpr uint32_t kDefaultMaxChunkElems = 16384;
+constexpr uint32_t kDefaultMinChunkElems = 4096;
+constexpr uint32_t kDefaultTargetChunks = 512;  // enough blocks to fill a GPU several times over
+constexpr uint32_t kDefaultStreamSymbols = 256;
 constexpr int kDefaultMaxCodeLength = 11;
 
-lossless::Params resolveLosslessParams(const cclzCodecConfig_t& c) {
-  const int chunk = c.chunkElems ? c.chunkElems : kDefaultChunkElems;
-  const int streams = c.streamsPerChunk ? c.streamsPerChunk : kDefaultStreams;
+// The default chunk size depends on the message: the largest power of two up to 16384 that still
+// cuts it into ~512 chunks, but no less than 4096. Large messages get the best ratio, small ones
+// the parallelism a GPU needs. Encoder and decoder derive it from the count alone, so they agree.
+uint32_t defaultChunkElems(uint64_t count) {
+  uint32_t chunk = kDefaultMaxChunkElems;
+  while (chunk > kDefaultMinChunkElems && count / chunk < kDefaultTargetChunks) chunk /= 2;
+  return chunk;
+}
+
+lossless::Params losslessParams(const cclzCodecConfig_t& c, uint64_t count) {
+  const uint32_t chunk = c.chunkElems ? static_cast<uint32_t>(c.chunkElems) : defaultChunkElems(count);
+  const uint32_t streams = c.streamsPerChunk ? static_cast<uint32_t>(c.streamsPerChunk)
+                                             : std::max<uint32_t>(chunk / kDefaultStreamSymbols, 1);
   const int maxLen = c.maxCodeLength ? c.maxCodeLength : kDefaultMaxCodeLength;
-  CCLZ_REQUIRE(chunk > 0 && streams > 0 && lossless::isPowerOfTwo(streams), cclzInvalidArgument,
-               "streamsPerChunk must be a power of two");
-  lossless::Params p{static_cast<uint32_t>(chunk), 0, static_cast<uint32_t>(maxLen)};
-  while ((1 << p.log2Streams) < streams) ++p.log2Streams;
-  CCLZ_REQUIRE(lossless::validParams(p), cclzInvalidArgument,
-               "invalid lossless configuration: chunkElems must be a power of two in [1024, "
-               "65536], chunkElems/streamsPerChunk in [64, 4096], maxCodeLength in [8, 12]");
+  lossless::Params p{chunk, 0, static_cast<uint32_t>(maxLen)};
+  while ((1u << p.log2Streams) < streams) ++p.log2Streams;
   return p;
+}
+
+// Checks a configuration once, at creation, for every message size it may meet.
+void validateLosslessConfig(const cclzCodecConfig_t& c) {
+  CCLZ_REQUIRE(c.chunkElems >= 0 && c.streamsPerChunk >= 0 && c.maxCodeLength >= 0,
+               cclzInvalidArgument, "codec parameters must not be negative");
+  CCLZ_REQUIRE(c.streamsPerChunk == 0 || lossless::isPowerOfTwo(c.streamsPerChunk),
+               cclzInvalidArgument, "streamsPerChunk must be a power of two");
+  for (uint64_t count : {uint64_t{0}, uint64_t{1} << 40}) {  // smallest and largest default chunk
+    CCLZ_REQUIRE(lossless::validParams(losslessParams(c, count)), cclzInvalidArgument,
+                 "invalid lossless configuration: chunkElems must be a power of two in [1024, "
+                 "65536], chunkElems/streamsPerChunk in [64, 4096], maxCodeLength in [8, 12]");
+  }
 }
 
 void checkCodec(cclzCodec_t codec) {
@@ -57,7 +76,7 @@ uint64_t maxEncoded(cclzCodec_t codec, size_t count, cclzDataType_t dtype) {
   checkDtype(codec, dtype);
   CCLZ_REQUIRE(count <= lossless::kMaxCount, cclzInvalidArgument, "element count too large");
   if (codec->config.codec == cclzCodecNone) return none::maxEncodedBytes(dtype, count);
-  return lossless::maxEncodedBytes(codec->lossless, dtype, count);
+  return lossless::maxEncodedBytes(losslessParams(codec->config, count), dtype, count);
 }
 
 void throwFrameError(uint32_t err) {
@@ -121,7 +140,7 @@ cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config
     c->config = *config;
     switch (config->codec) {
       case cclzCodecNone: break;
-      case cclzCodecLossless: c->lossless = resolveLosslessParams(*config); break;
+      case cclzCodecLossless: validateLosslessConfig(*config); break;
       default: CCLZ_FAIL(cclzInvalidArgument, "unknown codec type");
     }
     *codec = c.release();
@@ -160,7 +179,8 @@ cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cc
     const uint64_t bytes =
         codec->config.codec == cclzCodecNone
             ? none::encodeRef(dtype, src, count, out, dstCapacity)
-            : lossless::encodeRef(codec->lossless, dtype, src, count, out, dstCapacity);
+            : lossless::encodeRef(losslessParams(codec->config, count), dtype, src, count,
+                                  out, dstCapacity);
     if (encodedBytes) *encodedBytes = bytes;
   });
 }
@@ -225,13 +245,14 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
       ensureWorkspace(codec, sizeof(DeviceStatus), s);
       none::encodeDevice(dtype, src, count, out, sizeOut, deviceStatus(codec), s);
     } else {
-      const uint64_t chunks = lossless::frameLayout(dtype, count, codec->lossless.chunkElems).numChunks;
+      const lossless::Params p = losslessParams(codec->config, count);
+      const uint64_t chunks = lossless::frameLayout(dtype, count, p.chunkElems).numChunks;
       ensureWorkspace(codec, lossless::encodeWorkspaceBytes(chunks), s);
       DeviceStatus* status = deviceStatus(codec);
       auto* chunkState = reinterpret_cast<uint64_t*>(status + 1);
       CCLZ_CUDA_CHECK(cudaMemsetAsync(&status->workCounter, 0,
                                       sizeof(uint64_t) + 8 * chunks, s));
-      lossless::encodeDevice(codec->lossless, dtype, src, count, out, sizeOut, status, chunkState, s);
+      lossless::encodeDevice(p, dtype, src, count, out, sizeOut, status, chunkState, s);
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
 #endif
@@ -258,7 +279,8 @@ cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, voi
     if (codec->config.codec == cclzCodecNone)
       none::decodeDevice(dtype, in, srcBytes, dst, count, deviceStatus(codec), s);
     else
-      lossless::decodeDevice(codec->lossless, dtype, in, srcBytes, dst, count, deviceStatus(codec), s);
+      lossless::decodeDevice(losslessParams(codec->config, count), dtype, in, srcBytes, dst, count,
+                             deviceStatus(codec), s);
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
 #endif
   });

@@ -97,6 +97,22 @@ __device__ void writeHeader(const EncodeArgs& a, uint64_t frameBytes) {
   a.status->encodedBytes = frameBytes;
 }
 
+// Code and length of the symbols of group g, with the 8 table reads issued together. Symbols past
+// a short group's end get length 0, so they add no bits.
+__device__ void groupCodes(const uint8_t* symbols, const uint32_t* codeAndLength, uint32_t g,
+                           uint32_t valid, uint32_t (&cl)[kGroup]) {
+  if (valid == kGroup) {
+    const uint2 packed = *reinterpret_cast<const uint2*>(symbols + g * kGroup);
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i)
+      cl[i] = codeAndLength[((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu];
+  } else {
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i)
+      cl[i] = i < static_cast<int>(valid) ? codeAndLength[symbols[g * kGroup + i]] : 0u;
+  }
+}
+
 // Per-chunk shared state that is not sized by the chunk.
 struct EncodeShared {
   uint32_t histogram[kHistCopies * kHistStride];
@@ -230,7 +246,10 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
     uint32_t bits = 0;
     for (uint32_t g = s; g < groups; g += streams) {
       const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-      for (uint32_t i = 0; i < valid; ++i) bits += sh.codeAndLength[symbols[g * kGroup + i]] >> 16;
+      uint32_t cl[kGroup];
+      groupCodes(symbols, sh.codeAndLength, g, valid, cl);
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) bits += cl[i] >> 16;
     }
     myBytes += (bits + 7) / 8;
   }
@@ -264,16 +283,27 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
       uint32_t bits = 0, bytes = 0;
       for (uint32_t g = s; g < groups; g += streams) {
         const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-        for (uint32_t i = 0; i < valid; ++i) {
-          const uint32_t cl = sh.codeAndLength[symbols[g * kGroup + i]];
-          buffer |= static_cast<uint64_t>(cl & 0xFFFFu) << bits;
-          bits += cl >> 16;
-          while (bits >= 8) {
-            out[bytes++] = static_cast<uint8_t>(buffer);
-            buffer >>= 8;
-            bits -= 8;
+        uint32_t cl[kGroup];
+        groupCodes(symbols, sh.codeAndLength, g, valid, cl);
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) {
+          buffer |= static_cast<uint64_t>(cl[i] & 0xFFFFu) << bits;
+          bits += cl[i] >> 16;
+          if (bits >= 32) {  // codes are <= 12 bits, so at most 43 bits are pending here
+            out[bytes] = static_cast<uint8_t>(buffer);
+            out[bytes + 1] = static_cast<uint8_t>(buffer >> 8);
+            out[bytes + 2] = static_cast<uint8_t>(buffer >> 16);
+            out[bytes + 3] = static_cast<uint8_t>(buffer >> 24);
+            bytes += 4;
+            buffer >>= 32;
+            bits -= 32;
           }
         }
+      }
+      while (bits >= 8) {
+        out[bytes++] = static_cast<uint8_t>(buffer);
+        buffer >>= 8;
+        bits -= 8;
       }
       if (bits) out[bytes++] = static_cast<uint8_t>(buffer);
       sizes[s] = static_cast<uint16_t>(bytes);

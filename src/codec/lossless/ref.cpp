@@ -35,7 +35,7 @@ ChunkCode buildChunkCode(const uint32_t* histogram, int maxLen) {
   std::sort(ranked, ranked + n, [&](uint8_t a, uint8_t b) {
     return rankBefore(histogram[a], a, histogram[b], b);
   });
-  uint32_t weights[kMaxSymbols];
+  uint32_t weights[kMaxSymbols] = {};
   codeLengthsFromRanked(ranked, histogram, n, maxLen, weights, c.length);
   c.first = *std::min_element(ranked, ranked + n);
   c.span = *std::max_element(ranked, ranked + n) - c.first;
