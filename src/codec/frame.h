@@ -57,13 +57,19 @@ enum FrameError : uint32_t {
 
 // Checks what every frame must satisfy, whatever its codec: magic, version, checksum, and a size
 // that fits the bytes available.
-CCLZ_HD uint32_t checkFrameHeader(const FrameHeader& h, uint64_t availableBytes) {
+// `checksum` is headerChecksum(h), computed by the caller (kernels compute it in registers).
+CCLZ_HD uint32_t checkFrameHeaderSum(const FrameHeader& h, uint32_t checksum,
+                                     uint64_t availableBytes) {
   if (h.magic != kFrameMagic) return kFrameBadMagic;
   if (h.version != kFrameVersion) return kFrameBadVersion;
-  if (headerChecksum(h) != h.checksum) return kFrameBadChecksum;
+  if (checksum != h.checksum) return kFrameBadChecksum;
   if (h.frameBytes < kFrameHeaderBytes) return kFrameBadField;
   if (h.frameBytes > availableBytes) return kFrameTruncated;
   return kFrameOk;
+}
+
+CCLZ_HD uint32_t checkFrameHeader(const FrameHeader& h, uint64_t availableBytes) {
+  return checkFrameHeaderSum(h, headerChecksum(h), availableBytes);
 }
 
 // Checks that a valid header describes what the caller asked to decode.

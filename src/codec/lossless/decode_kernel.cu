@@ -42,8 +42,9 @@ struct DecodeShared {
 __device__ uint32_t checkHeaderAndEntry(const DecodeArgs& a, uint64_t k, uint32_t n,
                                         uint64_t* begin, uint32_t* bytes) {
   if (a.srcBytes < kFrameHeaderBytes) return kFrameTruncated;
-  const FrameHeader h = *reinterpret_cast<const FrameHeader*>(a.src);
-  uint32_t err = checkFrameHeader(h, a.srcBytes);
+  FrameHeader h;
+  const uint32_t checksum = device::headerChecksumFromGlobal(a.src, &h);
+  uint32_t err = checkFrameHeaderSum(h, checksum, a.srcBytes);
   if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecLossless, a.dtype, a.count);
   if (err == kFrameOk) err = checkLosslessHeader(h);
   if (err != kFrameOk) return err;
@@ -99,20 +100,28 @@ __device__ uint32_t prepareCode(const uint8_t* block, uint32_t blockBytes, const
   return kFrameOk;
 }
 
+// Table entries are length << 8 | symbol; no code begins with the bits of an invalid entry. Its
+// length is 0 (it consumes nothing) and its flag survives OR-ing all entries a stream used.
+constexpr uint16_t kInvalidEntry = 0x8000;
+
 // All threads: entry i of the table decodes the code whose bits (least significant first) begin
 // i. Reversed, i is a maxLen-bit number v; canonical codes of length len occupy the range
 // [limit[len-1], limit[len]) of v.
 __device__ void fillTable(const Params& p, const DecodeShared& sh, uint16_t* table) {
   const uint32_t maxLen = p.maxCodeLength;
+  uint32_t limit[kMaxCodeLength];  // limit[l] for l < maxLen, in registers: they are non-decreasing
+#pragma unroll
+  for (uint32_t l = 1; l < kMaxCodeLength; ++l) limit[l] = l < maxLen ? sh.limit[l] : 0xFFFFFFFFu;
+  const uint32_t end = sh.limit[maxLen];
   for (uint32_t i = threadIdx.x; i < (1u << maxLen); i += blockDim.x) {
     const uint32_t v = __brev(i) >> (32 - maxLen);
-    uint16_t entry = 0;
-    for (uint32_t len = 1; len <= maxLen; ++len) {
-      if (v < sh.limit[len]) {
-        const uint32_t index = sh.rankOffset[len] + (v >> (maxLen - len)) - sh.firstCode[len];
-        entry = static_cast<uint16_t>((len << 8) | sh.sortedSymbols[index]);
-        break;
-      }
+    uint32_t len = 1;  // the first length whose codes extend past v
+#pragma unroll
+    for (uint32_t l = 1; l < kMaxCodeLength; ++l) len += v >= limit[l];
+    uint16_t entry = kInvalidEntry;
+    if (v < end) {
+      const uint32_t index = sh.rankOffset[len] + (v >> (maxLen - len)) - sh.firstCode[len];
+      entry = static_cast<uint16_t>((len << 8) | sh.sortedSymbols[index]);
     }
     table[i] = entry;
   }
@@ -125,31 +134,34 @@ struct BitReader {
   uint32_t next;       // next word to load
   uint64_t buffer;
   uint32_t bits;       // valid bits in buffer
-  uint32_t consumed;
+  uint32_t used;       // OR of the table entries used: kInvalidEntry set if one was invalid
 
   __device__ BitReader(const uint8_t* block, uint32_t blockBytes, uint32_t byteOffset)
       : words(reinterpret_cast<const uint32_t*>(block)), wordCount(blockBytes / 4),
-        next(byteOffset / 4), consumed(0) {
+        next(byteOffset / 4), used(0) {
     const uint32_t skip = 8 * (byteOffset % 4);
     buffer = load() >> skip;
     bits = 32 - skip;
   }
   __device__ uint32_t load() { return next < wordCount ? words[next++] : (++next, 0u); }
-  // Makes at least 32 bits available: enough for two codes of up to 12 bits... and more.
+  // NOTE: keeps at least 32 bits, enough for two codes of up to 12 bits per refill.
   __device__ void refill() {
     if (bits < 32) {
       buffer |= static_cast<uint64_t>(load()) << bits;
       bits += 32;
     }
   }
-  __device__ uint32_t decode(const uint16_t* table, uint32_t mask, bool& bad) {
+  __device__ uint32_t decode(const uint16_t* table, uint32_t mask) {
     const uint32_t entry = table[static_cast<uint32_t>(buffer) & mask];
-    const uint32_t len = entry >> 8;
-    bad |= len == 0;
+    const uint32_t len = (entry >> 8) & 0xFu;
+    used |= entry;
     buffer >>= len;
     bits -= len;
-    consumed += len;
     return entry & 0xFFu;
+  }
+  // Bits consumed since byteOffset: what was loaded minus what is left.
+  __device__ uint32_t consumed(uint32_t byteOffset) const {
+    return 32 * (next - byteOffset / 4) - 8 * (byteOffset % 4) - bits;
   }
 };
 
@@ -169,7 +181,7 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
   const uint32_t groups = (n + kGroup - 1) / kGroup;
   const uint32_t stageBytes = static_cast<uint32_t>(maxBlockBytes(chunkElems));
   uint8_t* block = dynamicShared;
-  uint16_t* table = reinterpret_cast<uint16_t*>(dynamicShared + stageBytes);
+  uint16_t* table = reinterpret_cast<uint16_t*>(block + stageBytes);
   uint32_t* streamStart = reinterpret_cast<uint32_t*>(table + (1u << a.p.maxCodeLength));
 
   if (tid == 0) {
@@ -185,8 +197,9 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
     return;
   }
   const uint32_t blockBytes = sh.blockBytes;
-  const uint4* from = reinterpret_cast<const uint4*>(a.src + a.layout.blocksOffset + sh.blockBegin);
-  for (uint32_t i = tid; i < blockBytes / 16; i += threads) reinterpret_cast<uint4*>(block)[i] = from[i];
+  device::stageAsync(block, a.src + a.layout.blocksOffset + sh.blockBegin, blockBytes);
+  device::copyAsyncCommit();
+  device::copyAsyncWaitAll();
   __syncthreads();
 
   const uint32_t mode = block[0];
@@ -226,43 +239,44 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
     }
   }
 
+  // The raw planes are read straight from the frame, one group ahead of its use, so their latency
+  // overlaps the decoding of the group before. Whole vectors are read even for a short last group:
+  // the planes are padded to 16 bytes inside the frame.
   const uint8_t* planeA = a.src + a.layout.planeAOffset + first;
   const uint16_t* planeB = reinterpret_cast<const uint16_t*>(a.src + a.layout.planeBOffset) + first;
+  auto loadRaw = [&](uint32_t g, uint2& ra, uint4& rb) {
+    ra = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
+    if constexpr (E::kHasPlaneB) rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
+  };
   Word* out = static_cast<Word*>(a.dst) + first;
-  // Joins the symbols of group g with its raw bits and writes the elements.
-  auto emit = [&](uint32_t g, uint32_t valid, const uint32_t (&sym)[kGroup]) {
-    uint32_t rawA[2] = {0, 0}, rawB[4] = {0, 0, 0, 0};
+  auto emit = [&](uint32_t g, uint32_t valid, uint32_t symLo, uint32_t symHi, uint2 ra, const uint4& rb) {
+    uint32_t words[device::Joiner<D>::kWords];
+    device::Joiner<D>::join(symLo, symHi, ra, rb, words);
+    Word* to = out + g * kGroup;
     if (valid == kGroup) {
-      const uint2 q = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
-      rawA[0] = q.x;
-      rawA[1] = q.y;
-      if constexpr (E::kHasPlaneB) {
-        const uint4 r = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
-        rawB[0] = r.x; rawB[1] = r.y; rawB[2] = r.z; rawB[3] = r.w;
-      }
+#pragma unroll
+      for (int v = 0; v < device::Joiner<D>::kWords / 4; ++v)
+        reinterpret_cast<uint4*>(to)[v] = make_uint4(words[4 * v], words[4 * v + 1], words[4 * v + 2], words[4 * v + 3]);
     } else {
 #pragma unroll
-      for (int i = 0; i < kGroup; ++i) {  // unrolled: the arrays stay in registers
+      for (int i = 0; i < kGroup; ++i) {
         if (i >= static_cast<int>(valid)) break;
-        rawA[i / 4] |= static_cast<uint32_t>(planeA[g * kGroup + i]) << (8 * (i % 4));
-        if constexpr (E::kHasPlaneB) rawB[i / 2] |= static_cast<uint32_t>(planeB[g * kGroup + i]) << (16 * (i % 2));
+        to[i] = static_cast<Word>(sizeof(Word) == 2 ? words[i / 2] >> (16 * (i % 2)) : words[i]);
       }
     }
-    Word w[kGroup];
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i)
-      w[i] = E::join(sym[i], (rawA[i / 4] >> (8 * (i % 4))) & 0xFFu, (rawB[i / 2] >> (16 * (i % 2))) & 0xFFFFu);
-    device::storeGroup(out + g * kGroup, valid, w);
   };
 
   if (!huffman) {
     for (uint32_t g = tid; g < groups; g += threads) {
       const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-      uint32_t sym[kGroup];
+      uint32_t sym[2] = {0, 0};
 #pragma unroll
       for (int i = 0; i < kGroup; ++i)
-        sym[i] = i < static_cast<int>(valid) ? block[kBlockHeaderBytes + g * kGroup + i] : 0;
-      emit(g, valid, sym);
+        if (i < static_cast<int>(valid)) sym[i / 4] |= static_cast<uint32_t>(block[kBlockHeaderBytes + g * kGroup + i]) << (8 * (i % 4));
+      uint2 ra;
+      uint4 rb = make_uint4(0, 0, 0, 0);
+      loadRaw(g, ra, rb);
+      emit(g, valid, sym[0], sym[1], ra, rb);
     }
     return;
   }
@@ -271,28 +285,34 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
   const uint16_t* sizes = reinterpret_cast<const uint16_t*>(block + streamSizesOffset(span));
   for (uint32_t s = tid; s < streams; s += threads) {
     BitReader r(block, blockBytes, streamStart[s]);
-    bool bad = false;
+    uint2 nextA = make_uint2(0, 0);
+    uint4 nextB = make_uint4(0, 0, 0, 0);
+    if (s < groups) loadRaw(s, nextA, nextB);
     for (uint32_t g = s; g < groups; g += streams) {
+      const uint2 ra = nextA;
+      const uint4 rb = nextB;
+      if (g + streams < groups) loadRaw(g + streams, nextA, nextB);
       const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-      uint32_t sym[kGroup];
+      uint32_t sym[2] = {0, 0};
       if (valid == kGroup) {
-        // NOTE: codes are at most 12 bits, so one refill (>= 32 bits) serves two symbols.
 #pragma unroll
         for (int i = 0; i < kGroup; i += 2) {
           r.refill();
-          sym[i] = r.decode(table, mask, bad);
-          sym[i + 1] = r.decode(table, mask, bad);
+          sym[i / 4] |= r.decode(table, mask) << (8 * (i % 4));
+          sym[i / 4] |= r.decode(table, mask) << (8 * (i % 4 + 1));
         }
       } else {
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) {
+          if (i >= static_cast<int>(valid)) break;
           r.refill();
-          sym[i] = i < static_cast<int>(valid) ? r.decode(table, mask, bad) : 0;
+          sym[i / 4] |= r.decode(table, mask) << (8 * (i % 4));
         }
       }
-      emit(g, valid, sym);
+      emit(g, valid, sym[0], sym[1], ra, rb);
     }
-    if (bad || (r.consumed + 7) / 8 != sizes[s]) device::reportError(a.status, kFrameBadChunk);
+    if ((r.used & kInvalidEntry) || (r.consumed(streamStart[s]) + 7) / 8 != sizes[s])
+      device::reportError(a.status, kFrameBadChunk);
   }
 }
 

@@ -40,6 +40,42 @@ __device__ inline uint32_t blockExclusiveScan(uint32_t value, uint32_t* scratch,
   return warpBase + inclusive - value;
 }
 
+// Asynchronous 16-byte copy from global to shared memory (cp.async, bypassing L1): a thread can
+// have many in flight, so a block pays the memory latency once per chunk, not once per group.
+__device__ inline void copyAsync16(void* shared, const void* global) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(global));
+}
+
+__device__ inline void copyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void copyAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Copies `bytes` (rounded up to 16) from global to shared memory, both 16-byte aligned, with the
+// whole block; completes at copyAsyncWaitAll + __syncthreads.
+__device__ inline void stageAsync(uint8_t* shared, const uint8_t* global, uint32_t bytes) {
+  for (uint32_t i = threadIdx.x * 16; i < bytes; i += blockDim.x * 16)
+    copyAsync16(shared + i, global + i);
+}
+
+// FNV-1a checksum of a frame header read with four 16-byte loads, kept in registers (the generic
+// headerChecksum works on bytes in memory, which on the device means local memory).
+__device__ inline uint32_t headerChecksumFromGlobal(const uint8_t* frame, FrameHeader* header) {
+  uint32_t words[16];
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    const uint4 q = __ldg(reinterpret_cast<const uint4*>(frame) + v);
+    words[4 * v] = q.x;
+    words[4 * v + 1] = q.y;
+    words[4 * v + 2] = q.z;
+    words[4 * v + 3] = q.w;
+  }
+  uint32_t h = 2166136261u;
+#pragma unroll
+  for (int i = 0; i < 60; ++i) h = (h ^ ((words[i / 4] >> (8 * (i % 4))) & 0xFFu)) * 16777619u;
+  *header = *reinterpret_cast<const FrameHeader*>(frame);
+  return h;
+}
+
 // Group <-> 16-byte vectors, built from registers (a cast of a register array to uint4* would
 // push the array to local memory).
 template <typename Word>
@@ -93,5 +129,52 @@ __device__ inline void storeGroup(Word* out, uint32_t valid, const Word (&w)[kGr
       if (i < static_cast<int>(valid)) out[i] = w[i];
   }
 }
+
+// Joins a group's symbols (8 bytes, element order, in two words) with its raw bits and returns
+// the elements packed in 32-bit words (4 words for 16-bit types, 8 for fp32). NOTE: byte permutes
+// and two-lanes-at-once masks keep this at about 1-3 instructions per element.
+template <int Dtype>
+struct Joiner;
+
+template <>
+struct Joiner<cclzBfloat16> {
+  static constexpr int kWords = 4;
+  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&, uint32_t (&out)[4]) {
+    const uint32_t syms[2] = {symLo, symHi}, raws[2] = {a.x, a.y};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t sel = (w % 2) ? 0x4342 : 0x4140;  // bytes (0,1) or (2,3) to 16-bit lanes
+      const uint32_t s = __byte_perm(syms[w / 2], 0, sel), r = __byte_perm(raws[w / 2], 0, sel);
+      out[w] = ((r & 0x00800080u) << 8) | (s << 7) | (r & 0x007F007Fu);
+    }
+  }
+};
+
+template <>
+struct Joiner<cclzFloat16> {
+  static constexpr int kWords = 4;
+  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&, uint32_t (&out)[4]) {
+    out[0] = __byte_perm(a.x, symLo, 0x5140);  // raw byte low, symbol byte high
+    out[1] = __byte_perm(a.x, symLo, 0x7362);
+    out[2] = __byte_perm(a.y, symHi, 0x5140);
+    out[3] = __byte_perm(a.y, symHi, 0x7362);
+  }
+};
+
+template <>
+struct Joiner<cclzFloat32> {
+  static constexpr int kWords = 8;
+  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4& b, uint32_t (&out)[8]) {
+    const uint32_t syms[2] = {symLo, symHi}, raws[2] = {a.x, a.y};
+    const uint32_t lows[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t raw = (raws[i / 4] >> (8 * (i % 4))) & 0xFFu;
+      const uint32_t sym = (syms[i / 4] >> (8 * (i % 4))) & 0xFFu;
+      const uint32_t low = (lows[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
+      out[i] = fp32Join(sym, raw, low);
+    }
+  }
+};
 
 }  // namespace cclz::lossless::device

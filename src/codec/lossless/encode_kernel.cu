@@ -13,6 +13,7 @@ namespace cclz::lossless {
 namespace {
 
 constexpr int kEncodeThreads = 128;
+constexpr int kBatch = 4;  // groups each thread loads before it processes them
 // NOTE: exponents of real data fall in a handful of bins, so lanes of a warp often hit the same
 // histogram counter. Eight copies (chosen by lane) cut that contention; the odd stride puts the
 // copies of one bin in different banks.
@@ -113,8 +114,58 @@ __device__ void groupCodes(const uint8_t* symbols, const uint32_t* codeAndLength
   }
 }
 
+// One group: symbols to shared memory and the histogram, raw bits to the frame's planes.
+template <typename E>
+__device__ void splitGroup(const typename E::Word (&w)[kGroup], uint32_t g, uint32_t valid,
+                           uint32_t* histogram, uint8_t* symbols, uint8_t* planeA, uint16_t* planeB) {
+  uint32_t sym[2] = {0, 0}, raw[2] = {0, 0}, rawB[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) {
+    const uint32_t s = E::symbol(w[i]);
+    if (i < static_cast<int>(valid)) atomicAdd(&histogram[s], 1u);
+    sym[i / 4] |= s << (8 * (i % 4));
+    raw[i / 4] |= E::planeA(w[i]) << (8 * (i % 4));
+    if constexpr (E::kHasPlaneB) rawB[i / 2] |= E::planeB(w[i]) << (16 * (i % 2));
+  }
+  if (valid == kGroup) {
+    *reinterpret_cast<uint2*>(symbols + g * kGroup) = make_uint2(sym[0], sym[1]);
+    *reinterpret_cast<uint2*>(planeA + g * kGroup) = make_uint2(raw[0], raw[1]);
+    if constexpr (E::kHasPlaneB)
+      *reinterpret_cast<uint4*>(planeB + g * kGroup) = make_uint4(rawB[0], rawB[1], rawB[2], rawB[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {  // unrolled: the arrays stay in registers
+      if (i >= static_cast<int>(valid)) break;
+      symbols[g * kGroup + i] = static_cast<uint8_t>(sym[i / 4] >> (8 * (i % 4)));
+      planeA[g * kGroup + i] = static_cast<uint8_t>(raw[i / 4] >> (8 * (i % 4)));
+      if constexpr (E::kHasPlaneB) planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
+    }
+  }
+}
+
+constexpr uint32_t kMaxStreams = kMaxChunkElems / kMinStreamSymbols;  // 1024
+
+// A stream's groups are s, s+S, s+2S, ...: round j is group s+jS. Segment `item` of a stream is
+// part p of its rounds when `parts` threads share the stream.
+struct Segment {
+  uint32_t stream, firstRound, endRound;
+};
+
+__device__ Segment segmentOf(uint32_t item, uint32_t parts, uint32_t streams, uint32_t groups) {
+  const uint32_t stream = item / parts, part = item % parts;
+  const uint32_t rounds = stream < groups ? (groups - stream + streams - 1) / streams : 0;
+  return Segment{stream, part * rounds / parts, (part + 1) * rounds / parts};
+}
+
+__device__ uint32_t streamBytes(const uint32_t* segmentBits, uint32_t stream, uint32_t parts) {
+  uint32_t bits = 0;
+  for (uint32_t p = 0; p < parts; ++p) bits += segmentBits[stream * parts + p];
+  return (bits + 7) / 8;
+}
+
 // Per-chunk shared state that is not sized by the chunk.
 struct EncodeShared {
+  // The histogram copies; once the code is built, per-segment bits and per-stream offsets.
   uint32_t histogram[kHistCopies * kHistStride];
   uint32_t codeAndLength[kMaxSymbols];  // bit-reversed code | length << 16
   uint32_t weights[kMaxSymbols];
@@ -126,6 +177,8 @@ struct EncodeShared {
   uint32_t chunk, presentCount;
   uint64_t exclusive;
 };
+
+static_assert(kHistCopies * kHistStride >= 2 * kMaxStreams, "segment scratch fits the histogram");
 
 template <int D>
 __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
@@ -158,32 +211,23 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   uint8_t* planeA = a.dst + a.layout.planeAOffset + first;
   uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first;
   uint32_t* histogram = sh.histogram + (lane % kHistCopies) * kHistStride;
-  for (uint32_t g = tid; g < groups; g += threads) {
-    const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-    Word w[kGroup];
-    device::loadGroup(in + g * kGroup, valid, a.srcAligned16, w);
-    uint32_t sym[2] = {0, 0}, raw[2] = {0, 0}, rawB[4] = {0, 0, 0, 0};
+  // NOTE: each thread loads kBatch groups before it uses any, so that enough bytes are in flight
+  // per multiprocessor to reach memory bandwidth.
+  for (uint32_t g0 = tid; g0 < groups; g0 += threads * kBatch) {
+    Word w[kBatch][kGroup];
 #pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      const uint32_t s = E::symbol(w[i]);
-      if (i < static_cast<int>(valid)) atomicAdd(&histogram[s], 1u);
-      sym[i / 4] |= s << (8 * (i % 4));
-      raw[i / 4] |= E::planeA(w[i]) << (8 * (i % 4));
-      if constexpr (E::kHasPlaneB) rawB[i / 2] |= E::planeB(w[i]) << (16 * (i % 2));
+    for (int b = 0; b < kBatch; ++b) {
+      const uint32_t g = g0 + b * threads;
+      if (g < groups)
+        device::loadGroup(in + g * kGroup, min(static_cast<uint32_t>(kGroup), n - g * kGroup),
+                          a.srcAligned16, w[b]);
     }
-    if (valid == kGroup) {
-      *reinterpret_cast<uint2*>(symbols + g * kGroup) = make_uint2(sym[0], sym[1]);
-      *reinterpret_cast<uint2*>(planeA + g * kGroup) = make_uint2(raw[0], raw[1]);
-      if constexpr (E::kHasPlaneB)
-        *reinterpret_cast<uint4*>(planeB + g * kGroup) = make_uint4(rawB[0], rawB[1], rawB[2], rawB[3]);
-    } else {
 #pragma unroll
-      for (int i = 0; i < kGroup; ++i) {  // unrolled: the arrays stay in registers
-        if (i >= static_cast<int>(valid)) break;
-        symbols[g * kGroup + i] = static_cast<uint8_t>(sym[i / 4] >> (8 * (i % 4)));
-        planeA[g * kGroup + i] = static_cast<uint8_t>(raw[i / 4] >> (8 * (i % 4)));
-        if constexpr (E::kHasPlaneB) planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
-      }
+    for (int b = 0; b < kBatch; ++b) {
+      const uint32_t g = g0 + b * threads;
+      if (g < groups)
+        splitGroup<E>(w[b], g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), histogram,
+                      symbols, planeA, planeB);
     }
   }
   if (k == 0) {  // the alignment gaps of the frame are zero, as in the reference
@@ -238,23 +282,36 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   __syncthreads();
 
   // ---- Stream sizes, then the choice between the code and storing the symbols. ----
+  // With fewer streams than threads, `parts` threads share a stream, each coding a consecutive
+  // run of its groups (a segment), so that every thread works. The histogram's memory is free now.
+  const uint32_t parts = streams >= threads ? 1 : threads / streams;
+  const uint32_t segments = streams * parts;
+  uint32_t* segmentBits = sh.histogram;                 // per segment, stream-major
+  uint32_t* streamOffset = sh.histogram + kMaxStreams;  // per stream, from the stream data start
+  for (uint32_t item = tid; item < segments; item += threads) {
+    const Segment seg = segmentOf(item, parts, streams, groups);
+    uint32_t bits = 0;
+    for (uint32_t j = seg.firstRound; j < seg.endRound; ++j) {
+      const uint32_t g = seg.stream + j * streams;
+      uint32_t cl[kGroup];
+      groupCodes(symbols, sh.codeAndLength, g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), cl);
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) bits += cl[i] >> 16;
+    }
+    segmentBits[item] = bits;
+  }
+  __syncthreads();
   // Thread t owns the consecutive streams [t*per, (t+1)*per), so one scan gives all offsets.
   const uint32_t per = (streams + threads - 1) / threads;
   const uint32_t myFirst = min(tid * per, streams), myEnd = min(myFirst + per, streams);
   uint32_t myBytes = 0;
-  for (uint32_t s = myFirst; s < myEnd; ++s) {
-    uint32_t bits = 0;
-    for (uint32_t g = s; g < groups; g += streams) {
-      const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-      uint32_t cl[kGroup];
-      groupCodes(symbols, sh.codeAndLength, g, valid, cl);
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) bits += cl[i] >> 16;
-    }
-    myBytes += (bits + 7) / 8;
-  }
+  for (uint32_t st = myFirst; st < myEnd; ++st) myBytes += streamBytes(segmentBits, st, parts);
   uint32_t totalStreamBytes;
-  const uint32_t myOffset = device::blockExclusiveScan(myBytes, sh.scanScratch, &totalStreamBytes);
+  uint32_t offset = device::blockExclusiveScan(myBytes, sh.scanScratch, &totalStreamBytes);
+  for (uint32_t st = myFirst; st < myEnd; ++st) {
+    streamOffset[st] = offset;
+    offset += streamBytes(segmentBits, st, parts);
+  }
   const uint32_t dataOffset = streamDataOffset(span, streams);
   const bool useCode = dataOffset + totalStreamBytes < kBlockHeaderBytes + n;
   const uint32_t blockBytes = static_cast<uint32_t>(
@@ -276,38 +333,34 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
         block[kBlockHeaderBytes + j / 2] |= static_cast<uint8_t>(sh.length[firstSym + j] << (4 * (j % 2)));
     }
     uint16_t* sizes = reinterpret_cast<uint16_t*>(block + streamSizesOffset(span));
-    uint32_t offset = dataOffset + myOffset;
-    for (uint32_t s = myFirst; s < myEnd; ++s) {
-      uint8_t* out = block + offset;
+    for (uint32_t st = tid; st < streams; st += threads)
+      sizes[st] = static_cast<uint16_t>(streamBytes(segmentBits, st, parts));
+    __syncthreads();  // the size words are written before the streams are OR-ed in next to them
+    uint32_t* words = reinterpret_cast<uint32_t*>(block);
+    for (uint32_t item = tid; item < segments; item += threads) {
+      const Segment seg = segmentOf(item, parts, streams, groups);
+      uint32_t bitPos = 8 * (dataOffset + streamOffset[seg.stream]);
+      for (uint32_t q = seg.stream * parts; q < item; ++q) bitPos += segmentBits[q];
+      // NOTE: neighbouring segments may share a word, so words are OR-ed in atomically; the
+      // buffer starts at the word boundary (its first bits zero) and flushes whole words.
+      uint32_t word = bitPos / 32, fill = bitPos % 32;
       uint64_t buffer = 0;
-      uint32_t bits = 0, bytes = 0;
-      for (uint32_t g = s; g < groups; g += streams) {
-        const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
+      for (uint32_t j = seg.firstRound; j < seg.endRound; ++j) {
+        const uint32_t g = seg.stream + j * streams;
         uint32_t cl[kGroup];
-        groupCodes(symbols, sh.codeAndLength, g, valid, cl);
+        groupCodes(symbols, sh.codeAndLength, g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), cl);
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) {
-          buffer |= static_cast<uint64_t>(cl[i] & 0xFFFFu) << bits;
-          bits += cl[i] >> 16;
-          if (bits >= 32) {  // codes are <= 12 bits, so at most 43 bits are pending here
-            out[bytes] = static_cast<uint8_t>(buffer);
-            out[bytes + 1] = static_cast<uint8_t>(buffer >> 8);
-            out[bytes + 2] = static_cast<uint8_t>(buffer >> 16);
-            out[bytes + 3] = static_cast<uint8_t>(buffer >> 24);
-            bytes += 4;
+          buffer |= static_cast<uint64_t>(cl[i] & 0xFFFFu) << fill;
+          fill += cl[i] >> 16;
+          if (fill >= 32) {  // codes are <= 12 bits, so at most 43 bits are pending here
+            atomicOr(&words[word++], static_cast<uint32_t>(buffer));
             buffer >>= 32;
-            bits -= 32;
+            fill -= 32;
           }
         }
       }
-      while (bits >= 8) {
-        out[bytes++] = static_cast<uint8_t>(buffer);
-        buffer >>= 8;
-        bits -= 8;
-      }
-      if (bits) out[bytes++] = static_cast<uint8_t>(buffer);
-      sizes[s] = static_cast<uint16_t>(bytes);
-      offset += bytes;
+      if (fill) atomicOr(&words[word], static_cast<uint32_t>(buffer));
     }
   }
   __syncthreads();

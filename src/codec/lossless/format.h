@@ -233,6 +233,9 @@ CCLZ_HD void codeLengthsFromRanked(const uint8_t* ranked, const uint32_t* histog
 // numbered by (length, symbol) as in DEFLATE and stored bit-reversed, because streams are
 // written and read least-significant bit first.
 CCLZ_HD uint32_t reverseBits(uint32_t v, int bits) {
+#if defined(__CUDA_ARCH__)
+  return __brev(v) >> (32 - bits);
+#endif
   uint32_t r = 0;
   for (int i = 0; i < bits; ++i) r |= ((v >> i) & 1u) << (bits - 1 - i);
   return r;

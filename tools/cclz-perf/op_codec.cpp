@@ -1,0 +1,181 @@
+// --op codec: for one input, the encoded size, the encode and decode times (medians), a plain copy
+// of the same bytes as the roofline reference, and a byte-for-byte check of the round trip.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "compare.h"
+#include "error.h"
+#include "gpu.h"
+#include "ops.h"
+#include "timing.h"
+
+namespace perf {
+namespace {
+
+// The handle, destroyed on every path out (cclzCodecDestroy waits for its device work).
+class Codec {
+ public:
+  explicit Codec(const Options& opt) {
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+    config.codec = opt.codec == "none" ? cclzCodecNone : cclzCodecLossless;
+    config.chunkElems = opt.chunkElems;
+    config.streamsPerChunk = opt.streams;
+    config.maxCodeLength = opt.maxCodeLength;
+    PERF_CCLZ_CHECK(cclzCodecCreate(&handle_, &config));
+  }
+  ~Codec() { (void)cclzCodecDestroy(handle_); }
+  Codec(const Codec&) = delete;
+  Codec& operator=(const Codec&) = delete;
+  cclzCodec_t get() const { return handle_; }
+
+ private:
+  cclzCodec_t handle_ = nullptr;
+};
+
+// A decoded buffer starts as this pattern, so that a decoder that writes nothing cannot pass on
+// bytes left over from an earlier, identical input.
+constexpr uint8_t kPoison = 0xa5;
+
+Row newRow(const Context& ctx, const Input& in) {
+  Row r;
+  r.op = "codec";
+  r.codec = ctx.opt.codec;
+  r.dtype = dtypeName(ctx.opt.dtype);
+  r.device = ctx.opt.device == Device::Gpu ? "gpu" : "cpu";
+  if (!in.name.empty()) r.tensor = in.name;
+  r.bytes = in.bytes.size();
+  r.count = in.bytes.size() / dtypeSize(ctx.opt.dtype);
+  return r;
+}
+
+void setCheck(Row& r, const Comparison& c) {
+  r.exact = c.wrong == 0;
+  r.wrong = c.wrong;
+  r.nmse = c.nmse;
+}
+
+Row runHost(const Context& ctx, const Input& in) {
+  const Options& opt = ctx.opt;
+  Row r = newRow(ctx, in);
+  r.baseline = "memcpy";
+  Codec codec(opt);
+  size_t capacity = 0;
+  PERF_CCLZ_CHECK(cclzCodecMaxEncodedSize(codec.get(), r.count, opt.dtype, &capacity));
+  std::vector<uint8_t> frame(capacity), out(r.bytes, kPoison);
+  size_t encoded = 0;
+
+  r.encodeUs = timeHost(opt.warmup, opt.iters, [&] {
+    PERF_CCLZ_CHECK(cclzEncodeHost(codec.get(), in.bytes.data(), r.count, opt.dtype, frame.data(),
+                                   frame.size(), &encoded));
+  });
+  r.encodedBytes = encoded;
+  r.decodeUs = timeHost(opt.warmup, opt.iters, [&] {
+    PERF_CCLZ_CHECK(
+        cclzDecodeHost(codec.get(), frame.data(), encoded, out.data(), r.count, opt.dtype));
+  });
+  if (opt.check) setCheck(r, compare(opt.dtype, in.bytes, out));
+  r.copyUs = timeHost(opt.warmup, opt.iters, [&] {
+    std::memcpy(out.data(), in.bytes.data(), r.bytes);
+    doNotOptimize(out.data());
+  });
+  return r;
+}
+
+#ifdef CCLZ_HAVE_CUDA
+size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// NOTE: a small message would otherwise be timed from L2 (50 MB on an H200), not HBM. Each
+// iteration therefore works on its own copy of the input, frame and output (a "buffer set"), as
+// many as make 200 MB (4x L2) or one per iteration, whichever is fewer, within 20 GB; and the L2
+// is flushed before each timed loop. So no timed iteration finds its data in L2, whatever S is.
+size_t bufferSets(size_t messageBytes, size_t setBytes, int iterations) {
+  constexpr size_t kRotateBytes = 200'000'000, kMaxBytes = 20'000'000'000;
+  size_t sets = (kRotateBytes + messageBytes - 1) / messageBytes;
+  sets = std::min(sets, static_cast<size_t>(iterations));
+  sets = std::min(sets, kMaxBytes / setBytes);
+  return std::max<size_t>(sets, 1);
+}
+
+Row runDevice(const Context& ctx, const Input& in) {
+  const Options& opt = ctx.opt;
+  Row r = newRow(ctx, in);
+  r.baseline = "cudaMemcpy D2D";
+  r.gpuName = ctx.gpuName;
+  gpu::Stream stream;  // declared first, destroyed last: the codec and buffers go before it
+  const cudaStream_t s = stream.get();
+  auto* cs = reinterpret_cast<cclzStream_t>(s);
+  Codec codec(opt);
+  size_t capacity = 0;
+  PERF_CCLZ_CHECK(cclzCodecMaxEncodedSize(codec.get(), r.count, opt.dtype, &capacity));
+
+  // Buffer sets are laid out at 256-byte pitches in three slabs (inputs, frames, outputs).
+  const size_t inPitch = roundUp(r.bytes, 256), framePitch = roundUp(capacity, 256);
+  const size_t sets = bufferSets(r.bytes, 2 * inPitch + framePitch, opt.warmup + opt.iters);
+  r.bufferSets = static_cast<int>(sets);
+  gpu::Buffer inputs(sets * inPitch), frames(sets * framePitch), outputs(sets * inPitch);
+  gpu::L2Flusher flusher;
+  const auto input = [&](int i) { return inputs.data() + i % sets * inPitch; };
+  const auto frame = [&](int i) { return frames.data() + i % sets * framePitch; };
+  const auto output = [&](int i) { return outputs.data() + i % sets * inPitch; };
+
+  // Fill every set with the input by doubling: log2(sets) copies instead of sets copies.
+  PERF_CUDA_CHECK(
+      cudaMemcpyAsync(inputs.data(), in.bytes.data(), r.bytes, cudaMemcpyHostToDevice, s));
+  for (size_t have = 1; have < sets; have *= 2)
+    PERF_CUDA_CHECK(cudaMemcpyAsync(inputs.data() + have * inPitch, inputs.data(),
+                                    std::min(have, sets - have) * inPitch, cudaMemcpyDeviceToDevice,
+                                    s));
+
+  flusher.flush(s);
+  r.encodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+    PERF_CCLZ_CHECK(
+        cclzEncode(codec.get(), input(i), r.count, opt.dtype, frame(i), framePitch, nullptr, cs));
+  });
+  size_t encoded = 0;
+  PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), &encoded));
+  r.encodedBytes = encoded;
+
+  // Every set holds the same input, so every frame has the size of the last one.
+  PERF_CUDA_CHECK(cudaMemsetAsync(outputs.data(), kPoison, outputs.size(), s));
+  flusher.flush(s);
+  r.decodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+    PERF_CCLZ_CHECK(cclzDecode(codec.get(), frame(i), encoded, output(i), r.count, opt.dtype, cs));
+  });
+  PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), nullptr));  // reports a rejected frame
+
+  // Every set was decoded (sets <= iterations); the worst one is reported.
+  if (opt.check) {
+    std::vector<uint8_t> host(r.bytes);
+    Comparison worst;
+    for (size_t k = 0; k < sets; ++k) {
+      PERF_CUDA_CHECK(cudaMemcpyAsync(host.data(), output(static_cast<int>(k)), r.bytes,
+                                      cudaMemcpyDeviceToHost, s));
+      PERF_CUDA_CHECK(cudaStreamSynchronize(s));
+      const Comparison c = compare(opt.dtype, in.bytes, host);
+      if (k == 0 || c.wrong > worst.wrong) worst = c;
+    }
+    setCheck(r, worst);
+  }
+
+  flusher.flush(s);
+  r.copyUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+    PERF_CUDA_CHECK(cudaMemcpyAsync(output(i), input(i), r.bytes, cudaMemcpyDeviceToDevice, s));
+  });
+  return r;
+}
+#endif
+
+}  // namespace
+
+// The library judges the configuration (chunk, streams, code length) when a handle is made.
+void validateCodec(const Options& opt) { Codec check(opt); }
+
+Row runCodec(const Context& ctx, const Input& in) {
+#ifdef CCLZ_HAVE_CUDA
+  if (ctx.opt.device == Device::Gpu) return runDevice(ctx, in);
+#endif
+  return runHost(ctx, in);
+}
+
+}  // namespace perf

@@ -1,0 +1,43 @@
+// The flags of cclz-perf, parsed once in main.cpp and read by the ops. Names follow nccl-tests
+// (-b -e -f -n -w -c -d) so that users of those tests know them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cclz/cclz.h"
+
+namespace perf {
+
+enum class Device { Cpu, Gpu };
+enum class DataKind { Gaussian, UniformBits };
+
+struct Options {
+  std::string op = "codec";
+  std::string codec = "lossless";  // lossless | none
+  cclzDataType_t dtype = cclzBfloat16;
+  Device device = Device::Cpu;  // resolved in main: gpu when built with CUDA and a GPU is present
+
+  // The size sweep, in bytes (rounded down to whole elements): minBytes, minBytes*stepFactor, ...
+  size_t minBytes = 32u << 20;
+  size_t maxBytes = 32u << 20;
+  size_t stepFactor = 2;
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+
+  // Synthetic data, used when there is no --input.
+  DataKind data = DataKind::Gaussian;
+  uint64_t seed = 0;
+  std::string input;  // a raw tensor file or an index.json; empty = synthetic
+
+  // cclzCodecConfig_t fields; 0 keeps the library's default.
+  int chunkElems = 0;
+  int streams = 0;
+  int maxCodeLength = 0;
+
+  std::string json;  // --json FILE; empty = none
+};
+
+}  // namespace perf

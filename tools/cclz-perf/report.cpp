@@ -1,0 +1,138 @@
+#include "report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "error.h"
+
+namespace perf {
+namespace {
+
+std::string configText(int value) { return value ? std::to_string(value) : "default"; }
+
+std::string exactText(const Row& r) {
+  if (!r.exact) return "-";
+  return *r.exact ? "true" : "false";
+}
+
+}  // namespace
+
+Report::Report(const Options& opt, const Dataset& data) : opt_(opt) {
+  if (!data.named) return;
+  nameWidth_ = 6;  // "tensor"
+  for (const auto& in : data.inputs) nameWidth_ = std::max(nameWidth_, in.name.size());
+}
+
+void Report::printHeader(const std::string& deviceText, const std::string& dataText) const {
+  int version = 0;
+  PERF_CCLZ_CHECK(cclzGetVersion(&version));
+  fmt::print("# cclz-perf (cclz {}.{}.{}): op {}, device {}, dtype {}, codec {}\n", version / 10000,
+             version / 100 % 100, version % 100, opt_.op, deviceText, dtypeName(opt_.dtype),
+             opt_.codec);
+  fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
+             configText(opt_.chunkElems), configText(opt_.streams), configText(opt_.maxCodeLength));
+  fmt::print("#   data: {}\n", dataText);
+  fmt::print(
+      "#   iters {}, warmup {}, check {}; times are medians; GB/s = uncompressed bytes / time\n",
+      opt_.iters, opt_.warmup, opt_.check ? 1 : 0);
+  fmt::print("#\n");
+  const std::string name = nameWidth_ ? fmt::format(" {:<{}}", "tensor", nameWidth_) : "";
+  fmt::print("#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6}\n", name,
+             "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)", "dec(us)",
+             "dec(GB/s)", "copy(GB/s)", "exact");
+  std::fflush(stdout);
+}
+
+void Report::add(Row row) {
+  const std::string name =
+      nameWidth_ ? fmt::format(" {:<{}}", row.tensor.value_or(""), nameWidth_) : "";
+  fmt::print(
+      " {} {:>12} {:>12} {:>5} {:>9} {:>7.3f} {:>10.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f} "
+      "{:>6}\n",
+      name, row.bytes, row.count, row.dtype, row.codec, row.ratio(), row.encodeUs,
+      row.gbps(row.encodeUs), row.decodeUs, row.gbps(row.decodeUs), row.gbps(row.copyUs),
+      exactText(row));
+  std::fflush(stdout);  // rows appear as they are measured, as in nccl-tests
+  rows_.push_back(std::move(row));
+}
+
+int Report::failures() const {
+  return static_cast<int>(
+      std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.exact == false; }));
+}
+
+void Report::printSummary() const {
+  uint64_t bytes = 0, encoded = 0, wrong = 0;
+  double enc = 0, dec = 0, copy = 0;
+  for (const auto& r : rows_) {
+    bytes += r.bytes;
+    encoded += r.encodedBytes;
+    wrong += r.wrong;
+    enc += r.gbps(r.encodeUs);
+    dec += r.gbps(r.decodeUs);
+    copy += r.gbps(r.copyUs);
+  }
+  const double n = rows_.empty() ? 1 : double(rows_.size());
+  const std::string check =
+      !opt_.check  ? "not checked"
+      : failures() ? fmt::format("FAILED: {} rows not exact, {} wrong elements", failures(), wrong)
+                   : "all exact";
+  fmt::print(
+      "# summary: {} {} {} on {}: {} rows, {}; overall ratio {:.3f}; mean GB/s encode {:.2f}, "
+      "decode {:.2f}, {} {:.2f}\n",
+      opt_.op, opt_.codec, dtypeName(opt_.dtype), opt_.device == Device::Gpu ? "gpu" : "cpu",
+      rows_.size(), check, encoded ? double(bytes) / double(encoded) : 0.0, enc / n, dec / n,
+      rows_.empty() ? "copy" : rows_.front().baseline, copy / n);
+}
+
+void Report::writeJson(const std::string& path) const {
+  // ordered_json keeps the keys in the order written here, which reads better than sorted.
+  auto rows = nlohmann::ordered_json::array();
+  const auto orNull = [](const auto& v) -> nlohmann::ordered_json {
+    if (v) return *v;
+    return nullptr;
+  };
+  for (const auto& r : rows_) {
+    nlohmann::ordered_json j;
+    j["op"] = r.op;
+    j["codec"] = r.codec;
+    j["dtype"] = r.dtype;
+    j["device"] = r.device;
+    j["tensor"] = orNull(r.tensor);
+    j["bytes"] = r.bytes;
+    j["count"] = r.count;
+    j["ratio"] = r.ratio();
+    j["encoded_bytes"] = r.encodedBytes;
+    j["encode_us"] = r.encodeUs;
+    j["decode_us"] = r.decodeUs;
+    j["time_us"] = r.encodeUs + r.decodeUs;
+    j["encode_GBps"] = r.gbps(r.encodeUs);
+    j["decode_GBps"] = r.gbps(r.decodeUs);
+    j["copy_GBps"] = r.gbps(r.copyUs);
+    j["baseline"] = r.baseline;
+    j["algbw_GBps"] = nullptr;  // collectives only
+    j["busbw_GBps"] = nullptr;
+    j["speedup"] = nullptr;
+    j["exact"] = orNull(r.exact);
+    j["wrong"] = r.exact ? nlohmann::ordered_json(r.wrong) : nullptr;
+    j["nmse"] = r.exact && std::isfinite(r.nmse) ? nlohmann::ordered_json(r.nmse) : nullptr;
+    j["iters"] = opt_.iters;
+    j["warmup"] = opt_.warmup;
+    j["buffer_sets"] = r.bufferSets;
+    j["chunk_elems"] = opt_.chunkElems;
+    j["streams"] = opt_.streams;
+    j["max_code_length"] = opt_.maxCodeLength;
+    if (r.gpuName) j["gpu_name"] = *r.gpuName;
+    rows.push_back(std::move(j));
+  }
+  std::ofstream out(path);
+  if (!out) fail("--json {}: cannot open for writing", path);
+  out << rows.dump(1) << '\n';
+  if (!out) fail("--json {}: write failed", path);
+}
+
+}  // namespace perf
