@@ -111,7 +111,7 @@ typedef struct {
   /* Lossless: interleaved entropy-coded streams per chunk (one GPU thread decodes one), a power
    * of two with chunkElems/streams in [64, 4096] symbols; 0 picks chunkElems/256. */
   int streamsPerChunk;
-  /* Lossless: longest Huffman code in bits, 8..12; 0 picks the default (11). The decoder's
+  /* Lossless: longest Huffman code in bits, 8..12; 0 picks the default (10). The decoder's
    * lookup table has 2^maxCodeLength entries. */
   int maxCodeLength;
 } cclzCodecConfig_t;

@@ -27,7 +27,7 @@ constexpr uint32_t kDefaultMaxChunkElems = 16384;
 constexpr uint32_t kDefaultMinChunkElems = 4096;
 constexpr uint32_t kDefaultTargetChunks = 512;  // enough blocks to fill a GPU several times over
 constexpr uint32_t kDefaultStreamSymbols = 256;
-constexpr int kDefaultMaxCodeLength = 11;
+constexpr int kDefaultMaxCodeLength = 10;  // decode +15% over 11 on the H200 for -0.05% ratio
 
 // The default chunk size depends on the message: the largest power of two up to 16384 that still
 // cuts it into ~512 chunks, but no less than 4096. Large messages get the best ratio, small ones

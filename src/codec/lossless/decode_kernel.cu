@@ -28,10 +28,9 @@ struct DecodeArgs {
 
 struct DecodeShared {
   uint32_t countOfLength[kMaxCodeLength + 1];
-  uint32_t firstCode[kMaxCodeLength + 1];  // canonical, most-significant bit first
-  uint32_t limit[kMaxCodeLength + 1];      // end of each length's codes, in maxLen-bit space
-  uint32_t rankOffset[kMaxCodeLength + 1];
-  uint8_t sortedSymbols[kMaxSymbols];      // by (length, symbol)
+  uint16_t rankEnd[kMaxSymbols];    // codes in canonical order: end of each one's table range
+  uint16_t rankEntry[kMaxSymbols];  // and its table entry (length << 8 | symbol)
+  uint32_t ranks;
   uint32_t scanScratch[32];
   uint32_t error;
   uint64_t blockBegin;
@@ -64,97 +63,93 @@ __device__ uint32_t checkHeaderAndEntry(const DecodeArgs& a, uint64_t k, uint32_
   return kFrameOk;
 }
 
-// Thread 0: reads the code lengths of a Huffman block and prepares canonical decoding.
+// Thread 0: reads the code lengths of a Huffman block and lists the codes in canonical order
+// (by length, then symbol). Read most-significant bit first as maxLen-bit numbers, the canonical
+// codes cut [0, 2^maxLen) into consecutive ranges, one per code, of 2^(maxLen - length) values.
 __device__ uint32_t prepareCode(const uint8_t* block, uint32_t blockBytes, const Params& p,
                                 DecodeShared& sh) {
   const int first = block[1], span = block[2];
   const uint32_t streams = 1u << p.log2Streams;
   if (first + span >= kMaxSymbols || streamDataOffset(span, streams) > blockBytes)
     return kFrameBadChunk;
-  for (int len = 0; len <= kMaxCodeLength; ++len) sh.countOfLength[len] = 0;
+  uint32_t rankOfLength[kMaxCodeLength + 2] = {};  // first rank of each length, after the counts
   uint64_t kraft = 0;
   for (int j = 0; j <= span; ++j) {
     const uint32_t len = (block[kBlockHeaderBytes + j / 2] >> (4 * (j % 2))) & 0xF;
     if (len > p.maxCodeLength) return kFrameBadChunk;
-    ++sh.countOfLength[len];
-    if (len) kraft += 1ull << (p.maxCodeLength - len);
+    if (len) {
+      ++rankOfLength[len + 1];
+      kraft += 1ull << (p.maxCodeLength - len);
+    }
   }
   if (kraft == 0 || kraft > (1ull << p.maxCodeLength)) return kFrameBadChunk;
-  uint32_t code = 0, rank = 0;
-  sh.countOfLength[0] = 0;
-  for (uint32_t len = 1; len <= kMaxCodeLength; ++len) {
-    code = (code + sh.countOfLength[len - 1]) << 1;
-    sh.firstCode[len] = code;
-    sh.rankOffset[len] = rank;
-    rank += sh.countOfLength[len];
-    sh.limit[len] = len <= p.maxCodeLength
-                        ? (code + sh.countOfLength[len]) << (p.maxCodeLength - len)
-                        : 0;
-  }
-  uint32_t fill[kMaxCodeLength + 1];
-  for (int len = 0; len <= kMaxCodeLength; ++len) fill[len] = sh.rankOffset[len];
+  for (int len = 1; len <= kMaxCodeLength; ++len) rankOfLength[len + 1] += rankOfLength[len];
   for (int j = 0; j <= span; ++j) {
     const uint32_t len = (block[kBlockHeaderBytes + j / 2] >> (4 * (j % 2))) & 0xF;
-    if (len) sh.sortedSymbols[fill[len]++] = static_cast<uint8_t>(first + j);
+    if (len) sh.rankEntry[rankOfLength[len]++] = static_cast<uint16_t>((len << 8) | (first + j));
   }
+  const uint32_t ranks = rankOfLength[kMaxCodeLength + 1];
+  uint32_t end = 0;
+  for (uint32_t r = 0; r < ranks; ++r) {
+    end += 1u << (p.maxCodeLength - (sh.rankEntry[r] >> 8));
+    sh.rankEnd[r] = static_cast<uint16_t>(end);
+  }
+  sh.ranks = ranks;
   return kFrameOk;
 }
 
-// Table entries are length << 8 | symbol; no code begins with the bits of an invalid entry. Its
-// length is 0 (it consumes nothing) and its flag survives OR-ing all entries a stream used.
-constexpr uint16_t kInvalidEntry = 0x8000;
+// Table entries are length << 8 | symbol. No code begins with the bits of an invalid entry: its
+// length is 0, so it consumes nothing, and a stream that met one has a shortest length of 0.
+constexpr uint16_t kInvalidEntry = 0;
 
-// All threads: entry i of the table decodes the code whose bits (least significant first) begin
-// i. Reversed, i is a maxLen-bit number v; canonical codes of length len occupy the range
-// [limit[len-1], limit[len]) of v.
+// All threads: the table entry at index i decodes the code whose first bits (least significant
+// first) are i; reversed, i is a value v in the ranges of prepareCode. Each thread fills a run of
+// consecutive v, walking the ranges, so an entry costs a few instructions.
 __device__ void fillTable(const Params& p, const DecodeShared& sh, uint16_t* table) {
-  const uint32_t maxLen = p.maxCodeLength;
-  uint32_t limit[kMaxCodeLength];  // limit[l] for l < maxLen, in registers: they are non-decreasing
-#pragma unroll
-  for (uint32_t l = 1; l < kMaxCodeLength; ++l) limit[l] = l < maxLen ? sh.limit[l] : 0xFFFFFFFFu;
-  const uint32_t end = sh.limit[maxLen];
-  for (uint32_t i = threadIdx.x; i < (1u << maxLen); i += blockDim.x) {
-    const uint32_t v = __brev(i) >> (32 - maxLen);
-    uint32_t len = 1;  // the first length whose codes extend past v
-#pragma unroll
-    for (uint32_t l = 1; l < kMaxCodeLength; ++l) len += v >= limit[l];
-    uint16_t entry = kInvalidEntry;
-    if (v < end) {
-      const uint32_t index = sh.rankOffset[len] + (v >> (maxLen - len)) - sh.firstCode[len];
-      entry = static_cast<uint16_t>((len << 8) | sh.sortedSymbols[index]);
-    }
-    table[i] = entry;
+  const uint32_t maxLen = p.maxCodeLength, size = 1u << maxLen;
+  const uint32_t per = (size + blockDim.x - 1) / blockDim.x;
+  const uint32_t v0 = min(threadIdx.x * per, size), v1 = min(v0 + per, size);
+  uint32_t lo = 0, hi = sh.ranks;  // first rank whose range ends after v0
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (sh.rankEnd[mid] <= v0) lo = mid + 1; else hi = mid;
+  }
+  uint32_t r = lo;
+  for (uint32_t v = v0; v < v1; ++v) {
+    while (r < sh.ranks && sh.rankEnd[r] <= v) ++r;
+    table[__brev(v) >> (32 - maxLen)] = r < sh.ranks ? sh.rankEntry[r] : kInvalidEntry;
   }
 }
 
 // Reads a stream from the staged block, least significant bit first, 32-bit words at a time.
 struct BitReader {
   const uint32_t* words;
-  uint32_t wordCount;  // words staged; reads past them see zeros
+  uint32_t lastWord;   // reads past the staged words repeat the last one: harmless garbage
   uint32_t next;       // next word to load
   uint64_t buffer;
   uint32_t bits;       // valid bits in buffer
-  uint32_t used;       // OR of the table entries used: kInvalidEntry set if one was invalid
+  uint32_t shortest;   // shortest code length met: 0 if an invalid entry was used
 
   __device__ BitReader(const uint8_t* block, uint32_t blockBytes, uint32_t byteOffset)
-      : words(reinterpret_cast<const uint32_t*>(block)), wordCount(blockBytes / 4),
-        next(byteOffset / 4), used(0) {
+      : words(reinterpret_cast<const uint32_t*>(block)), lastWord(blockBytes / 4 - 1),
+        next(byteOffset / 4), shortest(kMaxCodeLength) {
     const uint32_t skip = 8 * (byteOffset % 4);
-    buffer = load() >> skip;
+    buffer = words[min(next++, lastWord)] >> skip;
     bits = 32 - skip;
   }
-  __device__ uint32_t load() { return next < wordCount ? words[next++] : (++next, 0u); }
-  // NOTE: keeps at least 32 bits, enough for two codes of up to 12 bits per refill.
+  // NOTE: keeps at least 32 bits, enough for two codes of up to 12 bits. Without a branch: the
+  // lanes of a warp need refills at different times, so a branch would be taken almost always.
   __device__ void refill() {
-    if (bits < 32) {
-      buffer |= static_cast<uint64_t>(load()) << bits;
-      bits += 32;
-    }
+    const uint32_t w = words[min(next, lastWord)];
+    const bool need = bits < 32;
+    buffer |= need ? static_cast<uint64_t>(w) << bits : 0;
+    next += need;
+    bits += need ? 32 : 0;
   }
   __device__ uint32_t decode(const uint16_t* table, uint32_t mask) {
     const uint32_t entry = table[static_cast<uint32_t>(buffer) & mask];
-    const uint32_t len = (entry >> 8) & 0xFu;
-    used |= entry;
+    const uint32_t len = entry >> 8;
+    shortest = min(shortest, len);
     buffer >>= len;
     bits -= len;
     return entry & 0xFFu;
@@ -311,7 +306,7 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
       }
       emit(g, valid, sym[0], sym[1], ra, rb);
     }
-    if ((r.used & kInvalidEntry) || (r.consumed(streamStart[s]) + 7) / 8 != sizes[s])
+    if (r.shortest == 0 || (r.consumed(streamStart[s]) + 7) / 8 != sizes[s])
       device::reportError(a.status, kFrameBadChunk);
   }
 }

@@ -12,13 +12,13 @@
 namespace cclz::lossless {
 namespace {
 
-constexpr int kEncodeThreads = 128;
+constexpr int kEncodeThreads = 256;
 constexpr int kBatch = 4;  // groups each thread loads before it processes them
-// NOTE: exponents of real data fall in a handful of bins, so lanes of a warp often hit the same
-// histogram counter. Eight copies (chosen by lane) cut that contention; the odd stride puts the
-// copies of one bin in different banks.
-constexpr int kHistCopies = 8;
-constexpr int kHistStride = kMaxSymbols + 1;
+// NOTE: exponents of real data fall in a handful of bins, so the lanes of a warp would mostly hit
+// the same few histogram counters. Each thread instead counts the 8 symbols of a window around
+// the chunk's bulk in registers (16-bit fields of two 64-bit words); only symbols outside the
+// window go to shared-memory atomics.
+constexpr uint32_t kWindow = 8;
 
 constexpr uint64_t kStateAggregate = 1ull << 62;  // the block's own size is known
 constexpr uint64_t kStateInclusive = 2ull << 62;  // the end offset of the block is known
@@ -37,41 +37,48 @@ struct EncodeArgs {
   bool srcAligned16;
 };
 
-__device__ uint64_t warpSum(uint64_t v) {
-  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
+// All threads of block k (after publishSize): sum the sizes of blocks k-1, k-2, ..., one per
+// thread, until a block whose end offset is known; then publish this block's end offset. NOTE: a block-wide window (not a warp)
+// keeps the walk short when hundreds of blocks finish together, as on small messages.
+struct LookBackShared {
+  uint32_t nearestInclusive;
+  uint64_t partial[kEncodeThreads / 32];
+};
+
+// Thread 0, as soon as the block's size is known: lets later blocks count it while this one is
+// still writing its block. Chunk 0's end offset is its size.
+__device__ void publishSize(uint64_t* state, uint64_t k, uint64_t size) {
+  atomicExch(reinterpret_cast<unsigned long long*>(state + k),
+             (k == 0 ? kStateInclusive : kStateAggregate) | size);
 }
 
-// Warp 0 of block k: publishes the block's size, then sums the sizes of blocks k-1, k-2, ... 32 at
-// a time until it meets one whose end offset is known. Returns the block's start offset.
-__device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size) {
-  const int lane = threadIdx.x & 31;
-  if (k == 0) {
-    if (lane == 0) atomicExch(reinterpret_cast<unsigned long long*>(state), kStateInclusive | size);
-    return 0;
-  }
-  if (lane == 0) atomicExch(reinterpret_cast<unsigned long long*>(state + k), kStateAggregate | size);
+__device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, LookBackShared& lb) {
+  const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (k == 0) return 0;
   uint64_t exclusive = 0;
   int64_t base = static_cast<int64_t>(k) - 1;
   while (true) {
-    const int64_t j = base - lane;
+    const int64_t j = base - static_cast<int64_t>(tid);
     uint64_t v = kStateInclusive;  // before chunk 0: an end offset of zero
     if (j >= 0) v = *reinterpret_cast<volatile uint64_t*>(state + j);
     const uint32_t flag = static_cast<uint32_t>(v >> 62);
-    const uint32_t inclusive = __ballot_sync(0xffffffffu, flag == 2);
-    const uint32_t pending = __ballot_sync(0xffffffffu, flag == 0);
-    if (inclusive) {
-      const int f = __ffs(inclusive) - 1;
-      const uint32_t upTo = f == 31 ? 0xffffffffu : (1u << (f + 1)) - 1;
-      if (pending & upTo) continue;  // a nearer block has not published yet
-      exclusive += warpSum(lane <= f ? (v & kStateValue) : 0);
-      break;
-    }
-    if (pending) continue;
-    exclusive += warpSum(v & kStateValue);
-    base -= 32;
+    if (tid == 0) lb.nearestInclusive = blockDim.x;
+    __syncthreads();
+    if (flag == 2) atomicMin(&lb.nearestInclusive, tid);
+    __syncthreads();
+    const uint32_t nearest = lb.nearestInclusive;
+    // A block nearer than the nearest end offset that has published nothing yet: look again.
+    if (__syncthreads_or(flag == 0 && tid <= nearest)) continue;
+    uint64_t mine = tid <= nearest ? (v & kStateValue) : 0;
+    for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, d);
+    if (lane == 0) lb.partial[warp] = mine;
+    __syncthreads();
+    for (uint32_t w = 0; w < blockDim.x / 32; ++w) exclusive += lb.partial[w];
+    __syncthreads();  // partial is rewritten by the next round
+    if (nearest < blockDim.x) break;
+    base -= blockDim.x;
   }
-  if (lane == 0)
+  if (tid == 0)
     atomicExch(reinterpret_cast<unsigned long long*>(state + k), kStateInclusive | (exclusive + size));
   return exclusive;
 }
@@ -115,14 +122,40 @@ __device__ void groupCodes(const uint8_t* symbols, const uint32_t* codeAndLength
 }
 
 // One group: symbols to shared memory and the histogram, raw bits to the frame's planes.
+struct WindowCounts {
+  uint32_t base;   // first symbol of the window
+  uint64_t lo, hi; // counts of symbols base..base+3 and base+4..base+7, 16 bits each
+
+  __device__ void add(uint32_t s, uint32_t* histogram) {
+    const uint32_t d = s - base;
+    if (d < 4) lo += 1ull << (16 * d);
+    else if (d < kWindow) hi += 1ull << (16 * (d - 4));
+    else atomicAdd(&histogram[s], 1u);
+  }
+  // Sums the warp's counts (at most 32 x 256 per field, so 16 bits suffice) into the histogram.
+  __device__ void flush(uint32_t* histogram) {
+    for (int d = 16; d > 0; d >>= 1) {
+      lo += __shfl_xor_sync(0xffffffffu, lo, d);
+      hi += __shfl_xor_sync(0xffffffffu, hi, d);
+    }
+    if ((threadIdx.x & 31) == 0) {
+      for (uint32_t k = 0; k < kWindow; ++k) {
+        const uint32_t c = static_cast<uint32_t>(((k < 4 ? lo : hi) >> (16 * (k % 4))) & 0xFFFFu);
+        if (c) atomicAdd(&histogram[base + k], c);
+      }
+    }
+  }
+};
+
 template <typename E>
 __device__ void splitGroup(const typename E::Word (&w)[kGroup], uint32_t g, uint32_t valid,
-                           uint32_t* histogram, uint8_t* symbols, uint8_t* planeA, uint16_t* planeB) {
+                           WindowCounts& counts, uint32_t* histogram, uint8_t* symbols,
+                           uint8_t* planeA, uint16_t* planeB) {
   uint32_t sym[2] = {0, 0}, raw[2] = {0, 0}, rawB[4] = {0, 0, 0, 0};
 #pragma unroll
   for (int i = 0; i < kGroup; ++i) {
     const uint32_t s = E::symbol(w[i]);
-    if (i < static_cast<int>(valid)) atomicAdd(&histogram[s], 1u);
+    if (i < static_cast<int>(valid)) counts.add(s, histogram);
     sym[i / 4] |= s << (8 * (i % 4));
     raw[i / 4] |= E::planeA(w[i]) << (8 * (i % 4));
     if constexpr (E::kHasPlaneB) rawB[i / 2] |= E::planeB(w[i]) << (16 * (i % 2));
@@ -165,23 +198,22 @@ __device__ uint32_t streamBytes(const uint32_t* segmentBits, uint32_t stream, ui
 
 // Per-chunk shared state that is not sized by the chunk.
 struct EncodeShared {
-  // The histogram copies; once the code is built, per-segment bits and per-stream offsets.
-  uint32_t histogram[kHistCopies * kHistStride];
+  // The histogram (the first 256 words) while the code is built; then per-segment bits and
+  // per-stream offsets.
+  uint32_t work[2 * kMaxStreams];
   uint32_t codeAndLength[kMaxSymbols];  // bit-reversed code | length << 16
   uint32_t weights[kMaxSymbols];
-  uint16_t code[kMaxSymbols];
+  uint32_t firstCode[kMaxCodeLength + 1];
   uint8_t length[kMaxSymbols];
   uint8_t present[kMaxSymbols];
   uint8_t ranked[kMaxSymbols];
   uint32_t scanScratch[32];
   uint32_t chunk, presentCount;
-  uint64_t exclusive;
+  LookBackShared lookBack;
 };
 
-static_assert(kHistCopies * kHistStride >= 2 * kMaxStreams, "segment scratch fits the histogram");
-
 template <int D>
-__global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
+__global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) {
   using E = Elements<D>;
   using Word = typename E::Word;
   extern __shared__ __align__(16) uint8_t dynamicShared[];
@@ -198,7 +230,7 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   }
   // Chunks are taken in launch order so that a block only ever waits for blocks already running.
   if (tid == 0) sh.chunk = atomicAdd(&a.status->workCounter, 1u);
-  for (uint32_t i = tid; i < kHistCopies * kHistStride; i += threads) sh.histogram[i] = 0;
+  for (uint32_t i = tid; i < kMaxSymbols; i += threads) sh.work[i] = 0;
   for (uint32_t i = tid; i < kMaxSymbols; i += threads) sh.length[i] = 0;
   __syncthreads();
   const uint64_t k = sh.chunk;
@@ -210,7 +242,17 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   const Word* in = static_cast<const Word*>(a.src) + first;
   uint8_t* planeA = a.dst + a.layout.planeAOffset + first;
   uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first;
-  uint32_t* histogram = sh.histogram + (lane % kHistCopies) * kHistStride;
+  uint32_t* histogram = sh.work;
+  // The window: from a little above the largest exponent of the chunk's first 8 elements down.
+  WindowCounts counts{0, 0, 0};
+  {
+    Word w[kGroup];
+    device::loadGroup(in, min(static_cast<uint32_t>(kGroup), n), a.srcAligned16, w);
+    uint32_t top = 0;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) top = max(top, E::symbol(w[i]));
+    counts.base = min(max(top, 6u) - 6u, kMaxSymbols - kWindow);
+  }
   // NOTE: each thread loads kBatch groups before it uses any, so that enough bytes are in flight
   // per multiprocessor to reach memory bandwidth.
   for (uint32_t g0 = tid; g0 < groups; g0 += threads * kBatch) {
@@ -226,10 +268,11 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
     for (int b = 0; b < kBatch; ++b) {
       const uint32_t g = g0 + b * threads;
       if (g < groups)
-        splitGroup<E>(w[b], g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), histogram,
-                      symbols, planeA, planeB);
+        splitGroup<E>(w[b], g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), counts,
+                      histogram, symbols, planeA, planeB);
     }
   }
+  counts.flush(histogram);
   if (k == 0) {  // the alignment gaps of the frame are zero, as in the reference
     const Layout& l = a.layout;
     zeroBytes(a.dst, l.tableOffset + 8 * l.numChunks, l.planeAOffset);
@@ -238,19 +281,12 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   }
   __syncthreads();
 
-  // ---- Code: fold the histogram copies, list the symbols present, rank them, build lengths. ----
-  for (uint32_t s = tid; s < kMaxSymbols; s += threads) {
-    uint32_t total = 0;
-#pragma unroll
-    for (int c = 0; c < kHistCopies; ++c) total += sh.histogram[c * kHistStride + s];
-    sh.histogram[s] = total;
-  }
-  __syncthreads();
+  // ---- Code: list the symbols present, rank them, build lengths. ----
   if (tid < 32) {
     uint32_t found = 0;
     for (uint32_t j = 0; j < kMaxSymbols / 32; ++j) {
       const uint32_t s = j * 32 + lane;
-      const bool has = sh.histogram[s] > 0;
+      const bool has = sh.work[s] > 0;
       const uint32_t mask = __ballot_sync(0xffffffffu, has);
       if (has) sh.present[found + __popc(mask & ((1u << lane) - 1))] = static_cast<uint8_t>(s);
       found += __popc(mask);
@@ -260,11 +296,11 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   __syncthreads();
   const uint32_t present = sh.presentCount;
   for (uint32_t i = tid; i < present; i += threads) {
-    const uint32_t s = sh.present[i], c = sh.histogram[s];
+    const uint32_t s = sh.present[i], c = sh.work[s];
     uint32_t rank = 0;
     for (uint32_t j = 0; j < present; ++j) {
       const uint32_t t = sh.present[j];
-      rank += rankBefore(sh.histogram[t], t, c, s);
+      rank += rankBefore(sh.work[t], t, c, s);
     }
     sh.ranked[rank] = static_cast<uint8_t>(s);
   }
@@ -272,13 +308,29 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   const int firstSym = sh.present[0];
   const int span = sh.present[present - 1] - firstSym;
   if (tid == 0) {
-    codeLengthsFromRanked(sh.ranked, sh.histogram, static_cast<int>(present), maxLen, sh.weights,
+    codeLengthsFromRanked(sh.ranked, sh.work, static_cast<int>(present), maxLen, sh.weights,
                           sh.length);
-    canonicalCodes(sh.length, firstSym, span, sh.code);
+    // First canonical code of each length (DEFLATE's numbering); the codes themselves follow in
+    // parallel below.
+    uint32_t countOfLength[kMaxCodeLength + 1] = {};
+    for (int j = 0; j <= span; ++j) ++countOfLength[sh.length[firstSym + j]];
+    uint32_t c = 0;
+    for (int len = 1; len <= kMaxCodeLength; ++len) {
+      c = (c + (len > 1 ? countOfLength[len - 1] : 0)) << 1;
+      sh.firstCode[len] = c;
+    }
   }
   __syncthreads();
-  for (uint32_t s = tid; s < kMaxSymbols; s += threads)
-    sh.codeAndLength[s] = sh.code[s] | (static_cast<uint32_t>(sh.length[s]) << 16);
+  for (uint32_t s = tid; s < kMaxSymbols; s += threads) {
+    const uint32_t len = sh.length[s];
+    uint32_t cl = 0;
+    if (len) {  // the code of s: the first of its length plus the shorter-valued symbols of that length
+      uint32_t before = 0;
+      for (uint32_t t = firstSym; t < s; ++t) before += sh.length[t] == len;
+      cl = reverseBits(sh.firstCode[len] + before, static_cast<int>(len)) | (len << 16);
+    }
+    sh.codeAndLength[s] = cl;
+  }
   __syncthreads();
 
   // ---- Stream sizes, then the choice between the code and storing the symbols. ----
@@ -286,8 +338,8 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   // run of its groups (a segment), so that every thread works. The histogram's memory is free now.
   const uint32_t parts = streams >= threads ? 1 : threads / streams;
   const uint32_t segments = streams * parts;
-  uint32_t* segmentBits = sh.histogram;                 // per segment, stream-major
-  uint32_t* streamOffset = sh.histogram + kMaxStreams;  // per stream, from the stream data start
+  uint32_t* segmentBits = sh.work;                 // per segment, stream-major
+  uint32_t* streamOffset = sh.work + kMaxStreams;  // per stream, from the stream data start
   for (uint32_t item = tid; item < segments; item += threads) {
     const Segment seg = segmentOf(item, parts, streams, groups);
     uint32_t bits = 0;
@@ -316,6 +368,7 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   const bool useCode = dataOffset + totalStreamBytes < kBlockHeaderBytes + n;
   const uint32_t blockBytes = static_cast<uint32_t>(
       alignUp(useCode ? dataOffset + totalStreamBytes : kBlockHeaderBytes + n, kBlockAlign));
+  if (tid == 0) publishSize(a.chunkState, k, blockBytes);
   for (uint32_t i = tid * 16; i < blockBytes; i += threads * 16)
     *reinterpret_cast<uint4*>(block + i) = make_uint4(0, 0, 0, 0);
   __syncthreads();
@@ -366,12 +419,7 @@ __global__ void __launch_bounds__(kEncodeThreads) encodeKernel(EncodeArgs a) {
   __syncthreads();
 
   // ---- Place the block after its predecessors and copy it out. ----
-  if (tid < 32) {
-    const uint64_t start = lookBack(a.chunkState, k, blockBytes);
-    if (lane == 0) sh.exclusive = start;
-  }
-  __syncthreads();
-  const uint64_t start = sh.exclusive;
+  const uint64_t start = lookBack(a.chunkState, k, blockBytes, sh.lookBack);
   uint8_t* out = a.dst + a.layout.blocksOffset + start;
   for (uint32_t i = tid * 16; i < blockBytes; i += threads * 16)
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(block + i);
