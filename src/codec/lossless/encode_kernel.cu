@@ -16,8 +16,7 @@ constexpr int kEncodeThreads = 256;
 constexpr int kBatch = 4;  // groups each thread loads before it processes them
 // NOTE: exponents of real data fall in a handful of bins, so the lanes of a warp would mostly hit
 // the same few histogram counters. Each thread instead counts the 8 symbols of a window around
-// the chunk's bulk in registers (16-bit fields of two 64-bit words); only symbols outside the
-// window go to shared-memory atomics.
+// the chunk's bulk in registers (WindowCounts); only symbols outside it go to shared-memory atomics.
 constexpr uint32_t kWindow = 8;
 
 constexpr uint64_t kStateAggregate = 1ull << 62;  // the block's own size is known
@@ -38,8 +37,9 @@ struct EncodeArgs {
 };
 
 // All threads of block k (after publishSize): sum the sizes of blocks k-1, k-2, ..., one per
-// thread, until a block whose end offset is known; then publish this block's end offset. NOTE: a block-wide window (not a warp)
-// keeps the walk short when hundreds of blocks finish together, as on small messages.
+// thread, until a block whose end offset is known; then publish this block's end offset.
+// NOTE: a block-wide window (not a warp) keeps the walk short when hundreds of blocks finish
+// together, as on small messages.
 struct LookBackShared {
   uint32_t nearestInclusive;
   uint64_t partial[kEncodeThreads / 32];
@@ -68,7 +68,10 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, LookBac
     __syncthreads();
     const uint32_t nearest = lb.nearestInclusive;
     // A block nearer than the nearest end offset that has published nothing yet: look again.
-    if (__syncthreads_or(flag == 0 && tid <= nearest)) continue;
+    if (__syncthreads_or(flag == 0 && tid <= nearest)) {
+      __nanosleep(100);  // leave the issue slots to blocks that have work
+      continue;
+    }
     uint64_t mine = tid <= nearest ? (v & kStateValue) : 0;
     for (int d = 16; d > 0; d >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, d);
     if (lane == 0) lb.partial[warp] = mine;
@@ -121,49 +124,90 @@ __device__ void groupCodes(const uint8_t* symbols, const uint32_t* codeAndLength
   }
 }
 
-// One group: symbols to shared memory and the histogram, raw bits to the frame's planes.
+// A thread's counts of the kWindow symbols [base, base+8): a group's counts in 4-bit fields (at
+// most 8 each), folded after every group into 16-bit fields: (d0,d4) (d2,d6) (d1,d5) (d3,d7).
 struct WindowCounts {
-  uint32_t base;   // first symbol of the window
-  uint64_t lo, hi; // counts of symbols base..base+3 and base+4..base+7, 16 bits each
+  uint32_t base;
+  uint32_t c04 = 0, c26 = 0, c15 = 0, c37 = 0;
 
-  __device__ void add(uint32_t s, uint32_t* histogram) {
-    const uint32_t d = s - base;
-    if (d < 4) lo += 1ull << (16 * d);
-    else if (d < kWindow) hi += 1ull << (16 * (d - 4));
-    else atomicAdd(&histogram[s], 1u);
+  __device__ void addGroup(const uint32_t (&sym)[2], uint32_t valid, uint32_t* histogram) {
+    uint32_t nibbles = 0;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      const uint32_t s = (sym[i / 4] >> (8 * (i % 4))) & 0xFFu, d = s - base;
+      if (i < static_cast<int>(valid)) {
+        if (d < kWindow) nibbles += 1u << (4 * d);
+        else atomicAdd(&histogram[s], 1u);
+      }
+    }
+    const uint32_t even = nibbles & 0x0F0F0F0Fu, odd = (nibbles >> 4) & 0x0F0F0F0Fu;
+    c04 += even & 0x00FF00FFu;
+    c26 += (even >> 8) & 0x00FF00FFu;
+    c15 += odd & 0x00FF00FFu;
+    c37 += (odd >> 8) & 0x00FF00FFu;
   }
   // Sums the warp's counts (at most 32 x 256 per field, so 16 bits suffice) into the histogram.
   __device__ void flush(uint32_t* histogram) {
     for (int d = 16; d > 0; d >>= 1) {
-      lo += __shfl_xor_sync(0xffffffffu, lo, d);
-      hi += __shfl_xor_sync(0xffffffffu, hi, d);
+      c04 += __shfl_xor_sync(0xffffffffu, c04, d);
+      c26 += __shfl_xor_sync(0xffffffffu, c26, d);
+      c15 += __shfl_xor_sync(0xffffffffu, c15, d);
+      c37 += __shfl_xor_sync(0xffffffffu, c37, d);
     }
     if ((threadIdx.x & 31) == 0) {
-      for (uint32_t k = 0; k < kWindow; ++k) {
-        const uint32_t c = static_cast<uint32_t>(((k < 4 ? lo : hi) >> (16 * (k % 4))) & 0xFFFFu);
-        if (c) atomicAdd(&histogram[base + k], c);
+      const uint32_t fields[4] = {c04, c15, c26, c37};  // d = k and k + 4 for k = 0..3
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (fields[k] & 0xFFFFu) atomicAdd(&histogram[base + k], fields[k] & 0xFFFFu);
+        if (fields[k] >> 16) atomicAdd(&histogram[base + k + 4], fields[k] >> 16);
       }
     }
   }
 };
 
-template <typename E>
-__device__ void splitGroup(const typename E::Word (&w)[kGroup], uint32_t g, uint32_t valid,
-                           WindowCounts& counts, uint32_t* histogram, uint8_t* symbols,
-                           uint8_t* planeA, uint16_t* planeB) {
-  uint32_t sym[2] = {0, 0}, raw[2] = {0, 0}, rawB[4] = {0, 0, 0, 0};
+// Loads a group as 32-bit words (zeros past a short group's end), 16 bytes at a time when the
+// source allows.
+template <int D>
+__device__ void loadGroupWords(const uint8_t* in, uint32_t valid, bool aligned16,
+                               uint32_t (&x)[device::Splitter<D>::kWords]) {
+  constexpr int kWords = device::Splitter<D>::kWords;
+  if (valid == kGroup && aligned16) {
 #pragma unroll
-  for (int i = 0; i < kGroup; ++i) {
-    const uint32_t s = E::symbol(w[i]);
-    if (i < static_cast<int>(valid)) counts.add(s, histogram);
-    sym[i / 4] |= s << (8 * (i % 4));
-    raw[i / 4] |= E::planeA(w[i]) << (8 * (i % 4));
-    if constexpr (E::kHasPlaneB) rawB[i / 2] |= E::planeB(w[i]) << (16 * (i % 2));
+    for (int v = 0; v < kWords / 4; ++v) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(in) + v);
+      x[4 * v] = q.x;
+      x[4 * v + 1] = q.y;
+      x[4 * v + 2] = q.z;
+      x[4 * v + 3] = q.w;
+    }
+  } else {
+    using Word = typename Elements<D>::Word;
+    const Word* e = reinterpret_cast<const Word*>(in);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (sizeof(Word) == 2) {
+        const uint32_t lo = 2 * i < static_cast<int>(valid) ? e[2 * i] : 0u;
+        const uint32_t hi = 2 * i + 1 < static_cast<int>(valid) ? e[2 * i + 1] : 0u;
+        x[i] = lo | (hi << 16);
+      } else {
+        x[i] = i < static_cast<int>(valid) ? e[i] : 0u;
+      }
+    }
   }
+}
+
+// One group: symbols to shared memory and the window counts, raw bits to the frame's planes.
+template <int D>
+__device__ void splitGroup(const uint32_t (&x)[device::Splitter<D>::kWords], uint32_t g,
+                           uint32_t valid, WindowCounts& counts, uint32_t* histogram,
+                           uint8_t* symbols, uint8_t* planeA, uint16_t* planeB) {
+  uint32_t sym[2], raw[2], rawB[4];
+  device::Splitter<D>::split(x, sym, raw, rawB);
+  counts.addGroup(sym, valid, histogram);
   if (valid == kGroup) {
     *reinterpret_cast<uint2*>(symbols + g * kGroup) = make_uint2(sym[0], sym[1]);
     *reinterpret_cast<uint2*>(planeA + g * kGroup) = make_uint2(raw[0], raw[1]);
-    if constexpr (E::kHasPlaneB)
+    if constexpr (D == cclzFloat32)
       *reinterpret_cast<uint4*>(planeB + g * kGroup) = make_uint4(rawB[0], rawB[1], rawB[2], rawB[3]);
   } else {
 #pragma unroll
@@ -171,7 +215,7 @@ __device__ void splitGroup(const typename E::Word (&w)[kGroup], uint32_t g, uint
       if (i >= static_cast<int>(valid)) break;
       symbols[g * kGroup + i] = static_cast<uint8_t>(sym[i / 4] >> (8 * (i % 4)));
       planeA[g * kGroup + i] = static_cast<uint8_t>(raw[i / 4] >> (8 * (i % 4)));
-      if constexpr (E::kHasPlaneB) planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
+      if constexpr (D == cclzFloat32) planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
     }
   }
 }
@@ -239,36 +283,38 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
   const uint32_t groups = (n + kGroup - 1) / kGroup;
 
   // ---- Split: symbols to shared memory and the histogram, raw planes to the frame. ----
-  const Word* in = static_cast<const Word*>(a.src) + first;
+  const uint8_t* in = static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
   uint8_t* planeA = a.dst + a.layout.planeAOffset + first;
   uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first;
   uint32_t* histogram = sh.work;
+  constexpr int kWords = device::Splitter<D>::kWords;
   // The window: from a little above the largest exponent of the chunk's first 8 elements down.
-  WindowCounts counts{0, 0, 0};
+  WindowCounts counts;
   {
-    Word w[kGroup];
-    device::loadGroup(in, min(static_cast<uint32_t>(kGroup), n), a.srcAligned16, w);
+    uint32_t x[kWords], sym[2], raw[2], rawB[4];
+    loadGroupWords<D>(in, min(static_cast<uint32_t>(kGroup), n), a.srcAligned16, x);
+    device::Splitter<D>::split(x, sym, raw, rawB);
     uint32_t top = 0;
 #pragma unroll
-    for (int i = 0; i < kGroup; ++i) top = max(top, E::symbol(w[i]));
+    for (int i = 0; i < kGroup; ++i) top = max(top, (sym[i / 4] >> (8 * (i % 4))) & 0xFFu);
     counts.base = min(max(top, 6u) - 6u, kMaxSymbols - kWindow);
   }
   // NOTE: each thread loads kBatch groups before it uses any, so that enough bytes are in flight
   // per multiprocessor to reach memory bandwidth.
   for (uint32_t g0 = tid; g0 < groups; g0 += threads * kBatch) {
-    Word w[kBatch][kGroup];
+    uint32_t x[kBatch][kWords];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const uint32_t g = g0 + b * threads;
       if (g < groups)
-        device::loadGroup(in + g * kGroup, min(static_cast<uint32_t>(kGroup), n - g * kGroup),
-                          a.srcAligned16, w[b]);
+        loadGroupWords<D>(in + g * kGroup * sizeof(Word), min(static_cast<uint32_t>(kGroup), n - g * kGroup),
+                          a.srcAligned16, x[b]);
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const uint32_t g = g0 + b * threads;
       if (g < groups)
-        splitGroup<E>(w[b], g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), counts,
+        splitGroup<D>(x[b], g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), counts,
                       histogram, symbols, planeA, planeB);
     }
   }
