@@ -24,11 +24,19 @@ extern "C" {
 /* The version of this header, as cclzGetVersion() reports the library's: MAJOR*10000+MINOR*100+PATCH. */
 #define CCLZ_VERSION_CODE (CCLZ_MAJOR * 10000 + CCLZ_MINOR * 100 + CCLZ_PATCH)
 
+/* Enums have an int underlying type in C++ too, so that any int a C or ctypes caller passes is a
+ * valid value to test (and reject), not undefined behaviour. */
+#ifdef __cplusplus
+#define CCLZ_ENUM_INT : int
+#else
+#define CCLZ_ENUM_INT
+#endif
+
 /* The same type as CUDA's cudaStream_t, declared here so that CPU-only users need no CUDA headers.
  * NULL is the legacy default stream. */
 typedef struct CUstream_st* cclzStream_t;
 
-typedef enum {
+typedef enum CCLZ_ENUM_INT {
   cclzSuccess = 0,
   cclzUnhandledCudaError = 1, /* a CUDA call failed */
   cclzSystemError = 2,        /* an operating-system call or allocation failed */
@@ -42,7 +50,7 @@ typedef enum {
 } cclzResult_t;
 
 /* Data types. The numbering is NCCL's, so that ncclDataType_t values convert directly. */
-typedef enum {
+typedef enum CCLZ_ENUM_INT {
   cclzInt8 = 0,
   cclzUint8 = 1,
   cclzInt32 = 2,
@@ -56,7 +64,7 @@ typedef enum {
   cclzNumTypes = 10
 } cclzDataType_t;
 
-typedef enum {
+typedef enum CCLZ_ENUM_INT {
   cclzCodecNone = 0,     /* the frame carries the bytes as they are (any dtype) */
   cclzCodecLossless = 1, /* exponent entropy coding of bf16/fp16/fp32: bit-exact round trip */
   cclzNumCodecs = 2
@@ -127,8 +135,9 @@ cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config
 cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
 
 /* *bytes = the largest frame that encoding count elements of dtype can produce: the capacity a
- * destination buffer needs. Incompressible data grows by at most 1% over count*sizeof(dtype)
- * plus a 64-byte header. */
+ * destination buffer needs. Incompressible data (chunks that the code would not shrink are stored)
+ * grows by at most 112 + 27 bytes per chunk over count*sizeof(dtype): below 1% + 112 bytes for
+ * messages of 4097 elements or more at the default chunking. */
 cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
                                      size_t* bytes);
 

@@ -210,7 +210,8 @@ cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* 
     // Only the header is given, so a frame may be longer than `bytes`.
     throwFrameError(checkFrameHeader(h, UINT64_MAX));
     if (h.codec == cclzCodecLossless) throwFrameError(lossless::checkLosslessHeader(h));
-    CCLZ_REQUIRE(h.codec < cclzNumCodecs, cclzCorruptFrame, frameErrorText(kFrameBadField));
+    else if (h.codec == cclzCodecNone) throwFrameError(none::checkHeader(h));
+    else throwFrameError(kFrameBadField);
     info->codec = static_cast<cclzCodecType_t>(h.codec);
     info->dtype = static_cast<cclzDataType_t>(h.dtype);
     info->count = h.count;

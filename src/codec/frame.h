@@ -63,6 +63,8 @@ CCLZ_HD uint32_t checkFrameHeaderSum(const FrameHeader& h, uint32_t checksum,
   if (h.magic != kFrameMagic) return kFrameBadMagic;
   if (h.version != kFrameVersion) return kFrameBadVersion;
   if (checksum != h.checksum) return kFrameBadChecksum;
+  for (int i = 0; i < 20; ++i)
+    if (h.reserved[i] != 0) return kFrameBadField;  // a later format, or corruption
   if (h.frameBytes < kFrameHeaderBytes) return kFrameBadField;
   if (h.frameBytes > availableBytes) return kFrameTruncated;
   return kFrameOk;

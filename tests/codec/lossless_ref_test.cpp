@@ -1,27 +1,172 @@
+// Round trips through the CPU reference of the lossless codec (src/codec/lossless/ref.cpp):
+// dtype x size x configuration x data kind, bytes compared exactly, outputs guarded.
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "codec/lossless/ref.h"
+#include "common/error.h"
+#include "support/configs.h"
+#include "support/data.h"
+#include "support/frame_view.h"
+#include "support/guarded_buffer.h"
 
-namespace cclz::lossless {
+namespace cclz::test {
 namespace {
 
-TEST(LosslessRef, Smoke) {
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(100000);
-  for (auto& v : x) v = normal(rng);
-  const Params p{16384, 6, 11};
-  std::vector<uint8_t> frame(maxEncodedBytes(p, cclzFloat32, x.size()));
-  const uint64_t bytes = encodeRef(p, cclzFloat32, x.data(), x.size(), frame.data(), frame.size());
-  std::vector<float> y(x.size());
-  ASSERT_EQ(decodeRef(frame.data(), bytes, cclzFloat32, y.size(), y.data()), kFrameOk);
-  EXPECT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0);
-  EXPECT_LT(bytes, x.size() * 4 / 1.18);
+using lossless::decodeRef;
+using lossless::encodeRef;
+using lossless::maxEncodedBytes;
+
+using RoundTripParam = std::tuple<int, size_t, CodecSetup, DataKind>;
+
+std::string roundTripName(const testing::TestParamInfo<RoundTripParam>& info) {
+  const auto& [dtype, count, setup, kind] = info.param;
+  return std::string(dtypeLabel(dtype)) + "_n" + std::to_string(count) + "_" + setup.name + "_" +
+         dataKindLabel(kind);
+}
+
+class LosslessRefRoundTrip : public testing::TestWithParam<RoundTripParam> {};
+
+// What the data kind promises about the blocks of full chunks (a short last chunk may be stored).
+void checkBlocks(const uint8_t* frame, const FrameView& v, const lossless::Params& p,
+                 DataKind kind) {
+  for (uint32_t k = 0; k < v.numChunks; ++k) {
+    SCOPED_TRACE("chunk " + std::to_string(k));
+    const BlockView b = viewBlock(frame, v, k);
+    ASSERT_TRUE(b.mode == 0 || b.mode == 1);
+    ASSERT_EQ(b.bytes % 16, 0u);
+    if (b.mode == 1) {
+      EXPECT_LE(b.longest(), static_cast<int>(p.maxCodeLength));
+    }
+    const bool full = (k + 1) * uint64_t{p.chunkElems} <= v.count;
+    switch (kind) {
+      case DataKind::kRandomBits:
+        EXPECT_EQ(b.mode, 0) << "incompressible symbols must be stored";
+        break;
+      case DataKind::kConstant:
+      case DataKind::kOneSymbolPerChunk:
+        if (!full) break;
+        ASSERT_EQ(b.mode, 1);
+        EXPECT_EQ(b.span, 0);
+        EXPECT_EQ(b.length[b.first], 1) << "a lone symbol takes a 1-bit code";
+        break;
+      case DataKind::kTwoSymbolsPerChunk:
+        if (!full) break;
+        ASSERT_EQ(b.mode, 1);
+        EXPECT_EQ(b.symbolsCoded(), 2);
+        EXPECT_EQ(b.longest(), 1);
+        break;
+      case DataKind::kSkewed:
+        if (!full) break;
+        ASSERT_EQ(b.mode, 1);
+        // Fibonacci counts give a Huffman tree deeper than any allowed length: the limit binds.
+        EXPECT_EQ(b.longest(), static_cast<int>(p.maxCodeLength));
+        EXPECT_GT(b.symbolsCoded(), static_cast<int>(p.maxCodeLength) + 1);
+        break;
+      case DataKind::kGauss1:
+      case DataKind::kGaussTiny:
+      case DataKind::kGaussHuge:
+        if (full) {
+          EXPECT_EQ(b.mode, 1) << "Gaussian exponents compress";
+        }
+        break;
+      case DataKind::kSpecial:
+        break;
+    }
+  }
+}
+
+TEST_P(LosslessRefRoundTrip, ExactAndWellFormed) {
+  const auto& [dtype, count, setup, kind] = GetParam();
+  const lossless::Params p = setup.params(count);
+  const size_t esize = elementSize(dtype);
+  const std::vector<uint8_t> input = makeData(kind, dtype, count, p.chunkElems,
+                                              mixSeed(static_cast<uint64_t>(kind), dtype, count));
+
+  const uint64_t capacity = maxEncodedBytes(p, dtype, count);
+  // Encoding twice, into buffers holding different garbage, gives the same bytes: the encoder
+  // writes every byte of the frame, padding included.
+  std::vector<uint8_t> frame(capacity, 0x00), again(capacity, 0xFF);
+  const uint64_t bytes = encodeRef(p, dtype, input.data(), count, frame.data(), capacity);
+  ASSERT_EQ(encodeRef(p, dtype, input.data(), count, again.data(), capacity), bytes);
+  ASSERT_GE(bytes, 64u);
+  ASSERT_LE(bytes, capacity);
+  ASSERT_EQ(firstMismatch(frame.data(), again.data(), bytes), SIZE_MAX);
+
+  const FrameView v = viewFrame(frame.data());
+  EXPECT_EQ(std::memcmp(frame.data(), "CCLZ", 4), 0);
+  EXPECT_EQ(v.version, 1);
+  EXPECT_EQ(v.codec, cclzCodecLossless);
+  EXPECT_EQ(v.dtype, dtype);
+  EXPECT_EQ(v.flags, 0);
+  EXPECT_EQ(v.count, count);
+  EXPECT_EQ(v.frameBytes, bytes);
+  EXPECT_EQ(v.chunkElems, p.chunkElems);
+  EXPECT_EQ(v.numChunks, (count + p.chunkElems - 1) / p.chunkElems);
+  EXPECT_EQ(v.params[0], p.log2Streams);
+  EXPECT_EQ(v.params[1], p.maxCodeLength);
+  EXPECT_EQ(v.checksum, fnv1a32(frame.data(), 60));
+  // The chunk table: block ends increase, 16-byte multiples, the last one closes the frame.
+  uint64_t previous = 0;
+  for (uint64_t end : v.chunkEnds) {
+    EXPECT_GT(end, previous);
+    EXPECT_EQ(end % 16, 0u);
+    previous = end;
+  }
+  EXPECT_EQ(v.blocksOffset + previous, bytes);
+  ASSERT_NO_FATAL_FAILURE(checkBlocks(frame.data(), v, p, kind));
+
+  GuardedBuffer out(count * esize);
+  ASSERT_EQ(decodeRef(frame.data(), bytes, dtype, count, out.data()), kFrameOk);
+  EXPECT_EQ(firstMismatch(out.data(), input.data(), input.size()), SIZE_MAX);
+  EXPECT_TRUE(out.guardsIntact());
+
+  // Bytes after the frame are ignored: a frame is read from a larger receive buffer.
+  out.fill(0x5A);
+  ASSERT_EQ(decodeRef(frame.data(), capacity, dtype, count, out.data()), kFrameOk);
+  EXPECT_EQ(firstMismatch(out.data(), input.data(), input.size()), SIZE_MAX);
+  EXPECT_TRUE(out.guardsIntact());
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LosslessRefRoundTrip,
+                         testing::Combine(testing::ValuesIn(losslessDtypes()),
+                                          testing::ValuesIn(testSizes()),
+                                          testing::ValuesIn(losslessSetups()),
+                                          testing::ValuesIn(allDataKinds())),
+                         roundTripName);
+
+// The reference rejects what the format does not allow, with typed errors (the API turns them
+// into result codes).
+TEST(LosslessRefEncode, RejectsInvalidArguments) {
+  const std::vector<uint8_t> input = makeData(DataKind::kGauss1, cclzBfloat16, 100, 1024, 1);
+  const lossless::Params good{1024, 4, 11};
+  std::vector<uint8_t> frame(maxEncodedBytes(good, cclzBfloat16, 100));
+  auto code = [&](const lossless::Params& p, int dtype, const void* src, uint8_t* dst,
+                  uint64_t capacity) {
+    try {
+      encodeRef(p, dtype, src, 100, dst, capacity);
+      return cclzSuccess;
+    } catch (const Error& e) {
+      return e.code();
+    }
+  };
+  EXPECT_EQ(code(good, cclzBfloat16, input.data(), frame.data(), frame.size()), cclzSuccess);
+  EXPECT_EQ(code(good, cclzInt32, input.data(), frame.data(), frame.size()), cclzNotSupported);
+  EXPECT_EQ(code({1000, 4, 11}, cclzBfloat16, input.data(), frame.data(), frame.size()),
+            cclzInvalidArgument);
+  EXPECT_EQ(code({1024, 5, 11}, cclzBfloat16, input.data(), frame.data(), frame.size()),
+            cclzInvalidArgument);  // 32 symbols per stream < 64
+  EXPECT_EQ(code({1024, 4, 13}, cclzBfloat16, input.data(), frame.data(), frame.size()),
+            cclzInvalidArgument);
+  EXPECT_EQ(code(good, cclzBfloat16, nullptr, frame.data(), frame.size()), cclzInvalidArgument);
+  EXPECT_EQ(code(good, cclzBfloat16, input.data(), nullptr, frame.size()), cclzInvalidArgument);
+  EXPECT_EQ(code(good, cclzBfloat16, input.data(), frame.data(), frame.size() - 1),
+            cclzBufferTooSmall);
 }
 
 }  // namespace
-}  // namespace cclz::lossless
+}  // namespace cclz::test

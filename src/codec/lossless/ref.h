@@ -1,5 +1,5 @@
 // CPU reference of the lossless codec: the definition of the format's bytes. The kernels must
-// produce exactly these bytes (tests/codec/lossless_gpu_test.cu).
+// produce exactly these bytes (tests/codec/lossless_gpu_test.cpp).
 #pragma once
 
 #include <cstdint>

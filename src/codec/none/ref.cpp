@@ -36,15 +36,23 @@ uint64_t encodeRef(int dtype, const void* src, uint64_t count, uint8_t* dst, uin
   return maxEncodedBytes(dtype, count);
 }
 
+uint32_t checkHeader(const FrameHeader& h) {
+  if (h.codec != cclzCodecNone || dtypeSize(static_cast<cclzDataType_t>(h.dtype)) == 0 ||
+      h.flags != 0 || h.count > (1ull << 48) || h.chunkElems != 0 || h.numChunks != 0)
+    return kFrameBadField;
+  for (uint8_t p : h.params)
+    if (p != 0) return kFrameBadField;
+  return h.frameBytes == maxEncodedBytes(h.dtype, h.count) ? kFrameOk : kFrameBadField;
+}
+
 uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst) {
   if (!src || srcBytes < kFrameHeaderBytes) return kFrameTruncated;
   FrameHeader h;
   std::memcpy(&h, src, sizeof h);
   uint32_t err = checkFrameHeader(h, srcBytes);
   if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecNone, dtype, count);
+  if (err == kFrameOk) err = checkHeader(h);
   if (err != kFrameOk) return err;
-  if (h.frameBytes != maxEncodedBytes(dtype, count) || h.chunkElems != 0 || h.numChunks != 0)
-    return kFrameBadField;
   if (count) std::memcpy(dst, src + kFrameHeaderBytes, h.frameBytes - kFrameHeaderBytes);
   return kFrameOk;
 }

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "codec/frame.h"
+
 namespace cclz::none {
 
 uint64_t maxEncodedBytes(int dtype, uint64_t count);
@@ -13,6 +15,9 @@ uint64_t encodeRef(int dtype, const void* src, uint64_t count, uint8_t* dst, uin
 
 // Returns kFrameOk or a FrameError.
 uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst);
+
+// Checks the fields of a none header that passed checkFrameHeader. Returns a FrameError.
+uint32_t checkHeader(const FrameHeader& h);
 
 // Header of a none frame, shared with the device path (which copies the payload itself).
 void writeHeader(int dtype, uint64_t count, uint8_t* dst);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds cclz and its tests and runs them. The CUDA kernels are built whenever nvcc is on the
+# machine (so their compile errors show up even without a GPU); the GPU tests (ctest label "gpu")
+# run only when nvidia-smi sees a GPU.
+#   scripts/test.sh [extra ctest arguments, e.g. -R Lossless]
+# Environment: CCLZ_BUILD_DIR (default build), CCLZ_SHARED_DATA (the real tensors; tests that
+# need them skip without them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v nvcc >/dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || export PATH=/usr/local/cuda/bin:$PATH
+build=${CCLZ_BUILD_DIR:-build}
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build"
+
+select=(-LE gpu)
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  select=()  # a GPU: run everything
+fi
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "${select[@]}" "$@"

@@ -1,0 +1,195 @@
+// Golden frames: small fixed inputs whose encoded bytes are pinned by size and FNV-1a 64 hash.
+//
+// These constants ARE the format. If a change to src/ makes them fail, either the change is a
+// bug, or it changes the format: then docs/formats.md, kFrameVersion (src/codec/frame.h) and
+// these constants change together, in one commit that says so. Never update them to make a
+// test pass.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "codec/lossless/ref.h"
+#include "support/codec_handle.h"
+#include "support/configs.h"
+#include "support/data.h"
+#include "support/frame_view.h"
+
+namespace cclz::test {
+namespace {
+
+// Inputs from integer arithmetic only (no libm, no <random>), so they are the same everywhere.
+uint32_t hashIndex(uint32_t i) {
+  uint32_t x = i * 0x9E3779B9u + 0x7F4A7C15u;
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  x *= 0xC2B2AE35u;
+  x ^= x >> 16;
+  return x;
+}
+
+// Sum of four bytes of the hash, centred: a bell shape on [-510, 510].
+int32_t bell(uint32_t i) {
+  const uint32_t h = hashIndex(i);
+  return static_cast<int32_t>((h & 255) + ((h >> 8) & 255) + ((h >> 16) & 255) + (h >> 24)) - 510;
+}
+
+std::vector<uint8_t> goldenInput(int dtype, size_t count) {
+  std::vector<uint8_t> out(count * elementSize(dtype));
+  for (uint32_t i = 0; i < count; ++i) {
+    if (dtype == cclzBfloat16) {
+      // bell/128, rounded to bf16; every 499th a NaN with a payload.
+      uint16_t w = floatToBf16(static_cast<float>(bell(i)) * 0.0078125f);
+      if (i % 499 == 0) w = 0x7FA5;
+      std::memcpy(&out[2 * i], &w, 2);
+    } else if (dtype == cclzFloat16) {
+      uint16_t w = floatToHalf(static_cast<float>(bell(i)) * 0.00390625f);
+      if (i % 499 == 0) w = 0xFC00;  // -Inf
+      std::memcpy(&out[2 * i], &w, 2);
+    } else {
+      // A 24-bit integer scaled by 2^-21: exact in fp32, every mantissa bit in play.
+      const int32_t m = bell(i) * 16384 + static_cast<int32_t>(hashIndex(i ^ 0xABCDEFu) & 0x3FFF);
+      float f = static_cast<float>(m) * (1.0f / 2097152.0f);
+      std::memcpy(&out[4 * i], &f, 4);
+    }
+  }
+  return out;
+}
+
+struct Golden {
+  const char* name;
+  int dtype;
+  size_t count;
+  uint64_t frameBytes;
+  uint64_t fnv1a64;
+  // Section offsets, from docs/formats.md: table at 64, plane A, plane B (fp32), blocks.
+  uint64_t planeAOffset, planeBOffset, blocksOffset;
+  uint8_t modes[3];  // of each chunk block: 1 Huffman, 0 stored
+  uint64_t inputFnv1a64;
+};
+
+// chunkElems 1024, 16 streams per chunk, maxCodeLength 11 (explicit: API defaults may change,
+// these frames may not).
+// clang-format off
+const Golden kGolden[] = {
+  // name        dtype         count  frameBytes  frame FNV-1a 64         planeA planeB blocks  modes      input FNV-1a 64
+  {"bf16_3000", cclzBfloat16, 3000,  4608,       0x8b16976662de1e88ull,  96,    3104,  3104,  {1, 1, 1}, 0x5e070d444b6a6b8bull},
+  {"fp16_1500", cclzFloat16,  1500,  2928,       0xf40ff5760bbf4e84ull,  80,    1584,  1584,  {1, 0},    0x8e03aaa9549ebbd4ull},
+  {"fp32_2000", cclzFloat32,  2000,  6832,       0x69222a0c5b8e6333ull,  80,    2080,  6080,  {1, 1},    0xd7055baffa7f47c3ull},
+};
+// clang-format on
+
+class LosslessGolden : public testing::TestWithParam<Golden> {};
+
+TEST_P(LosslessGolden, FrameBytesArePinned) {
+  const Golden& g = GetParam();
+  const std::vector<uint8_t> input = goldenInput(g.dtype, g.count);
+  std::printf("golden %s: input fnv1a64=0x%016llxull\n", g.name,
+              static_cast<unsigned long long>(fnv1a64(input.data(), input.size())));
+  // The input first: a failure here is a change of the test's generator, not of the format.
+  ASSERT_EQ(fnv1a64(input.data(), input.size()), g.inputFnv1a64);
+  const lossless::Params p{1024, 4, 11};
+  std::vector<uint8_t> frame(lossless::maxEncodedBytes(p, g.dtype, g.count));
+  const uint64_t bytes =
+      lossless::encodeRef(p, g.dtype, input.data(), g.count, frame.data(), frame.size());
+  const uint64_t hash = fnv1a64(frame.data(), bytes);
+  std::printf("golden %s: frameBytes=%llu fnv1a64=0x%016llxull\n", g.name,
+              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(hash));
+  EXPECT_EQ(bytes, g.frameBytes);
+  EXPECT_EQ(hash, g.fnv1a64);
+
+  // The public API gives the same bytes.
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.chunkElems = 1024;
+  config.streamsPerChunk = 16;
+  config.maxCodeLength = 11;
+  CodecPtr codec;
+  ASSERT_NO_FATAL_FAILURE(codec = makeCodec(config));
+  std::vector<uint8_t> viaApi(frame.size(), 0xEE);
+  size_t apiBytes = 0;
+  ASSERT_EQ(cclzEncodeHost(codec.get(), input.data(), g.count, static_cast<cclzDataType_t>(g.dtype),
+                           viaApi.data(), viaApi.size(), &apiBytes),
+            cclzSuccess);
+  ASSERT_EQ(apiBytes, bytes);
+  EXPECT_EQ(firstMismatch(viaApi.data(), frame.data(), bytes), SIZE_MAX);
+
+  // Hand-checked header fields, at their byte offsets.
+  const uint8_t* f = frame.data();
+  EXPECT_EQ(f[0], 'C');
+  EXPECT_EQ(f[1], 'C');
+  EXPECT_EQ(f[2], 'L');
+  EXPECT_EQ(f[3], 'Z');
+  EXPECT_EQ(f[kOffVersion], 1);
+  EXPECT_EQ(f[kOffCodec], 1);  // cclzCodecLossless
+  EXPECT_EQ(f[kOffDtype], g.dtype);
+  EXPECT_EQ(f[kOffFlags], 0);
+  EXPECT_EQ(readLE<uint64_t>(f + kOffCount), g.count);
+  EXPECT_EQ(readLE<uint64_t>(f + kOffFrameBytes), bytes);
+  EXPECT_EQ(readLE<uint32_t>(f + kOffChunkElems), 1024u);
+  const uint32_t numChunks = static_cast<uint32_t>((g.count + 1023) / 1024);
+  EXPECT_EQ(readLE<uint32_t>(f + kOffNumChunks), numChunks);
+  EXPECT_EQ(f[kOffParams + 0], 4);   // log2(16 streams)
+  EXPECT_EQ(f[kOffParams + 1], 11);  // max code length
+  for (size_t i = kOffParams + 2; i < kOffChecksum; ++i) EXPECT_EQ(f[i], 0) << "byte " << i;
+  EXPECT_EQ(readLE<uint32_t>(f + kOffChecksum), fnv1a32(f, 60));
+
+  // Sections where the spec puts them; the chunk table increases to the end of the frame.
+  const FrameView v = viewFrame(f);
+  EXPECT_EQ(v.planeAOffset, g.planeAOffset);
+  EXPECT_EQ(v.planeBOffset, g.planeBOffset);
+  EXPECT_EQ(v.blocksOffset, g.blocksOffset);
+  ASSERT_EQ(v.chunkEnds.size(), numChunks);
+  uint64_t previous = 0;
+  for (uint64_t end : v.chunkEnds) {
+    EXPECT_GT(end, previous);
+    EXPECT_EQ(end % 16, 0u);
+    previous = end;
+  }
+  EXPECT_EQ(g.blocksOffset + previous, bytes);
+
+  // The raw planes hold each element's bits outside the symbol, in element order:
+  // bf16 sign<<7 | mantissa[6:0]; fp16 mantissa[7:0]; fp32 sign<<7 | mantissa[22:16], then
+  // mantissa[15:0] as little-endian uint16 in plane B.
+  for (size_t i = 0; i < g.count; ++i) {
+    uint32_t w = 0;
+    std::memcpy(&w, &input[i * elementSize(g.dtype)], elementSize(g.dtype));
+    uint32_t a = 0;
+    if (g.dtype == cclzBfloat16) a = ((w >> 8) & 0x80) | (w & 0x7F);
+    if (g.dtype == cclzFloat16) a = w & 0xFF;
+    if (g.dtype == cclzFloat32) a = ((w >> 24) & 0x80) | ((w >> 16) & 0x7F);
+    ASSERT_EQ(f[g.planeAOffset + i], a) << "plane A, element " << i;
+    if (g.dtype == cclzFloat32) {
+      ASSERT_EQ(readLE<uint16_t>(f + g.planeBOffset + 2 * i), w & 0xFFFF)
+          << "plane B, element " << i;
+    }
+  }
+  // Block sizes follow from their headers: stored, 4 + n bytes; Huffman, the length nibbles,
+  // then 16 uint16 stream sizes at a 2-byte boundary, then the streams; padded to 16 bytes.
+  for (uint32_t k = 0; k < numChunks; ++k) {
+    SCOPED_TRACE("chunk " + std::to_string(k));
+    const BlockView b = viewBlock(f, v, k);
+    const uint64_t n = std::min<uint64_t>(1024, g.count - 1024ull * k);
+    ASSERT_EQ(b.mode, g.modes[k]);
+    EXPECT_EQ(f[b.offset + 3], 0);
+    if (b.mode == 0) {
+      EXPECT_EQ(b.bytes, align16(4 + n));
+      continue;
+    }
+    const uint64_t sizesAt = b.offset + (4 + (b.span + 2) / 2 + 1) / 2 * 2;
+    uint64_t streamBytes = 0;
+    for (int s = 0; s < 16; ++s) streamBytes += readLE<uint16_t>(f + sizesAt + 2 * s);
+    EXPECT_EQ(align16(sizesAt + 32 + streamBytes - b.offset), b.bytes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LosslessGolden, testing::ValuesIn(kGolden),
+                         [](const testing::TestParamInfo<Golden>& info) {
+                           return std::string(info.param.name);
+                         });
+
+}  // namespace
+}  // namespace cclz::test

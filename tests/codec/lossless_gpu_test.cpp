@@ -1,0 +1,372 @@
+// The lossless codec on the GPU, against the CPU reference (DESIGN.md: the kernels produce the
+// reference's bytes, compared with memcmp). Built where CUDA is; registered with the ctest label
+// "gpu"; every test skips when no device is visible.
+//   (1) cclzEncode on device memory gives the CPU frame byte for byte (size from
+//       cclzCodecSynchronize and from the device size_t);
+//   (2) cclzDecode of the CPU frame is exact;
+//   (3) corrupt or truncated frames are reported as cclzCorruptFrame by cclzCodecSynchronize,
+//       nothing is written outside the output, the verdict equals the reference decoder's, and
+//       the next valid decode succeeds;
+//   (4) a source offset by one element (not 16-byte aligned) gives the same frame.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "codec/lossless/ref.h"
+#include "support/codec_handle.h"
+#include "support/configs.h"
+#include "support/data.h"
+#include "support/frame_view.h"
+#include "support/tensors.h"
+
+namespace cclz::test {
+namespace {
+
+#define CUDA_OK(call)                                                          \
+  do {                                                                         \
+    const cudaError_t err_ = (call);                                           \
+    ASSERT_EQ(err_, cudaSuccess) << #call << ": " << cudaGetErrorString(err_); \
+  } while (0)
+
+bool haveGpu() {
+  static const bool have = [] {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return e == cudaSuccess && n > 0;
+  }();
+  return have;
+}
+
+// Device memory with guard bytes on both sides, filled with a pattern the tests check.
+// NOTE: the codec runs on a non-blocking stream, which does not wait for the legacy default
+// stream that cudaMemcpy/cudaMemset use (and a pageable upload may still be in flight when
+// cudaMemcpy returns), so every change made here ends with a device synchronization.
+class DeviceBuffer {
+ public:
+  static constexpr size_t kGuard = 256;  // keeps data() 256-byte aligned
+  static constexpr uint8_t kPattern = 0xC3;
+
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (cudaMalloc(&base_, bytes + 2 * kGuard) != cudaSuccess) {
+      base_ = nullptr;
+      return;
+    }
+    cudaMemset(base_, kPattern, bytes + 2 * kGuard);
+    cudaDeviceSynchronize();
+  }
+  ~DeviceBuffer() { cudaFree(base_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  bool ok() const { return base_ != nullptr; }
+  uint8_t* data() { return static_cast<uint8_t*>(base_) + kGuard; }
+  size_t size() const { return bytes_; }
+
+  void upload(const void* src, size_t bytes, size_t offset = 0) {
+    ASSERT_LE(offset + bytes, bytes_);
+    if (bytes) {
+      CUDA_OK(cudaMemcpy(data() + offset, src, bytes, cudaMemcpyHostToDevice));
+      CUDA_OK(cudaDeviceSynchronize());
+    }
+  }
+  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, bytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    return out;
+  }
+  void fill(uint8_t value) {
+    EXPECT_EQ(cudaMemset(data(), value, bytes_), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  bool guardsIntact() {
+    std::vector<uint8_t> all(bytes_ + 2 * kGuard);
+    if (cudaDeviceSynchronize() != cudaSuccess) return false;
+    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return false;
+    for (size_t i = 0; i < kGuard; ++i)
+      if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
+    return true;
+  }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_;
+};
+
+struct StreamHolder {
+  cudaStream_t s = nullptr;
+  StreamHolder() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
+  ~StreamHolder() {
+    if (s) cudaStreamDestroy(s);
+  }
+  cclzStream_t get() const { return reinterpret_cast<cclzStream_t>(s); }
+};
+
+// Everything one case needs: input, the CPU frame, a codec.
+struct Case {
+  int dtype;
+  size_t count;
+  std::vector<uint8_t> input;
+  std::vector<uint8_t> cpuFrame;  // exactly the frame
+  size_t capacity = 0;
+};
+
+void prepare(const CodecPtr& codec, Case& c) {
+  const auto type = static_cast<cclzDataType_t>(c.dtype);
+  ASSERT_EQ(cclzCodecMaxEncodedSize(codec.get(), c.count, type, &c.capacity), cclzSuccess);
+  c.cpuFrame.resize(c.capacity);
+  size_t bytes = 0;
+  ASSERT_EQ(cclzEncodeHost(codec.get(), c.input.data(), c.count, type, c.cpuFrame.data(),
+                           c.capacity, &bytes),
+            cclzSuccess);
+  c.cpuFrame.resize(bytes);
+}
+
+// (1) and (4): the device frame equals the CPU frame; srcOffsetElems shifts the source.
+void checkEncode(const CodecPtr& codec, const Case& c, size_t srcOffsetElems, cclzStream_t stream) {
+  SCOPED_TRACE("source offset " + std::to_string(srcOffsetElems) + " elements");
+  const size_t esize = elementSize(c.dtype);
+  const auto type = static_cast<cclzDataType_t>(c.dtype);
+  DeviceBuffer src(std::max<size_t>(16, (c.count + srcOffsetElems) * esize));
+  DeviceBuffer dst(c.capacity);
+  DeviceBuffer size(sizeof(size_t));
+  ASSERT_TRUE(src.ok() && dst.ok() && size.ok());
+  ASSERT_NO_FATAL_FAILURE(src.upload(c.input.data(), c.input.size(), srcOffsetElems * esize));
+  ASSERT_EQ(cclzEncode(codec.get(), src.data() + srcOffsetElems * esize, c.count, type, dst.data(),
+                       c.capacity, reinterpret_cast<size_t*>(size.data()), stream),
+            cclzSuccess)
+      << cclzGetLastError(nullptr);
+  size_t last = 0;
+  ASSERT_EQ(cclzCodecSynchronize(codec.get(), &last), cclzSuccess) << cclzGetLastError(nullptr);
+  EXPECT_EQ(last, c.cpuFrame.size());
+  size_t deviceSize = 0;
+  std::memcpy(&deviceSize, size.download(sizeof(size_t)).data(), sizeof(size_t));
+  EXPECT_EQ(deviceSize, c.cpuFrame.size());
+  const std::vector<uint8_t> frame = dst.download(c.cpuFrame.size());
+  const size_t at = firstMismatch(frame.data(), c.cpuFrame.data(), c.cpuFrame.size());
+  EXPECT_EQ(at, SIZE_MAX) << "GPU frame differs from the CPU frame at byte " << at << " of "
+                          << c.cpuFrame.size();
+  EXPECT_TRUE(dst.guardsIntact()) << "encode wrote outside the destination";
+  EXPECT_TRUE(src.guardsIntact());
+}
+
+// Decodes `frame` (srcBytes of it) on the device; returns the synchronize result and fills
+// *out with the output bytes. Checks the output's guards.
+cclzResult_t deviceDecode(const CodecPtr& codec, const std::vector<uint8_t>& frame, size_t srcBytes,
+                          const Case& c, cclzStream_t stream, std::vector<uint8_t>* out,
+                          uint8_t fillByte = 0x5A) {
+  const size_t esize = elementSize(c.dtype);
+  DeviceBuffer src(std::max<size_t>(16, frame.size()));
+  DeviceBuffer dst(std::max<size_t>(16, c.count * esize));
+  EXPECT_TRUE(src.ok() && dst.ok());
+  if (!src.ok() || !dst.ok()) return cclzSystemError;
+  src.upload(frame.data(), frame.size());
+  dst.fill(fillByte);
+  const cclzResult_t queued = cclzDecode(codec.get(), src.data(), srcBytes, dst.data(), c.count,
+                                         static_cast<cclzDataType_t>(c.dtype), stream);
+  EXPECT_EQ(queued, cclzSuccess) << cclzGetLastError(nullptr);
+  const cclzResult_t r = cclzCodecSynchronize(codec.get(), nullptr);
+  if (r != cclzSuccess) {
+    EXPECT_STRNE(cclzGetLastError(nullptr), "");
+  }
+  if (out) *out = dst.download(c.count * esize);
+  EXPECT_TRUE(dst.guardsIntact()) << "decode wrote outside the output";
+  return r;
+}
+
+using GpuParam = std::tuple<int, size_t, CodecSetup, DataKind>;
+
+std::string gpuName(const testing::TestParamInfo<GpuParam>& info) {
+  const auto& [dtype, count, setup, kind] = info.param;
+  return std::string(dtypeLabel(dtype)) + "_n" + std::to_string(count) + "_" + setup.name + "_" +
+         dataKindLabel(kind);
+}
+
+class LosslessGpu : public testing::TestWithParam<GpuParam> {
+ protected:
+  void SetUp() override {
+    if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(LosslessGpu, MatchesReference) {
+  const auto& [dtype, count, setup, kind] = GetParam();
+  const lossless::Params p = setup.params(count);
+  Case c{dtype,
+         count,
+         makeData(kind, dtype, count, p.chunkElems,
+                  mixSeed(static_cast<uint64_t>(kind), dtype, count, 7)),
+         {},
+         0};
+  CodecPtr codec = makeCodec(setup.apiConfig());
+  ASSERT_TRUE(codec);
+  ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
+  StreamHolder stream;
+  ASSERT_NE(stream.s, nullptr);
+
+  // (1) encode, (4) from a source one element past an aligned address.
+  ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 0, stream.get()));
+  if (count > 0) {
+    ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 1, stream.get()));
+  }
+
+  // (2) decode the CPU frame, from exactly its bytes and from a larger buffer.
+  std::vector<uint8_t> out;
+  ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+  std::vector<uint8_t> padded(c.cpuFrame);
+  padded.resize(c.capacity, 0xEE);
+  ASSERT_EQ(deviceDecode(codec, padded, padded.size(), c, stream.get(), &out), cclzSuccess);
+  EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+
+  // (3) corrupt frames: reported at synchronize, outputs guarded, error cleared afterwards.
+  const size_t bytes = c.cpuFrame.size();
+  EXPECT_EQ(deviceDecode(codec, c.cpuFrame, bytes - 1, c, stream.get(), &out), cclzCorruptFrame)
+      << "truncated by one byte";
+  EXPECT_EQ(deviceDecode(codec, c.cpuFrame, kHeaderBytes - 1, c, stream.get(), &out),
+            cclzCorruptFrame)
+      << "shorter than a header";
+  std::vector<uint8_t> bad(c.cpuFrame);
+  bad[kOffCount] ^= 0x01;  // header: the checksum no longer matches; nothing may be written
+  EXPECT_EQ(deviceDecode(codec, bad, bytes, c, stream.get(), &out, 0x77), cclzCorruptFrame);
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x77; }))
+      << "a frame with a bad header wrote to the output";
+  ASSERT_EQ(deviceDecode(codec, c.cpuFrame, bytes, c, stream.get(), &out), cclzSuccess)
+      << "the error was not cleared: " << cclzGetLastError(nullptr);
+  EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+
+  if (count == 0 || count > 2000000) return;
+  // Random corruption of the table and blocks: the device's verdict is the reference's.
+  const FrameView v = viewFrame(c.cpuFrame.data());
+  std::mt19937_64 rng(mixSeed(dtype, count, static_cast<uint64_t>(kind)));
+  for (int trial = 0; trial < 6; ++trial) {
+    bad = c.cpuFrame;
+    const size_t from = trial % 2 ? kHeaderBytes : v.blocksOffset;
+    for (int e = 0; e < 1 + trial; ++e) bad[from + rng() % (bytes - from)] ^= 1 + rng() % 255;
+    std::vector<uint8_t> cpuOut(c.input.size());
+    const uint32_t cpu = lossless::decodeRef(bad.data(), bad.size(), dtype, count, cpuOut.data());
+    const cclzResult_t gpu = deviceDecode(codec, bad, bad.size(), c, stream.get(), &out);
+    EXPECT_EQ(gpu, cpu == kFrameOk ? cclzSuccess : cclzCorruptFrame)
+        << "trial " << trial << ": the reference says " << frameErrorText(cpu);
+    if (gpu == cclzSuccess && cpu == kFrameOk) {
+      EXPECT_EQ(firstMismatch(out.data(), cpuOut.data(), out.size()), SIZE_MAX)
+          << "trial " << trial;
+    }
+  }
+  ASSERT_EQ(deviceDecode(codec, c.cpuFrame, bytes, c, stream.get(), &out), cclzSuccess);
+}
+
+std::vector<GpuParam> gpuParams() {
+  std::vector<GpuParam> params;
+  const std::vector<CodecSetup> setups = {losslessSetups()[0], losslessSetups()[1],
+                                          losslessSetups()[2]};
+  for (int dtype : losslessDtypes())
+    for (size_t count : testSizes())
+      for (const CodecSetup& setup : setups)
+        for (DataKind kind : allDataKinds()) params.emplace_back(dtype, count, setup, kind);
+  // 16M elements: many chunks in flight (the encoder's look-back), Gaussian and random bits.
+  for (int dtype : losslessDtypes())
+    for (const CodecSetup& setup : setups)
+      for (DataKind kind : {DataKind::kGauss1, DataKind::kRandomBits})
+        params.emplace_back(dtype, size_t{16} << 20, setup, kind);
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LosslessGpu, testing::ValuesIn(gpuParams()), gpuName);
+
+// The device decoder needs the configuration the frame was encoded with (cclz.h).
+TEST(LosslessGpuMismatch, OtherConfigurationIsCorrupt) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  const CodecSetup small = losslessSetups()[1];  // 1024 elements, 16 streams
+  CodecPtr encoder = makeCodec(small.apiConfig());
+  CodecPtr decoder = makeCodec(losslessSetups()[0].apiConfig());
+  ASSERT_TRUE(encoder && decoder);
+  Case c{cclzBfloat16, 10000, makeData(DataKind::kGauss1, cclzBfloat16, 10000, 1024, 3), {}, 0};
+  ASSERT_NO_FATAL_FAILURE(prepare(encoder, c));
+  StreamHolder stream;
+  std::vector<uint8_t> out;
+  EXPECT_EQ(deviceDecode(decoder, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+            cclzCorruptFrame);
+  Case wrongCount = c;
+  wrongCount.count = 9999;
+  EXPECT_EQ(deviceDecode(encoder, c.cpuFrame, c.cpuFrame.size(), wrongCount, stream.get(), &out),
+            cclzCorruptFrame);
+  Case wrongType = c;
+  wrongType.dtype = cclzFloat16;
+  EXPECT_EQ(deviceDecode(encoder, c.cpuFrame, c.cpuFrame.size(), wrongType, stream.get(), &out),
+            cclzCorruptFrame);
+  ASSERT_EQ(deviceDecode(encoder, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+            cclzSuccess);
+  EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+}
+
+// The real tensors, through both directions, default and smallest chunking.
+TEST(LosslessGpuRealTensors, MatchReference) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  const std::string dir = realTensorDir();
+  if (dir.empty()) GTEST_SKIP() << "no real tensors: set CCLZ_SHARED_DATA";
+  const std::vector<RealTensor> tensors = loadRealTensors(dir);
+  ASSERT_FALSE(tensors.empty());
+  StreamHolder stream;
+  for (const CodecSetup& setup : {losslessSetups()[0], losslessSetups()[1]}) {
+    CodecPtr codec = makeCodec(setup.apiConfig());
+    ASSERT_TRUE(codec);
+    for (const RealTensor& t : tensors) {
+      SCOPED_TRACE(t.name + " " + setup.name);
+      Case c{cclzBfloat16, t.values.size(), {}, {}, 0};
+      c.input.resize(2 * t.values.size());
+      std::memcpy(c.input.data(), t.values.data(), c.input.size());
+      ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
+      ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 0, stream.get()));
+      std::vector<uint8_t> out;
+      ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+                cclzSuccess);
+      EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+    }
+  }
+}
+
+// The none codec on the device: the same frame as the host, every dtype.
+TEST(NoneGpu, MatchesHost) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = cclzCodecNone;
+  CodecPtr codec = makeCodec(config);
+  ASSERT_TRUE(codec);
+  StreamHolder stream;
+  for (int dtype : {cclzInt8, cclzInt32, cclzInt64, cclzFloat16, cclzFloat32, cclzBfloat16}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4097}, size_t{1000001}}) {
+      SCOPED_TRACE(std::string(dtypeLabel(dtype)) + " n=" + std::to_string(count));
+      Case c{dtype,
+             count,
+             makeData(DataKind::kRandomBits, dtype, count, 0, mixSeed(dtype, count)),
+             {},
+             0};
+      ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
+      ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 0, stream.get()));
+      std::vector<uint8_t> out;
+      ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+                cclzSuccess);
+      EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+      EXPECT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size() - 1, c, stream.get(), &out, 0x77),
+                cclzCorruptFrame);
+      EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x77; }));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cclz::test

@@ -1,0 +1,62 @@
+// The fuzz input's prefix (see decode_fuzzer.cpp), shared with the seed generator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cclz/cclz.h"
+
+namespace cclz::fuzz {
+
+constexpr size_t kPrefixBytes = 4;
+constexpr uint64_t kMaxCount = 1u << 20;  // keeps each run small and fast
+
+constexpr cclzDataType_t kLosslessDtypes[3] = {cclzBfloat16, cclzFloat16, cclzFloat32};
+constexpr cclzDataType_t kNoneDtypes[8] = {cclzInt8,    cclzUint8,   cclzInt32,   cclzInt64,
+                                           cclzFloat16, cclzFloat32, cclzFloat64, cclzBfloat16};
+
+struct Options {
+  int codec;  // 0 lossless, 1 none
+  int dtype;
+  uint64_t count;
+  bool countFromHeader, fixChecksum, viaApi;
+};
+
+inline Options parseOptions(const uint8_t* p) {
+  Options o;
+  o.codec = p[0] & 1;
+  const int d = (p[0] >> 1) & 7;
+  o.dtype = o.codec == 0 ? kLosslessDtypes[d % 3] : kNoneDtypes[d];
+  o.countFromHeader = (p[0] >> 4) & 1;
+  o.fixChecksum = (p[0] >> 5) & 1;
+  o.viaApi = (p[0] >> 6) & 1;
+  o.count = (p[1] | (p[2] << 8) | (uint64_t{p[3]} << 16)) % (kMaxCount + 1);
+  return o;
+}
+
+// Writes the prefix for a frame of (codec, dtype, count).
+inline void writePrefix(uint8_t* p, int codec, int dtypeIndex, uint64_t count, int flags) {
+  p[0] = static_cast<uint8_t>(codec | (dtypeIndex << 1) | (flags << 4));
+  p[1] = static_cast<uint8_t>(count);
+  p[2] = static_cast<uint8_t>(count >> 8);
+  p[3] = static_cast<uint8_t>(count >> 16);
+}
+
+inline size_t elementSize(int dtype) {
+  switch (dtype) {
+    case cclzInt8:
+    case cclzUint8:
+      return 1;
+    case cclzFloat16:
+    case cclzBfloat16:
+      return 2;
+    case cclzInt32:
+    case cclzUint32:
+    case cclzFloat32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+}  // namespace cclz::fuzz

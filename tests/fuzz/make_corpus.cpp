@@ -1,0 +1,72 @@
+// Writes seed inputs for decode_fuzzer into a folder: valid frames of every dtype, a few data
+// kinds and chunkings, each behind the prefix that makes the harness decode it as it is
+// (fuzz_input.h). Usage: make_fuzz_corpus <folder>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "codec/lossless/ref.h"
+#include "codec/none/ref.h"
+#include "fuzz_input.h"
+#include "support/data.h"
+
+using namespace cclz;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <folder>\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  int written = 0;
+  auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
+    const std::string path = dir + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+      std::perror(path.c_str());
+      std::exit(1);
+    }
+    std::fclose(f);
+    ++written;
+  };
+  const test::DataKind kinds[] = {test::DataKind::kGauss1, test::DataKind::kSpecial,
+                                  test::DataKind::kTwoSymbolsPerChunk, test::DataKind::kSkewed,
+                                  test::DataKind::kRandomBits};
+  const lossless::Params params[] = {{1024, 4, 11}, {1024, 0, 8}, {2048, 5, 12}, {4096, 4, 11}};
+  for (int d = 0; d < 3; ++d) {
+    const int dtype = fuzz::kLosslessDtypes[d];
+    for (size_t count : {size_t{1}, size_t{7}, size_t{100}, size_t{1500}, size_t{5000}}) {
+      for (size_t p = 0; p < std::size(params); ++p) {
+        for (size_t k = 0; k < std::size(kinds); ++k) {
+          if ((count + p + k) % 2) continue;  // a spread, not the full product
+          const auto input = test::makeData(kinds[k], dtype, count, params[p].chunkElems,
+                                            test::mixSeed(d, count, p, k));
+          std::vector<uint8_t> seed(fuzz::kPrefixBytes +
+                                    lossless::maxEncodedBytes(params[p], dtype, count));
+          const uint64_t bytes = lossless::encodeRef(params[p], dtype, input.data(), count,
+                                                     seed.data() + fuzz::kPrefixBytes,
+                                                     seed.size() - fuzz::kPrefixBytes);
+          seed.resize(fuzz::kPrefixBytes + bytes);
+          const int flags = static_cast<int>((count + k) % 8);  // count from header, fix, API
+          fuzz::writePrefix(seed.data(), 0, d, count, flags);
+          write("lossless_" + std::string(test::dtypeLabel(dtype)) + "_n" + std::to_string(count) +
+                    "_p" + std::to_string(p) + "_" + test::dataKindLabel(kinds[k]),
+                seed);
+        }
+      }
+    }
+  }
+  for (int d = 0; d < 8; ++d) {
+    const int dtype = fuzz::kNoneDtypes[d];
+    for (size_t count : {size_t{0}, size_t{3}, size_t{300}}) {
+      const auto input = test::makeData(test::DataKind::kRandomBits, dtype, count, 0, d + count);
+      std::vector<uint8_t> seed(fuzz::kPrefixBytes + none::maxEncodedBytes(dtype, count));
+      none::encodeRef(dtype, input.data(), count, seed.data() + fuzz::kPrefixBytes,
+                      seed.size() - fuzz::kPrefixBytes);
+      fuzz::writePrefix(seed.data(), 1, d, count, static_cast<int>(count % 8));
+      write("none_" + std::string(test::dtypeLabel(dtype)) + "_n" + std::to_string(count), seed);
+    }
+  }
+  std::printf("%d seeds in %s\n", written, dir.c_str());
+  return 0;
+}
