@@ -7,6 +7,7 @@
 # need them skip without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/install-deps.sh  # Debian packages the build needs, where missing
 command -v nvcc >/dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || export PATH=/usr/local/cuda/bin:$PATH
 build=${CCLZ_BUILD_DIR:-build}
 
