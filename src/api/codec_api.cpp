@@ -114,11 +114,11 @@ bool isDevicePointer(const void* p) {
 }
 #endif
 
-void requireCuda() {
 #ifndef CCLZ_HAVE_CUDA
+void requireCuda() {
   CCLZ_FAIL(cclzInvalidUsage, "this build of cclz has no CUDA support: use the *Host calls");
-#endif
 }
+#endif
 
 }  // namespace
 }  // namespace cclz
@@ -221,13 +221,13 @@ cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* 
   });
 }
 
+#ifdef CCLZ_HAVE_CUDA
+
 cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
                         void* dst, size_t dstCapacity, size_t* encodedBytesDevice,
                         cclzStream_t stream) {
   return guarded(__func__, [&] {
     checkCodec(codec);
-    requireCuda();
-#ifdef CCLZ_HAVE_CUDA
     checkDtype(codec, dtype);
     CCLZ_REQUIRE(count == 0 || src, cclzInvalidArgument, "source is NULL");
     CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
@@ -256,7 +256,6 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
       lossless::encodeDevice(p, dtype, src, count, out, sizeOut, status, chunkState, s);
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
-#endif
   });
 }
 
@@ -264,8 +263,6 @@ cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, voi
                         size_t count, cclzDataType_t dtype, cclzStream_t stream) {
   return guarded(__func__, [&] {
     checkCodec(codec);
-    requireCuda();
-#ifdef CCLZ_HAVE_CUDA
     checkDtype(codec, dtype);
     CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
     CCLZ_REQUIRE(count == 0 || dst, cclzInvalidArgument, "destination is NULL");
@@ -283,9 +280,28 @@ cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, voi
       lossless::decodeDevice(losslessParams(codec->config, count), dtype, in, srcBytes, dst, count,
                              deviceStatus(codec), s);
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
-#endif
   });
 }
+
+#else  // no CUDA in this build: the device calls exist and say so
+
+cclzResult_t cclzEncode(cclzCodec_t codec, const void*, size_t, cclzDataType_t, void*, size_t,
+                        size_t*, cclzStream_t) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    requireCuda();
+  });
+}
+
+cclzResult_t cclzDecode(cclzCodec_t codec, const void*, size_t, void*, size_t, cclzDataType_t,
+                        cclzStream_t) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    requireCuda();
+  });
+}
+
+#endif  // CCLZ_HAVE_CUDA
 
 cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes) {
   return guarded(__func__, [&] {

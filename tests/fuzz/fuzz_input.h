@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+
+#include "common/dtype.h"
 #include <cstdint>
 
 #include "cclz/cclz.h"
@@ -43,20 +45,8 @@ inline void writePrefix(uint8_t* p, int codec, int dtypeIndex, uint64_t count, i
 }
 
 inline size_t elementSize(int dtype) {
-  switch (dtype) {
-    case cclzInt8:
-    case cclzUint8:
-      return 1;
-    case cclzFloat16:
-    case cclzBfloat16:
-      return 2;
-    case cclzInt32:
-    case cclzUint32:
-    case cclzFloat32:
-      return 4;
-    default:
-      return 8;
-  }
+  const size_t bytes = cclz::dtypeSize(static_cast<cclzDataType_t>(dtype));
+  return bytes ? bytes : 8;
 }
 
 }  // namespace cclz::fuzz

@@ -234,6 +234,18 @@ __device__ Segment segmentOf(uint32_t item, uint32_t parts, uint32_t streams, ui
   return Segment{stream, part * rounds / parts, (part + 1) * rounds / parts};
 }
 
+// Calls onGroup(codes) for each group of a segment, in stream order; codes as in groupCodes.
+template <typename F>
+__device__ void forSegmentCodes(const Segment& seg, uint32_t streams, uint32_t n,
+                                const uint8_t* symbols, const uint32_t* codeAndLength, F&& onGroup) {
+  for (uint32_t j = seg.firstRound; j < seg.endRound; ++j) {
+    const uint32_t g = seg.stream + j * streams;
+    uint32_t cl[kGroup];
+    groupCodes(symbols, codeAndLength, g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), cl);
+    onGroup(cl);
+  }
+}
+
 __device__ uint32_t streamBytes(const uint32_t* segmentBits, uint32_t stream, uint32_t parts) {
   uint32_t bits = 0;
   for (uint32_t p = 0; p < parts; ++p) bits += segmentBits[stream * parts + p];
@@ -389,13 +401,10 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
   for (uint32_t item = tid; item < segments; item += threads) {
     const Segment seg = segmentOf(item, parts, streams, groups);
     uint32_t bits = 0;
-    for (uint32_t j = seg.firstRound; j < seg.endRound; ++j) {
-      const uint32_t g = seg.stream + j * streams;
-      uint32_t cl[kGroup];
-      groupCodes(symbols, sh.codeAndLength, g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), cl);
+    forSegmentCodes(seg, streams, n, symbols, sh.codeAndLength, [&](const uint32_t (&cl)[kGroup]) {
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) bits += cl[i] >> 16;
-    }
+    });
     segmentBits[item] = bits;
   }
   __syncthreads();
@@ -444,10 +453,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
       // buffer starts at the word boundary (its first bits zero) and flushes whole words.
       uint32_t word = bitPos / 32, fill = bitPos % 32;
       uint64_t buffer = 0;
-      for (uint32_t j = seg.firstRound; j < seg.endRound; ++j) {
-        const uint32_t g = seg.stream + j * streams;
-        uint32_t cl[kGroup];
-        groupCodes(symbols, sh.codeAndLength, g, min(static_cast<uint32_t>(kGroup), n - g * kGroup), cl);
+      forSegmentCodes(seg, streams, n, symbols, sh.codeAndLength, [&](const uint32_t (&cl)[kGroup]) {
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) {
           buffer |= static_cast<uint64_t>(cl[i] & 0xFFFFu) << fill;
@@ -458,7 +464,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
             fill -= 32;
           }
         }
-      }
+      });
       if (fill) atomicOr(&words[word], static_cast<uint32_t>(buffer));
     }
   }
