@@ -8,6 +8,8 @@
 // count elements of the destination.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "codec/lossless/device.cuh"
 
 namespace cclz::lossless {
@@ -31,6 +33,7 @@ struct DecodeShared {
   uint16_t rankEnd[kMaxSymbols];    // codes in canonical order: end of each one's table range
   uint16_t rankEntry[kMaxSymbols];  // and its table entry (length << 8 | symbol)
   uint32_t ranks;
+  bool complete;  // the code fills the table: every entry is valid
   uint32_t scanScratch[32];
   uint32_t error;
   uint64_t blockBegin;
@@ -83,6 +86,7 @@ __device__ uint32_t prepareCode(const uint8_t* block, uint32_t blockBytes, const
     }
   }
   if (kraft == 0 || kraft > (1ull << p.maxCodeLength)) return kFrameBadChunk;
+  sh.complete = kraft == (1ull << p.maxCodeLength);
   for (int len = 1; len <= kMaxCodeLength; ++len) rankOfLength[len + 1] += rankOfLength[len];
   for (int j = 0; j <= span; ++j) {
     const uint32_t len = (block[kBlockHeaderBytes + j / 2] >> (4 * (j % 2))) & 0xF;
@@ -122,34 +126,40 @@ __device__ void fillTable(const Params& p, const DecodeShared& sh, uint16_t* tab
 }
 
 // Reads a stream from the staged block, least significant bit first, 32-bit words at a time.
+// NOTE: the buffer is kept shifted left by one bit, so that `buffer & (mask << 1)` is already the
+// byte offset of a 16-bit table entry: with the table at the start of dynamic shared memory, a
+// lookup is one masked load with no address arithmetic. Bit 0 holds a spent bit and is masked.
+// kChecked: track the shortest length met, to catch invalid entries (only incomplete codes have
+// them).
+template <bool kChecked>
 struct BitReader {
   const uint32_t* words;
   uint32_t lastWord;   // reads past the staged words repeat the last one: harmless garbage
   uint32_t next;       // next word to load
-  uint64_t buffer;
-  uint32_t bits;       // valid bits in buffer
+  uint64_t buffer;     // valid bits at positions 1..bits
+  uint32_t bits;
   uint32_t shortest;   // shortest code length met: 0 if an invalid entry was used
 
   __device__ BitReader(const uint8_t* block, uint32_t blockBytes, uint32_t byteOffset)
       : words(reinterpret_cast<const uint32_t*>(block)), lastWord(blockBytes / 4 - 1),
         next(byteOffset / 4), shortest(kMaxCodeLength) {
     const uint32_t skip = 8 * (byteOffset % 4);
-    buffer = words[min(next++, lastWord)] >> skip;
+    buffer = static_cast<uint64_t>(words[min(next++, lastWord)] >> skip) << 1;
     bits = 32 - skip;
   }
-  // NOTE: keeps at least 32 bits, enough for two codes of up to 12 bits. Without a branch: the
-  // lanes of a warp need refills at different times, so a branch would be taken almost always.
+  // Keeps at least 32 bits, enough for two codes of up to 12 bits. Without a branch: the lanes of
+  // a warp need refills at different times, so a branch would be taken almost always.
   __device__ void refill() {
     const uint32_t w = words[min(next, lastWord)];
     const bool need = bits < 32;
-    buffer |= need ? static_cast<uint64_t>(w) << bits : 0;
+    buffer |= need ? static_cast<uint64_t>(w) << (bits + 1) : 0;
     next += need;
     bits += need ? 32 : 0;
   }
-  __device__ uint32_t decode(const uint16_t* table, uint32_t mask) {
-    const uint32_t entry = table[static_cast<uint32_t>(buffer) & mask];
+  __device__ uint32_t decode(const uint8_t* table, uint32_t byteMask) {
+    const uint32_t entry = *reinterpret_cast<const uint16_t*>(table + (static_cast<uint32_t>(buffer) & byteMask));
     const uint32_t len = entry >> 8;
-    shortest = min(shortest, len);
+    if constexpr (kChecked) shortest = min(shortest, len);
     buffer >>= len;
     bits -= len;
     return entry & 0xFFu;
@@ -175,9 +185,9 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
                          : 0;
   const uint32_t groups = (n + kGroup - 1) / kGroup;
   const uint32_t stageBytes = static_cast<uint32_t>(maxBlockBytes(chunkElems));
-  uint8_t* block = dynamicShared;
-  uint16_t* table = reinterpret_cast<uint16_t*>(block + stageBytes);
-  uint32_t* streamStart = reinterpret_cast<uint32_t*>(table + (1u << a.p.maxCodeLength));
+  uint16_t* table = reinterpret_cast<uint16_t*>(dynamicShared);  // first: see BitReader
+  uint8_t* block = dynamicShared + 2 * (1u << a.p.maxCodeLength);
+  uint32_t* streamStart = reinterpret_cast<uint32_t*>(block + stageBytes);
 
   if (tid == 0) {
     uint64_t begin = 0;
@@ -276,39 +286,46 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
     return;
   }
 
-  const uint32_t mask = (1u << a.p.maxCodeLength) - 1;
+  const uint32_t byteMask = ((1u << a.p.maxCodeLength) - 1) << 1;
+  const uint8_t* tableBytes = reinterpret_cast<const uint8_t*>(table);
   const uint16_t* sizes = reinterpret_cast<const uint16_t*>(block + streamSizesOffset(span));
-  for (uint32_t s = tid; s < streams; s += threads) {
-    BitReader r(block, blockBytes, streamStart[s]);
-    uint2 nextA = make_uint2(0, 0);
-    uint4 nextB = make_uint4(0, 0, 0, 0);
-    if (s < groups) loadRaw(s, nextA, nextB);
-    for (uint32_t g = s; g < groups; g += streams) {
-      const uint2 ra = nextA;
-      const uint4 rb = nextB;
-      if (g + streams < groups) loadRaw(g + streams, nextA, nextB);
-      const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
-      uint32_t sym[2] = {0, 0};
-      if (valid == kGroup) {
+  auto decodeStreams = [&](auto checked) {
+    constexpr bool kChecked = decltype(checked)::value;
+    for (uint32_t s = tid; s < streams; s += threads) {
+      BitReader<kChecked> r(block, blockBytes, streamStart[s]);
+      uint2 nextA = make_uint2(0, 0);
+      uint4 nextB = make_uint4(0, 0, 0, 0);
+      if (s < groups) loadRaw(s, nextA, nextB);
+      for (uint32_t g = s; g < groups; g += streams) {
+        const uint2 ra = nextA;
+        const uint4 rb = nextB;
+        if (g + streams < groups) loadRaw(g + streams, nextA, nextB);
+        const uint32_t valid = min(static_cast<uint32_t>(kGroup), n - g * kGroup);
+        uint32_t sym[2] = {0, 0};
+        if (valid == kGroup) {
 #pragma unroll
-        for (int i = 0; i < kGroup; i += 2) {
-          r.refill();
-          sym[i / 4] |= r.decode(table, mask) << (8 * (i % 4));
-          sym[i / 4] |= r.decode(table, mask) << (8 * (i % 4 + 1));
-        }
-      } else {
+          for (int i = 0; i < kGroup; i += 2) {
+            r.refill();
+            sym[i / 4] |= r.decode(tableBytes, byteMask) << (8 * (i % 4));
+            sym[i / 4] |= r.decode(tableBytes, byteMask) << (8 * (i % 4 + 1));
+          }
+        } else {
 #pragma unroll
-        for (int i = 0; i < kGroup; ++i) {
-          if (i >= static_cast<int>(valid)) break;
-          r.refill();
-          sym[i / 4] |= r.decode(table, mask) << (8 * (i % 4));
+          for (int i = 0; i < kGroup; ++i) {
+            if (i >= static_cast<int>(valid)) break;
+            r.refill();
+            sym[i / 4] |= r.decode(tableBytes, byteMask) << (8 * (i % 4));
+          }
         }
+        emit(g, valid, sym[0], sym[1], ra, rb);
       }
-      emit(g, valid, sym[0], sym[1], ra, rb);
+      if (r.shortest == 0 || (r.consumed(streamStart[s]) + 7) / 8 != sizes[s])
+        device::reportError(a.status, kFrameBadChunk);
     }
-    if (r.shortest == 0 || (r.consumed(streamStart[s]) + 7) / 8 != sizes[s])
-      device::reportError(a.status, kFrameBadChunk);
-  }
+  };
+  // A complete code leaves no invalid table entry, so its streams need no validity tracking.
+  if (sh.complete) decodeStreams(std::false_type{});
+  else decodeStreams(std::true_type{});
 }
 
 template <int D>
