@@ -21,7 +21,8 @@ extern "C" {
 #define CCLZ_MAJOR 0
 #define CCLZ_MINOR 1
 #define CCLZ_PATCH 0
-/* The version of this header, as cclzGetVersion() reports the library's: MAJOR*10000+MINOR*100+PATCH. */
+/* The version of this header, as cclzGetVersion() reports the library's:
+ * MAJOR*10000+MINOR*100+PATCH. */
 #define CCLZ_VERSION_CODE (CCLZ_MAJOR * 10000 + CCLZ_MINOR * 100 + CCLZ_PATCH)
 
 /* Enums have an int underlying type in C++ too, so that any int a C or ctypes caller passes is a
@@ -42,10 +43,13 @@ typedef enum CCLZ_ENUM_INT {
   cclzSystemError = 2,        /* an operating-system call or allocation failed */
   cclzInternalError = 3,      /* a bug in cclz: please report it */
   cclzInvalidArgument = 4,    /* a NULL pointer, a size that does not fit, an unknown enum value */
-  cclzInvalidUsage = 5,       /* a valid argument used the wrong way (e.g. a device call on a build without CUDA) */
-  cclzCorruptFrame = 6,       /* a frame failed validation: truncated, corrupt, or not what the call expects */
-  cclzNotSupported = 7,       /* a dtype a codec does not handle, or a backend this build does not have */
-  cclzBufferTooSmall = 8,     /* an output buffer smaller than cclzCodecMaxEncodedSize / the decoded size */
+  cclzInvalidUsage =
+      5, /* a valid argument used the wrong way (e.g. a device call on a build without CUDA) */
+  cclzCorruptFrame =
+      6, /* a frame failed validation: truncated, corrupt, or not what the call expects */
+  cclzNotSupported = 7, /* a dtype a codec does not handle, or a backend this build does not have */
+  cclzBufferTooSmall =
+      8, /* an output buffer smaller than cclzCodecMaxEncodedSize / the decoded size */
   cclzNumResults = 9
 } cclzResult_t;
 
@@ -88,14 +92,14 @@ const char* cclzGetErrorString(cclzResult_t result);
 const char* cclzGetLastError(cclzComm_t comm);
 
 typedef struct {
-  size_t size;             /* set by the caller: sizeof(cclzBuildInfo_t) */
-  int version;             /* CCLZ_VERSION_CODE of the library */
-  int hasCuda;             /* device calls available (CUDA code compiled in) */
-  int hasNccl;             /* NCCL transport compiled in */
-  int hasMpi;              /* MPI transport compiled in */
-  int cudaRuntimeVersion;  /* CUDART_VERSION compiled against, 0 without CUDA */
-  char cudaArchs[64];      /* CMAKE_CUDA_ARCHITECTURES, e.g. "90a"; empty without CUDA */
-  char compiler[64];       /* host compiler and version */
+  size_t size;            /* set by the caller: sizeof(cclzBuildInfo_t) */
+  int version;            /* CCLZ_VERSION_CODE of the library */
+  int hasCuda;            /* device calls available (CUDA code compiled in) */
+  int hasNccl;            /* NCCL transport compiled in */
+  int hasMpi;             /* MPI transport compiled in */
+  int cudaRuntimeVersion; /* CUDART_VERSION compiled against, 0 without CUDA */
+  char cudaArchs[64];     /* CMAKE_CUDA_ARCHITECTURES, e.g. "90a"; empty without CUDA */
+  char compiler[64];      /* host compiler and version */
 } cclzBuildInfo_t;
 
 /* Fills *info with what this build of the library contains. info->size must be set. */
@@ -106,9 +110,9 @@ cclzResult_t cclzGetBuildInfo(cclzBuildInfo_t* info);
 #define CCLZ_CONFIG_MAGIC 0xcc12c0deu
 
 typedef struct {
-  size_t size;           /* sizeof(cclzCodecConfig_t), set by the initializer */
-  unsigned int magic;    /* CCLZ_CONFIG_MAGIC */
-  unsigned int version;  /* CCLZ_VERSION_CODE */
+  size_t size;          /* sizeof(cclzCodecConfig_t), set by the initializer */
+  unsigned int magic;   /* CCLZ_CONFIG_MAGIC */
+  unsigned int version; /* CCLZ_VERSION_CODE */
   cclzCodecType_t codec;
   /* Elements per independently decodable chunk: a power of two in [1024, 65536] (a chunk must
    * fit in GPU shared memory). 0 picks by message size: the largest power of two up to 16384
@@ -163,7 +167,8 @@ cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, voi
 /* Waits until the device work queued with this codec has finished (a host synchronization: keep
  * it off the data path) and reports it. Returns cclzCorruptFrame, with the reason in
  * cclzGetLastError, if a device decode since the previous call rejected its frame; the error is
- * then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame. */
+ * then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame.
+ */
 cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes);
 
 /* The same codec on host memory, through the CPU reference (identical bytes to the device). */
@@ -176,11 +181,11 @@ cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes,
                             size_t count, cclzDataType_t dtype);
 
 typedef struct {
-  size_t size;               /* set by the caller: sizeof(cclzFrameInfo_t) */
+  size_t size; /* set by the caller: sizeof(cclzFrameInfo_t) */
   cclzCodecType_t codec;
   cclzDataType_t dtype;
-  uint64_t count;            /* elements */
-  uint64_t frameBytes;       /* whole frame, header included */
+  uint64_t count;      /* elements */
+  uint64_t frameBytes; /* whole frame, header included */
   unsigned int chunkElems;
   unsigned int numChunks;
 } cclzFrameInfo_t;

@@ -39,7 +39,8 @@ uint32_t defaultChunkElems(uint64_t count) {
 }
 
 lossless::Params losslessParams(const cclzCodecConfig_t& c, uint64_t count) {
-  const uint32_t chunk = c.chunkElems ? static_cast<uint32_t>(c.chunkElems) : defaultChunkElems(count);
+  const uint32_t chunk =
+      c.chunkElems ? static_cast<uint32_t>(c.chunkElems) : defaultChunkElems(count);
   const uint32_t streams = c.streamsPerChunk ? static_cast<uint32_t>(c.streamsPerChunk)
                                              : std::max<uint32_t>(chunk / kDefaultStreamSymbols, 1);
   const int maxLen = c.maxCodeLength ? c.maxCodeLength : kDefaultMaxCodeLength;
@@ -61,15 +62,14 @@ void validateLosslessConfig(const cclzCodecConfig_t& c) {
   }
 }
 
-void checkCodec(cclzCodec_t codec) {
-  CCLZ_REQUIRE(codec, cclzInvalidArgument, "codec is NULL");
-}
+void checkCodec(cclzCodec_t codec) { CCLZ_REQUIRE(codec, cclzInvalidArgument, "codec is NULL"); }
 
 void checkDtype(cclzCodec_t codec, cclzDataType_t dtype) {
   CCLZ_REQUIRE(dtypeSize(dtype) != 0, cclzInvalidArgument, "unknown dtype");
   if (codec->config.codec == cclzCodecLossless)
-    CCLZ_REQUIRE(lossless::isSupportedDtype(dtype), cclzNotSupported,
-                 std::string("the lossless codec takes bf16, fp16 or fp32, not ") + dtypeName(dtype));
+    CCLZ_REQUIRE(
+        lossless::isSupportedDtype(dtype), cclzNotSupported,
+        std::string("the lossless codec takes bf16, fp16 or fp32, not ") + dtypeName(dtype));
 }
 
 uint64_t maxEncoded(cclzCodec_t codec, size_t count, cclzDataType_t dtype) {
@@ -102,7 +102,9 @@ void ensureWorkspace(cclzCodec_t codec, uint64_t bytes, cudaStream_t stream) {
   codec->workspaceBytes = bytes;
 }
 
-DeviceStatus* deviceStatus(cclzCodec_t codec) { return static_cast<DeviceStatus*>(codec->workspace); }
+DeviceStatus* deviceStatus(cclzCodec_t codec) {
+  return static_cast<DeviceStatus*>(codec->workspace);
+}
 
 bool isDevicePointer(const void* p) {
   cudaPointerAttributes a{};
@@ -139,9 +141,13 @@ cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config
     auto c = std::make_unique<cclzCodec>();
     c->config = *config;
     switch (config->codec) {
-      case cclzCodecNone: break;
-      case cclzCodecLossless: validateLosslessConfig(*config); break;
-      default: CCLZ_FAIL(cclzInvalidArgument, "unknown codec type");
+      case cclzCodecNone:
+        break;
+      case cclzCodecLossless:
+        validateLosslessConfig(*config);
+        break;
+      default:
+        CCLZ_FAIL(cclzInvalidArgument, "unknown codec type");
     }
     *codec = c.release();
   });
@@ -176,11 +182,10 @@ cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cc
     checkCodec(codec);
     checkDtype(codec, dtype);
     auto* out = static_cast<uint8_t*>(dst);
-    const uint64_t bytes =
-        codec->config.codec == cclzCodecNone
-            ? none::encodeRef(dtype, src, count, out, dstCapacity)
-            : lossless::encodeRef(losslessParams(codec->config, count), dtype, src, count,
-                                  out, dstCapacity);
+    const uint64_t bytes = codec->config.codec == cclzCodecNone
+                               ? none::encodeRef(dtype, src, count, out, dstCapacity)
+                               : lossless::encodeRef(losslessParams(codec->config, count), dtype,
+                                                     src, count, out, dstCapacity);
     if (encodedBytes) *encodedBytes = bytes;
   });
 }
@@ -209,9 +214,12 @@ cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* 
     std::memcpy(&h, frame, sizeof h);
     // Only the header is given, so a frame may be longer than `bytes`.
     throwFrameError(checkFrameHeader(h, UINT64_MAX));
-    if (h.codec == cclzCodecLossless) throwFrameError(lossless::checkLosslessHeader(h));
-    else if (h.codec == cclzCodecNone) throwFrameError(none::checkHeader(h));
-    else throwFrameError(kFrameBadField);
+    if (h.codec == cclzCodecLossless)
+      throwFrameError(lossless::checkLosslessHeader(h));
+    else if (h.codec == cclzCodecNone)
+      throwFrameError(none::checkHeader(h));
+    else
+      throwFrameError(kFrameBadField);
     info->codec = static_cast<cclzCodecType_t>(h.codec);
     info->dtype = static_cast<cclzDataType_t>(h.dtype);
     info->count = h.count;
@@ -251,8 +259,7 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
       ensureWorkspace(codec, lossless::encodeWorkspaceBytes(chunks), s);
       DeviceStatus* status = deviceStatus(codec);
       auto* chunkState = reinterpret_cast<uint64_t*>(status + 1);
-      CCLZ_CUDA_CHECK(cudaMemsetAsync(&status->workCounter, 0,
-                                      sizeof(uint64_t) + 8 * chunks, s));
+      CCLZ_CUDA_CHECK(cudaMemsetAsync(&status->workCounter, 0, sizeof(uint64_t) + 8 * chunks, s));
       lossless::encodeDevice(p, dtype, src, count, out, sizeOut, status, chunkState, s);
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
@@ -266,9 +273,9 @@ cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, voi
     checkDtype(codec, dtype);
     CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
     CCLZ_REQUIRE(count == 0 || dst, cclzInvalidArgument, "destination is NULL");
-    CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(dst) % 16 == 0,
-                 cclzInvalidArgument, "source and destination must be 16-byte aligned");
+    CCLZ_REQUIRE(
+        reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0,
+        cclzInvalidArgument, "source and destination must be 16-byte aligned");
     CCLZ_REQUIRE(isDevicePointer(src) && (count == 0 || isDevicePointer(dst)), cclzInvalidArgument,
                  "cclzDecode takes device memory; use cclzDecodeHost for host memory");
     auto* s = reinterpret_cast<cudaStream_t>(stream);

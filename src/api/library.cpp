@@ -30,16 +30,26 @@ cclzResult_t cclzGetVersion(int* version) {
 
 const char* cclzGetErrorString(cclzResult_t result) {
   switch (result) {
-    case cclzSuccess: return "no error";
-    case cclzUnhandledCudaError: return "unhandled CUDA error";
-    case cclzSystemError: return "system error";
-    case cclzInternalError: return "internal error (please report)";
-    case cclzInvalidArgument: return "invalid argument";
-    case cclzInvalidUsage: return "invalid usage";
-    case cclzCorruptFrame: return "corrupt or mismatched frame";
-    case cclzNotSupported: return "not supported";
-    case cclzBufferTooSmall: return "buffer too small";
-    default: return "unknown result code";
+    case cclzSuccess:
+      return "no error";
+    case cclzUnhandledCudaError:
+      return "unhandled CUDA error";
+    case cclzSystemError:
+      return "system error";
+    case cclzInternalError:
+      return "internal error (please report)";
+    case cclzInvalidArgument:
+      return "invalid argument";
+    case cclzInvalidUsage:
+      return "invalid usage";
+    case cclzCorruptFrame:
+      return "corrupt or mismatched frame";
+    case cclzNotSupported:
+      return "not supported";
+    case cclzBufferTooSmall:
+      return "buffer too small";
+    default:
+      return "unknown result code";
   }
 }
 

@@ -19,18 +19,18 @@ struct DeviceStatus {
   uint64_t encodedBytes;  // size of the last encoded frame
   uint32_t decodeError;   // first FrameError a decode met since the last check (0 = none)
   uint32_t unused;
-  uint32_t workCounter;   // encode: next chunk to take (reset before each encode)
+  uint32_t workCounter;  // encode: next chunk to take (reset before each encode)
   uint32_t unused2;
 };
 static_assert(sizeof(DeviceStatus) == 24, "layout is fixed");
 
 // Throws cclz::Error(cclzUnhandledCudaError) with the call and CUDA's message.
-#define CCLZ_CUDA_CHECK(call)                                                            \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess)                                                             \
-      CCLZ_FAIL(cclzUnhandledCudaError,                                                  \
-                std::string(#call " failed: ") + cudaGetErrorString(err_));              \
+#define CCLZ_CUDA_CHECK(call)                                               \
+  do {                                                                      \
+    cudaError_t err_ = (call);                                              \
+    if (err_ != cudaSuccess)                                                \
+      CCLZ_FAIL(cclzUnhandledCudaError,                                     \
+                std::string(#call " failed: ") + cudaGetErrorString(err_)); \
   } while (0)
 
 namespace lossless {

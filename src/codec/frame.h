@@ -44,14 +44,14 @@ CCLZ_HD uint64_t alignUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 // Why a header was rejected; the host turns these into messages (frameErrorText).
 enum FrameError : uint32_t {
   kFrameOk = 0,
-  kFrameTruncated,         // fewer bytes than the header or the frame says
+  kFrameTruncated,  // fewer bytes than the header or the frame says
   kFrameBadMagic,
   kFrameBadVersion,
   kFrameBadChecksum,
-  kFrameBadField,          // a header field out of range
-  kFrameMismatch,          // codec/dtype/count/chunking differ from what the caller expects
-  kFrameBadChunkTable,     // offsets not increasing or past the end
-  kFrameBadChunk,          // a chunk's block does not decode
+  kFrameBadField,       // a header field out of range
+  kFrameMismatch,       // codec/dtype/count/chunking differ from what the caller expects
+  kFrameBadChunkTable,  // offsets not increasing or past the end
+  kFrameBadChunk,       // a chunk's block does not decode
   kFrameNumErrors
 };
 

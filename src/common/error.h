@@ -24,8 +24,8 @@ class Error : public std::runtime_error {
 }  // namespace cclz
 
 // Fails with `code` and a message that names where, unless `cond` holds.
-#define CCLZ_REQUIRE(cond, code, msg)                               \
-  do {                                                              \
+#define CCLZ_REQUIRE(cond, code, msg)                                   \
+  do {                                                                  \
     if (!(cond)) ::cclz::throwError((code), (msg), __FILE__, __LINE__); \
   } while (0)
 

@@ -2,11 +2,10 @@
 #pragma once
 
 #include <cstddef>
-
-#include "common/dtype.h"
 #include <cstdint>
 
 #include "cclz/cclz.h"
+#include "common/dtype.h"
 
 namespace cclz::fuzz {
 

@@ -116,7 +116,10 @@ __device__ void fillTable(const Params& p, const DecodeShared& sh, uint16_t* tab
   uint32_t lo = 0, hi = sh.ranks;  // first rank whose range ends after v0
   while (lo < hi) {
     const uint32_t mid = (lo + hi) / 2;
-    if (sh.rankEnd[mid] <= v0) lo = mid + 1; else hi = mid;
+    if (sh.rankEnd[mid] <= v0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   uint32_t r = lo;
   for (uint32_t v = v0; v < v1; ++v) {
@@ -134,15 +137,17 @@ __device__ void fillTable(const Params& p, const DecodeShared& sh, uint16_t* tab
 template <bool kChecked>
 struct BitReader {
   const uint32_t* words;
-  uint32_t lastWord;   // reads past the staged words repeat the last one: harmless garbage
-  uint32_t next;       // next word to load
-  uint64_t buffer;     // valid bits at positions 1..bits
+  uint32_t lastWord;  // reads past the staged words repeat the last one: harmless garbage
+  uint32_t next;      // next word to load
+  uint64_t buffer;    // valid bits at positions 1..bits
   uint32_t bits;
-  uint32_t shortest;   // shortest code length met: 0 if an invalid entry was used
+  uint32_t shortest;  // shortest code length met: 0 if an invalid entry was used
 
   __device__ BitReader(const uint8_t* block, uint32_t blockBytes, uint32_t byteOffset)
-      : words(reinterpret_cast<const uint32_t*>(block)), lastWord(blockBytes / 4 - 1),
-        next(byteOffset / 4), shortest(kMaxCodeLength) {
+      : words(reinterpret_cast<const uint32_t*>(block)),
+        lastWord(blockBytes / 4 - 1),
+        next(byteOffset / 4),
+        shortest(kMaxCodeLength) {
     const uint32_t skip = 8 * (byteOffset % 4);
     buffer = static_cast<uint64_t>(words[min(next++, lastWord)] >> skip) << 1;
     bits = 32 - skip;
@@ -157,7 +162,8 @@ struct BitReader {
     bits += need ? 32 : 0;
   }
   __device__ uint32_t decode(const uint8_t* table, uint32_t byteMask) {
-    const uint32_t entry = *reinterpret_cast<const uint16_t*>(table + (static_cast<uint32_t>(buffer) & byteMask));
+    const uint32_t entry =
+        *reinterpret_cast<const uint16_t*>(table + (static_cast<uint32_t>(buffer) & byteMask));
     const uint32_t len = entry >> 8;
     if constexpr (kChecked) shortest = min(shortest, len);
     buffer >>= len;
@@ -180,9 +186,10 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
   const uint32_t chunkElems = a.p.chunkElems, streams = 1u << a.p.log2Streams;
   const uint64_t k = blockIdx.x;
   const uint64_t first = k * chunkElems;
-  const uint32_t n = k < a.layout.numChunks
-                         ? static_cast<uint32_t>(min(static_cast<uint64_t>(chunkElems), a.count - first))
-                         : 0;
+  const uint32_t n =
+      k < a.layout.numChunks
+          ? static_cast<uint32_t>(min(static_cast<uint64_t>(chunkElems), a.count - first))
+          : 0;
   const uint32_t groups = (n + kGroup - 1) / kGroup;
   const uint32_t stageBytes = static_cast<uint32_t>(maxBlockBytes(chunkElems));
   uint16_t* table = reinterpret_cast<uint16_t*>(dynamicShared);  // first: see BitReader
@@ -211,9 +218,12 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
   const bool huffman = mode == kModeHuffman;
   if (tid == 0) {
     uint32_t err = kFrameOk;
-    if (mode == kModeStored) err = blockBytes < kBlockHeaderBytes + n ? kFrameBadChunk : kFrameOk;
-    else if (huffman) err = prepareCode(block, blockBytes, a.p, sh);
-    else err = kFrameBadChunk;
+    if (mode == kModeStored)
+      err = blockBytes < kBlockHeaderBytes + n ? kFrameBadChunk : kFrameOk;
+    else if (huffman)
+      err = prepareCode(block, blockBytes, a.p, sh);
+    else
+      err = kFrameBadChunk;
     sh.error = err;
   }
   __syncthreads();
@@ -231,7 +241,8 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
     uint32_t mine = 0;
     for (uint32_t s = myFirst; s < myEnd; ++s) mine += sizes[s];
     uint32_t total;
-    uint32_t offset = streamDataOffset(span, streams) + device::blockExclusiveScan(mine, sh.scanScratch, &total);
+    uint32_t offset =
+        streamDataOffset(span, streams) + device::blockExclusiveScan(mine, sh.scanScratch, &total);
     for (uint32_t s = myFirst; s < myEnd; ++s) {
       streamStart[s] = offset;
       offset += sizes[s];
@@ -254,14 +265,16 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
     if constexpr (E::kHasPlaneB) rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
   };
   Word* out = static_cast<Word*>(a.dst) + first;
-  auto emit = [&](uint32_t g, uint32_t valid, uint32_t symLo, uint32_t symHi, uint2 ra, const uint4& rb) {
+  auto emit = [&](uint32_t g, uint32_t valid, uint32_t symLo, uint32_t symHi, uint2 ra,
+                  const uint4& rb) {
     uint32_t words[device::Joiner<D>::kWords];
     device::Joiner<D>::join(symLo, symHi, ra, rb, words);
     Word* to = out + g * kGroup;
     if (valid == kGroup) {
 #pragma unroll
       for (int v = 0; v < device::Joiner<D>::kWords / 4; ++v)
-        reinterpret_cast<uint4*>(to)[v] = make_uint4(words[4 * v], words[4 * v + 1], words[4 * v + 2], words[4 * v + 3]);
+        reinterpret_cast<uint4*>(to)[v] =
+            make_uint4(words[4 * v], words[4 * v + 1], words[4 * v + 2], words[4 * v + 3]);
     } else {
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) {
@@ -277,7 +290,9 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
       uint32_t sym[2] = {0, 0};
 #pragma unroll
       for (int i = 0; i < kGroup; ++i)
-        if (i < static_cast<int>(valid)) sym[i / 4] |= static_cast<uint32_t>(block[kBlockHeaderBytes + g * kGroup + i]) << (8 * (i % 4));
+        if (i < static_cast<int>(valid))
+          sym[i / 4] |= static_cast<uint32_t>(block[kBlockHeaderBytes + g * kGroup + i])
+                        << (8 * (i % 4));
       uint2 ra;
       uint4 rb = make_uint4(0, 0, 0, 0);
       loadRaw(g, ra, rb);
@@ -324,23 +339,27 @@ __global__ void __launch_bounds__(kDecodeMaxThreads) decodeKernel(DecodeArgs a) 
     }
   };
   // A complete code leaves no invalid table entry, so its streams need no validity tracking.
-  if (sh.complete) decodeStreams(std::false_type{});
-  else decodeStreams(std::true_type{});
+  if (sh.complete)
+    decodeStreams(std::false_type{});
+  else
+    decodeStreams(std::true_type{});
 }
 
 template <int D>
 void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
   const uint32_t streams = 1u << args.p.log2Streams;
-  const size_t dynamicBytes = maxBlockBytes(args.p.chunkElems) +
-                              2 * (size_t{1} << args.p.maxCodeLength) + 4 * streams;
+  const size_t dynamicBytes =
+      maxBlockBytes(args.p.chunkElems) + 2 * (size_t{1} << args.p.maxCodeLength) + 4 * streams;
   static bool configured = false;  // raise the shared-memory limit once per instantiation
   if (!configured) {
     const int most = static_cast<int>(maxBlockBytes(kMaxChunkElems) + 2 * (1u << kMaxCodeLength) +
                                       4 * (kMaxChunkElems / kMinStreamSymbols));
-    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(decodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    CCLZ_CUDA_CHECK(
+        cudaFuncSetAttribute(decodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
     configured = true;
   }
-  const unsigned threads = streams < kDecodeMaxThreads ? (streams < 32 ? 32 : streams) : kDecodeMaxThreads;
+  const unsigned threads =
+      streams < kDecodeMaxThreads ? (streams < 32 ? 32 : streams) : kDecodeMaxThreads;
   const unsigned blocks = static_cast<unsigned>(args.layout.numChunks ? args.layout.numChunks : 1);
   decodeKernel<D><<<blocks, threads, dynamicBytes, stream>>>(args);
   CCLZ_CUDA_CHECK(cudaGetLastError());
@@ -350,13 +369,21 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
 
 void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream) {
-  DecodeArgs args{src, srcBytes, dst, count, status, frameLayout(dtype, count, p.chunkElems), p, dtype};
+  DecodeArgs args{src, srcBytes, dst, count, status, frameLayout(dtype, count, p.chunkElems),
+                  p,   dtype};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
   switch (dtype) {
-    case cclzBfloat16: launchDecode<cclzBfloat16>(args, stream); break;
-    case cclzFloat16: launchDecode<cclzFloat16>(args, stream); break;
-    case cclzFloat32: launchDecode<cclzFloat32>(args, stream); break;
-    default: CCLZ_FAIL(cclzNotSupported, "the lossless codec takes bf16, fp16 or fp32");
+    case cclzBfloat16:
+      launchDecode<cclzBfloat16>(args, stream);
+      break;
+    case cclzFloat16:
+      launchDecode<cclzFloat16>(args, stream);
+      break;
+    case cclzFloat32:
+      launchDecode<cclzFloat32>(args, stream);
+      break;
+    default:
+      CCLZ_FAIL(cclzNotSupported, "the lossless codec takes bf16, fp16 or fp32");
   }
 }
 

@@ -80,8 +80,10 @@ __device__ inline uint32_t headerChecksumFromGlobal(const uint8_t* frame, FrameH
 // push the array to local memory).
 template <typename Word>
 __device__ inline uint32_t packedWord(const Word (&w)[kGroup], int i) {
-  if constexpr (sizeof(Word) == 2) return w[2 * i] | (static_cast<uint32_t>(w[2 * i + 1]) << 16);
-  else return w[i];
+  if constexpr (sizeof(Word) == 2)
+    return w[2 * i] | (static_cast<uint32_t>(w[2 * i + 1]) << 16);
+  else
+    return w[i];
 }
 
 template <typename Word>
@@ -97,7 +99,8 @@ __device__ inline void unpackWord(uint32_t v, int i, Word (&w)[kGroup]) {
 // Loads the words of one group (valid < 8 only for a chunk's short last group), with 16-byte
 // loads where the source is 16-byte aligned.
 template <typename Word>
-__device__ inline void loadGroup(const Word* in, uint32_t valid, bool aligned16, Word (&w)[kGroup]) {
+__device__ inline void loadGroup(const Word* in, uint32_t valid, bool aligned16,
+                                 Word (&w)[kGroup]) {
   constexpr int kVectors = kGroup * sizeof(Word) / 16;
   if (valid == kGroup && aligned16) {
 #pragma unroll
@@ -121,8 +124,9 @@ __device__ inline void storeGroup(Word* out, uint32_t valid, const Word (&w)[kGr
   if (valid == kGroup) {
 #pragma unroll
     for (int v = 0; v < kVectors; ++v)
-      reinterpret_cast<uint4*>(out)[v] = make_uint4(packedWord(w, 4 * v), packedWord(w, 4 * v + 1),
-                                                    packedWord(w, 4 * v + 2), packedWord(w, 4 * v + 3));
+      reinterpret_cast<uint4*>(out)[v] =
+          make_uint4(packedWord(w, 4 * v), packedWord(w, 4 * v + 1), packedWord(w, 4 * v + 2),
+                     packedWord(w, 4 * v + 3));
   } else {
 #pragma unroll
     for (int i = 0; i < kGroup; ++i)
@@ -140,7 +144,8 @@ struct Splitter;
 template <>
 struct Splitter<cclzBfloat16> {
   static constexpr int kWords = 4;
-  __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2], uint32_t (&)[4]) {
+  __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2],
+                               uint32_t (&)[4]) {
     uint32_t s[4], r[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -157,7 +162,8 @@ struct Splitter<cclzBfloat16> {
 template <>
 struct Splitter<cclzFloat16> {
   static constexpr int kWords = 4;
-  __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2], uint32_t (&)[4]) {
+  __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2],
+                               uint32_t (&)[4]) {
     sym[0] = __byte_perm(x[0], x[1], 0x7531);
     sym[1] = __byte_perm(x[2], x[3], 0x7531);
     a[0] = __byte_perm(x[0], x[1], 0x6420);
@@ -168,7 +174,8 @@ struct Splitter<cclzFloat16> {
 template <>
 struct Splitter<cclzFloat32> {
   static constexpr int kWords = 8;
-  __device__ static void split(const uint32_t (&x)[8], uint32_t (&sym)[2], uint32_t (&a)[2], uint32_t (&b)[4]) {
+  __device__ static void split(const uint32_t (&x)[8], uint32_t (&sym)[2], uint32_t (&a)[2],
+                               uint32_t (&b)[4]) {
     uint32_t s[8], r[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -177,8 +184,10 @@ struct Splitter<cclzFloat32> {
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      sym[h] = __byte_perm(__byte_perm(s[4 * h], s[4 * h + 1], 0x40), __byte_perm(s[4 * h + 2], s[4 * h + 3], 0x40), 0x5410);
-      a[h] = __byte_perm(__byte_perm(r[4 * h], r[4 * h + 1], 0x40), __byte_perm(r[4 * h + 2], r[4 * h + 3], 0x40), 0x5410);
+      sym[h] = __byte_perm(__byte_perm(s[4 * h], s[4 * h + 1], 0x40),
+                           __byte_perm(s[4 * h + 2], s[4 * h + 3], 0x40), 0x5410);
+      a[h] = __byte_perm(__byte_perm(r[4 * h], r[4 * h + 1], 0x40),
+                         __byte_perm(r[4 * h + 2], r[4 * h + 3], 0x40), 0x5410);
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) b[i] = __byte_perm(x[2 * i], x[2 * i + 1], 0x5410);
@@ -194,7 +203,8 @@ struct Joiner;
 template <>
 struct Joiner<cclzBfloat16> {
   static constexpr int kWords = 4;
-  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&, uint32_t (&out)[4]) {
+  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&,
+                              uint32_t (&out)[4]) {
     const uint32_t syms[2] = {symLo, symHi}, raws[2] = {a.x, a.y};
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
@@ -208,7 +218,8 @@ struct Joiner<cclzBfloat16> {
 template <>
 struct Joiner<cclzFloat16> {
   static constexpr int kWords = 4;
-  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&, uint32_t (&out)[4]) {
+  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&,
+                              uint32_t (&out)[4]) {
     out[0] = __byte_perm(a.x, symLo, 0x5140);  // raw byte low, symbol byte high
     out[1] = __byte_perm(a.x, symLo, 0x7362);
     out[2] = __byte_perm(a.y, symHi, 0x5140);
@@ -219,7 +230,8 @@ struct Joiner<cclzFloat16> {
 template <>
 struct Joiner<cclzFloat32> {
   static constexpr int kWords = 8;
-  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4& b, uint32_t (&out)[8]) {
+  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4& b,
+                              uint32_t (&out)[8]) {
     const uint32_t syms[2] = {symLo, symHi}, raws[2] = {a.x, a.y};
     const uint32_t lows[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll

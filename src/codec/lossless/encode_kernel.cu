@@ -16,7 +16,8 @@ constexpr int kEncodeThreads = 256;
 constexpr int kBatch = 4;  // groups each thread loads before it processes them
 // NOTE: exponents of real data fall in a handful of bins, so the lanes of a warp would mostly hit
 // the same few histogram counters. Each thread instead counts the 8 symbols of a window around
-// the chunk's bulk in registers (WindowCounts); only symbols outside it go to shared-memory atomics.
+// the chunk's bulk in registers (WindowCounts); only symbols outside it go to shared-memory
+// atomics.
 constexpr uint32_t kWindow = 8;
 
 constexpr uint64_t kStateAggregate = 1ull << 62;  // the block's own size is known
@@ -82,7 +83,8 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, LookBac
     base -= blockDim.x;
   }
   if (tid == 0)
-    atomicExch(reinterpret_cast<unsigned long long*>(state + k), kStateInclusive | (exclusive + size));
+    atomicExch(reinterpret_cast<unsigned long long*>(state + k),
+               kStateInclusive | (exclusive + size));
   return exclusive;
 }
 
@@ -136,8 +138,10 @@ struct WindowCounts {
     for (int i = 0; i < kGroup; ++i) {
       const uint32_t s = (sym[i / 4] >> (8 * (i % 4))) & 0xFFu, d = s - base;
       if (i < static_cast<int>(valid)) {
-        if (d < kWindow) nibbles += 1u << (4 * d);
-        else atomicAdd(&histogram[s], 1u);
+        if (d < kWindow)
+          nibbles += 1u << (4 * d);
+        else
+          atomicAdd(&histogram[s], 1u);
       }
     }
     const uint32_t even = nibbles & 0x0F0F0F0Fu, odd = (nibbles >> 4) & 0x0F0F0F0Fu;
@@ -208,14 +212,16 @@ __device__ void splitGroup(const uint32_t (&x)[device::Splitter<D>::kWords], uin
     *reinterpret_cast<uint2*>(symbols + g * kGroup) = make_uint2(sym[0], sym[1]);
     *reinterpret_cast<uint2*>(planeA + g * kGroup) = make_uint2(raw[0], raw[1]);
     if constexpr (D == cclzFloat32)
-      *reinterpret_cast<uint4*>(planeB + g * kGroup) = make_uint4(rawB[0], rawB[1], rawB[2], rawB[3]);
+      *reinterpret_cast<uint4*>(planeB + g * kGroup) =
+          make_uint4(rawB[0], rawB[1], rawB[2], rawB[3]);
   } else {
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {  // unrolled: the arrays stay in registers
       if (i >= static_cast<int>(valid)) break;
       symbols[g * kGroup + i] = static_cast<uint8_t>(sym[i / 4] >> (8 * (i % 4)));
       planeA[g * kGroup + i] = static_cast<uint8_t>(raw[i / 4] >> (8 * (i % 4)));
-      if constexpr (D == cclzFloat32) planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
+      if constexpr (D == cclzFloat32)
+        planeB[g * kGroup + i] = static_cast<uint16_t>(rawB[i / 2] >> (16 * (i % 2)));
     }
   }
 }
@@ -237,7 +243,8 @@ __device__ Segment segmentOf(uint32_t item, uint32_t parts, uint32_t streams, ui
 // Calls onGroup(codes) for each group of a segment, in stream order; codes as in groupCodes.
 template <typename F>
 __device__ void forSegmentCodes(const Segment& seg, uint32_t streams, uint32_t n,
-                                const uint8_t* symbols, const uint32_t* codeAndLength, F&& onGroup) {
+                                const uint8_t* symbols, const uint32_t* codeAndLength,
+                                F&& onGroup) {
   for (uint32_t j = seg.firstRound; j < seg.endRound; ++j) {
     const uint32_t g = seg.stream + j * streams;
     uint32_t cl[kGroup];
@@ -277,7 +284,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
   const uint32_t tid = threadIdx.x, threads = blockDim.x, lane = tid & 31;
   const uint32_t chunkElems = a.p.chunkElems, streams = 1u << a.p.log2Streams;
   const int maxLen = static_cast<int>(a.p.maxCodeLength);
-  uint8_t* symbols = dynamicShared;            // chunkElems bytes
+  uint8_t* symbols = dynamicShared;             // chunkElems bytes
   uint8_t* block = dynamicShared + chunkElems;  // maxBlockBytes(chunkElems) bytes
 
   if (a.layout.numChunks == 0) {  // an empty tensor: the header alone
@@ -319,8 +326,8 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
     for (int b = 0; b < kBatch; ++b) {
       const uint32_t g = g0 + b * threads;
       if (g < groups)
-        loadGroupWords<D>(in + g * kGroup * sizeof(Word), min(static_cast<uint32_t>(kGroup), n - g * kGroup),
-                          a.srcAligned16, x[b]);
+        loadGroupWords<D>(in + g * kGroup * sizeof(Word),
+                          min(static_cast<uint32_t>(kGroup), n - g * kGroup), a.srcAligned16, x[b]);
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -382,7 +389,8 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
   for (uint32_t s = tid; s < kMaxSymbols; s += threads) {
     const uint32_t len = sh.length[s];
     uint32_t cl = 0;
-    if (len) {  // the code of s: the first of its length plus the shorter-valued symbols of that length
+    if (len) {  // the code of s: the first of its length plus the shorter-valued symbols of that
+                // length
       uint32_t before = 0;
       for (uint32_t t = firstSym; t < s; ++t) before += sh.length[t] == len;
       cl = reverseBits(sh.firstCode[len] + before, static_cast<int>(len)) | (len << 16);
@@ -401,7 +409,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
   for (uint32_t item = tid; item < segments; item += threads) {
     const Segment seg = segmentOf(item, parts, streams, groups);
     uint32_t bits = 0;
-    forSegmentCodes(seg, streams, n, symbols, sh.codeAndLength, [&](const uint32_t (&cl)[kGroup]) {
+    forSegmentCodes(seg, streams, n, symbols, sh.codeAndLength, [&](const uint32_t(&cl)[kGroup]) {
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) bits += cl[i] >> 16;
     });
@@ -438,7 +446,8 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
       block[1] = static_cast<uint8_t>(firstSym);
       block[2] = static_cast<uint8_t>(span);
       for (int j = 0; j <= span; ++j)
-        block[kBlockHeaderBytes + j / 2] |= static_cast<uint8_t>(sh.length[firstSym + j] << (4 * (j % 2)));
+        block[kBlockHeaderBytes + j / 2] |=
+            static_cast<uint8_t>(sh.length[firstSym + j] << (4 * (j % 2)));
     }
     uint16_t* sizes = reinterpret_cast<uint16_t*>(block + streamSizesOffset(span));
     for (uint32_t st = tid; st < streams; st += threads)
@@ -453,7 +462,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
       // buffer starts at the word boundary (its first bits zero) and flushes whole words.
       uint32_t word = bitPos / 32, fill = bitPos % 32;
       uint64_t buffer = 0;
-      forSegmentCodes(seg, streams, n, symbols, sh.codeAndLength, [&](const uint32_t (&cl)[kGroup]) {
+      forSegmentCodes(seg, streams, n, symbols, sh.codeAndLength, [&](const uint32_t(&cl)[kGroup]) {
 #pragma unroll
         for (int i = 0; i < kGroup; ++i) {
           buffer |= static_cast<uint64_t>(cl[i] & 0xFFFFu) << fill;
@@ -486,7 +495,8 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   const size_t dynamicBytes = args.p.chunkElems + maxBlockBytes(args.p.chunkElems);
   static bool configured = false;  // raise the shared-memory limit once per instantiation
   if (!configured) {
-    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(encodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(encodeKernel<D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(2 * (kMaxChunkElems + 64))));
     configured = true;
   }
@@ -500,15 +510,29 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint64_t* chunkState,
                   cudaStream_t stream) {
-  EncodeArgs args{src, count, dst, encodedBytesOut, status, chunkState,
-                  frameLayout(dtype, count, p.chunkElems), p, dtype,
+  EncodeArgs args{src,
+                  count,
+                  dst,
+                  encodedBytesOut,
+                  status,
+                  chunkState,
+                  frameLayout(dtype, count, p.chunkElems),
+                  p,
+                  dtype,
                   reinterpret_cast<uintptr_t>(src) % 16 == 0};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
   switch (dtype) {
-    case cclzBfloat16: launchEncode<cclzBfloat16>(args, stream); break;
-    case cclzFloat16: launchEncode<cclzFloat16>(args, stream); break;
-    case cclzFloat32: launchEncode<cclzFloat32>(args, stream); break;
-    default: CCLZ_FAIL(cclzNotSupported, "the lossless codec takes bf16, fp16 or fp32");
+    case cclzBfloat16:
+      launchEncode<cclzBfloat16>(args, stream);
+      break;
+    case cclzFloat16:
+      launchEncode<cclzFloat16>(args, stream);
+      break;
+    case cclzFloat32:
+      launchEncode<cclzFloat32>(args, stream);
+      break;
+    default:
+      CCLZ_FAIL(cclzNotSupported, "the lossless codec takes bf16, fp16 or fp32");
   }
 }
 

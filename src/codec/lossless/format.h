@@ -11,11 +11,11 @@
 
 namespace cclz::lossless {
 
-constexpr int kGroup = 8;             // symbols of consecutive elements that go to one stream
+constexpr int kGroup = 8;  // symbols of consecutive elements that go to one stream
 constexpr int kMaxSymbols = 256;
-constexpr int kMinCodeLength = 8;     // 256 symbols must fit
+constexpr int kMinCodeLength = 8;  // 256 symbols must fit
 constexpr int kMaxCodeLength = 12;
-constexpr int kModeStored = 0;        // chunk block carries the symbol bytes as they are
+constexpr int kModeStored = 0;  // chunk block carries the symbol bytes as they are
 constexpr int kModeHuffman = 1;
 constexpr uint32_t kBlockAlign = 16;  // chunk blocks start and end 16-byte aligned
 constexpr uint32_t kBlockHeaderBytes = 4;
@@ -40,7 +40,9 @@ CCLZ_HD uint16_t bf16Join(uint32_t sym, uint32_t a) {
 }
 CCLZ_HD uint32_t fp16Symbol(uint16_t v) { return v >> 8; }
 CCLZ_HD uint32_t fp16PlaneA(uint16_t v) { return v & 0xFFu; }
-CCLZ_HD uint16_t fp16Join(uint32_t sym, uint32_t a) { return static_cast<uint16_t>((sym << 8) | a); }
+CCLZ_HD uint16_t fp16Join(uint32_t sym, uint32_t a) {
+  return static_cast<uint16_t>((sym << 8) | a);
+}
 CCLZ_HD uint32_t fp32Symbol(uint32_t v) { return (v >> 23) & 0xFFu; }
 CCLZ_HD uint32_t fp32PlaneA(uint32_t v) { return ((v >> 24) & 0x80u) | ((v >> 16) & 0x7Fu); }
 CCLZ_HD uint32_t fp32PlaneB(uint32_t v) { return v & 0xFFFFu; }
@@ -226,7 +228,8 @@ CCLZ_HD void codeLengthsFromRanked(const uint8_t* ranked, const uint32_t* histog
   // The lightest symbols take the longest codes.
   int i = 0;
   for (int len = maxLen; len >= 1; --len)
-    for (uint32_t k = 0; k < countOfLength[len]; ++k) length[ranked[i++]] = static_cast<uint8_t>(len);
+    for (uint32_t k = 0; k < countOfLength[len]; ++k)
+      length[ranked[i++]] = static_cast<uint8_t>(len);
 }
 
 // Canonical code of each symbol in [first, first+span] given its length (0 = absent): codes are

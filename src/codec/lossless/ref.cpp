@@ -32,9 +32,8 @@ ChunkCode buildChunkCode(const uint32_t* histogram, int maxLen) {
   int n = 0;
   for (int s = 0; s < kMaxSymbols; ++s)
     if (histogram[s]) ranked[n++] = static_cast<uint8_t>(s);
-  std::sort(ranked, ranked + n, [&](uint8_t a, uint8_t b) {
-    return rankBefore(histogram[a], a, histogram[b], b);
-  });
+  std::sort(ranked, ranked + n,
+            [&](uint8_t a, uint8_t b) { return rankBefore(histogram[a], a, histogram[b], b); });
   uint32_t weights[kMaxSymbols] = {};
   codeLengthsFromRanked(ranked, histogram, n, maxLen, weights, c.length);
   c.first = *std::min_element(ranked, ranked + n);
@@ -92,14 +91,14 @@ uint32_t encodeChunkBlock(const uint8_t* symbols, uint32_t n, const Params& p, u
   out[1] = static_cast<uint8_t>(code.first);
   out[2] = static_cast<uint8_t>(code.span);
   for (int k = 0; k <= code.span; ++k)
-    out[kBlockHeaderBytes + k / 2] |= static_cast<uint8_t>(code.length[code.first + k] << (4 * (k % 2)));
+    out[kBlockHeaderBytes + k / 2] |=
+        static_cast<uint8_t>(code.length[code.first + k] << (4 * (k % 2)));
   uint8_t* sizes = out + streamSizesOffset(code.span);
   uint32_t offset = streamDataOffset(code.span, streams);
   for (uint32_t s = 0; s < streams; ++s) {
     BitWriter w(out + offset);
-    forEachInStream(n, streams, s, [&](uint32_t i) {
-      w.put(code.code[symbols[i]], code.length[symbols[i]]);
-    });
+    forEachInStream(n, streams, s,
+                    [&](uint32_t i) { w.put(code.code[symbols[i]], code.length[symbols[i]]); });
     const uint32_t bytes = w.finish();
     sizes[2 * s] = static_cast<uint8_t>(bytes);
     sizes[2 * s + 1] = static_cast<uint8_t>(bytes >> 8);

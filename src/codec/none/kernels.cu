@@ -25,8 +25,8 @@ __global__ void decodeKernel(const uint8_t* src, uint64_t srcBytes, uint8_t* dst
       const FrameHeader h = *reinterpret_cast<const FrameHeader*>(src);
       err = checkFrameHeader(h, srcBytes);
       if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecNone, dtype, count);
-      if (err == kFrameOk && (h.frameBytes != kFrameHeaderBytes + bytes || h.chunkElems != 0 ||
-                              h.numChunks != 0))
+      if (err == kFrameOk &&
+          (h.frameBytes != kFrameHeaderBytes + bytes || h.chunkElems != 0 || h.numChunks != 0))
         err = kFrameBadField;
     }
     error = err;
@@ -51,7 +51,8 @@ void encodeDevice(int dtype, const void* src, uint64_t count, uint8_t* dst,
   FrameHeader h;
   writeHeader(dtype, count, reinterpret_cast<uint8_t*>(&h));
   if (bytes)
-    CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst + kFrameHeaderBytes, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    CCLZ_CUDA_CHECK(
+        cudaMemcpyAsync(dst + kFrameHeaderBytes, src, bytes, cudaMemcpyDeviceToDevice, stream));
   writeHeaderKernel<<<1, 1, 0, stream>>>(h, dst, encodedBytesOut, status);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
