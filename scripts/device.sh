@@ -58,4 +58,5 @@ if has codec; then
 fi
 
 cat "$summary"
-[ -f "$OUT/codec.log" ] && cat "$OUT/codec.log"
+if [ -f "$OUT/codec.log" ]; then cat "$OUT/codec.log"; fi
+! grep -qE "exit [1-9]" "$summary"  # the script fails if any stage did

@@ -350,14 +350,12 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
   const uint32_t streams = 1u << args.p.log2Streams;
   const size_t dynamicBytes =
       maxBlockBytes(args.p.chunkElems) + 2 * (size_t{1} << args.p.maxCodeLength) + 4 * streams;
-  static bool configured = false;  // raise the shared-memory limit once per instantiation
-  if (!configured) {
-    const int most = static_cast<int>(maxBlockBytes(kMaxChunkElems) + 2 * (1u << kMaxCodeLength) +
-                                      4 * (kMaxChunkElems / kMinStreamSymbols));
-    CCLZ_CUDA_CHECK(
-        cudaFuncSetAttribute(decodeKernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    configured = true;
-  }
+  static std::atomic<uint64_t> configured{0};  // devices whose limit is raised
+  device::ensureSharedMemoryLimit(
+      decodeKernel<D>,
+      static_cast<int>(maxBlockBytes(kMaxChunkElems) + 2 * (1u << kMaxCodeLength) +
+                       4 * (kMaxChunkElems / kMinStreamSymbols)),
+      configured);
   const unsigned threads =
       streams < kDecodeMaxThreads ? (streams < 32 ? 32 : streams) : kDecodeMaxThreads;
   const unsigned blocks = static_cast<unsigned>(args.layout.numChunks ? args.layout.numChunks : 1);

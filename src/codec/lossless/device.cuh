@@ -1,6 +1,7 @@
 // Device helpers shared by the lossless encode and decode kernels.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "codec/device.h"
@@ -8,6 +9,19 @@
 #include "codec/lossless/format.h"
 
 namespace cclz::lossless::device {
+
+// Raises a kernel's dynamic shared-memory limit to `bytes` on the current device, once per device
+// (the attribute is per device; the mask is per kernel, and setting it twice is harmless, so
+// concurrent first calls need no lock).
+template <typename Kernel>
+inline void ensureSharedMemoryLimit(Kernel kernel, int bytes, std::atomic<uint64_t>& configured) {
+  int device = 0;
+  CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = 1ull << (device & 63);
+  if (configured.load(std::memory_order_relaxed) & bit) return;
+  CCLZ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  configured.fetch_or(bit, std::memory_order_relaxed);
+}
 
 // Records the first error a kernel meets; later ones keep the first.
 __device__ inline void reportError(DeviceStatus* status, uint32_t error) {

@@ -493,13 +493,9 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
 template <int D>
 void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   const size_t dynamicBytes = args.p.chunkElems + maxBlockBytes(args.p.chunkElems);
-  static bool configured = false;  // raise the shared-memory limit once per instantiation
-  if (!configured) {
-    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(encodeKernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(2 * (kMaxChunkElems + 64))));
-    configured = true;
-  }
+  static std::atomic<uint64_t> configured{0};  // devices whose limit is raised
+  device::ensureSharedMemoryLimit(encodeKernel<D>, static_cast<int>(2 * (kMaxChunkElems + 64)),
+                                  configured);
   const unsigned blocks = static_cast<unsigned>(args.layout.numChunks ? args.layout.numChunks : 1);
   encodeKernel<D><<<blocks, kEncodeThreads, dynamicBytes, stream>>>(args);
   CCLZ_CUDA_CHECK(cudaGetLastError());
