@@ -59,32 +59,7 @@ size_t elementSize(int dtype) {
   return bytes ? bytes : 8;  // out-of-range values: callers test them, any size will do
 }
 
-const char* dtypeLabel(int dtype) {
-  switch (dtype) {
-    case cclzInt8:
-      return "int8";
-    case cclzUint8:
-      return "uint8";
-    case cclzInt32:
-      return "int32";
-    case cclzUint32:
-      return "uint32";
-    case cclzInt64:
-      return "int64";
-    case cclzUint64:
-      return "uint64";
-    case cclzFloat16:
-      return "fp16";
-    case cclzFloat32:
-      return "fp32";
-    case cclzFloat64:
-      return "fp64";
-    case cclzBfloat16:
-      return "bf16";
-    default:
-      return "unknown";
-  }
-}
+const char* dtypeLabel(int dtype) { return cclz::dtypeName(static_cast<cclzDataType_t>(dtype)); }
 
 const std::vector<DataKind>& allDataKinds() {
   static const std::vector<DataKind> kinds = {DataKind::kGauss1,
