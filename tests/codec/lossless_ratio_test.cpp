@@ -22,18 +22,11 @@ constexpr size_t kRatioElems = size_t{1} << 20;
 double apiRatio(int dtype, const std::vector<uint8_t>& input, size_t count) {
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
   CodecPtr codec = makeCodec(config);
-  size_t capacity = 0;
-  EXPECT_EQ(
-      cclzCodecMaxEncodedSize(codec.get(), count, static_cast<cclzDataType_t>(dtype), &capacity),
-      cclzSuccess);
-  std::vector<uint8_t> frame(capacity);
-  size_t bytes = 0;
-  EXPECT_EQ(cclzEncodeHost(codec.get(), input.data(), count, static_cast<cclzDataType_t>(dtype),
-                           frame.data(), frame.size(), &bytes),
-            cclzSuccess);
+  const HostFrame frame = encodeHost(codec.get(), dtype, input, count);
+  const size_t bytes = frame.bytes.size();
   if (bytes == 0) return 0;
   std::vector<uint8_t> out(input.size());
-  EXPECT_EQ(cclzDecodeHost(codec.get(), frame.data(), bytes, out.data(), count,
+  EXPECT_EQ(cclzDecodeHost(codec.get(), frame.bytes.data(), bytes, out.data(), count,
                            static_cast<cclzDataType_t>(dtype)),
             cclzSuccess);
   EXPECT_EQ(firstMismatch(out.data(), input.data(), input.size()), SIZE_MAX);
@@ -91,15 +84,9 @@ TEST_P(LosslessGrowth, RandomBitsGrowByAtMostTheStructure) {
       makeData(DataKind::kRandomBits, dtype, count, p.chunkElems, mixSeed(5, dtype, count));
   CodecPtr codec = makeCodec(setup.apiConfig());
   ASSERT_TRUE(codec);
-  size_t capacity = 0;
-  ASSERT_EQ(
-      cclzCodecMaxEncodedSize(codec.get(), count, static_cast<cclzDataType_t>(dtype), &capacity),
-      cclzSuccess);
-  std::vector<uint8_t> frame(capacity);
-  size_t bytes = 0;
-  ASSERT_EQ(cclzEncodeHost(codec.get(), input.data(), count, static_cast<cclzDataType_t>(dtype),
-                           frame.data(), frame.size(), &bytes),
-            cclzSuccess);
+  const HostFrame frame = encodeHost(codec.get(), dtype, input, count);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const size_t bytes = frame.bytes.size(), capacity = frame.capacity;
   const double raw = static_cast<double>(input.size());
   const uint64_t chunks = (count + p.chunkElems - 1) / p.chunkElems;
   const double structural = raw + 64 + 48 + 27.0 * static_cast<double>(chunks);
