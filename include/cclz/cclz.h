@@ -164,6 +164,13 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
 cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
                         size_t count, cclzDataType_t dtype, cclzStream_t stream);
 
+/* acc[i] += element i of the frame at src, in fp32, for i < count: decoding and reducing in one
+ * pass, as a reduce-scatter does with the frame each peer sends. acc: device memory, count floats,
+ * 16-byte aligned. Asynchronous on stream; a rejected frame is reported by cclzCodecSynchronize.
+ * Codecs without a device path return cclzNotSupported. */
+cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t srcBytes, float* acc,
+                                  size_t count, cclzDataType_t dtype, cclzStream_t stream);
+
 /* Waits until the device work queued with this codec has finished (a host synchronization: keep
  * it off the data path) and reports it. Returns cclzCorruptFrame, with the reason in
  * cclzGetLastError, if a device decode since the previous call rejected its frame; the error is
@@ -179,6 +186,10 @@ cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cc
  * count and dtype must match the frame's. */
 cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
                             size_t count, cclzDataType_t dtype);
+
+/* The same on host memory. A frame that fails validation leaves acc unchanged. */
+cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* src, size_t srcBytes,
+                                      float* acc, size_t count, cclzDataType_t dtype);
 
 typedef struct {
   size_t size; /* set by the caller: sizeof(cclzFrameInfo_t) */

@@ -4,17 +4,16 @@
 #include <memory>
 
 #include "api/guard.h"
+#include "codec/codec.h"
 #include "codec/device.h"
 #include "codec/frame.h"
-#include "codec/lossless/ref.h"
-#include "codec/none/ref.h"
 #include "common/dtype.h"
 #include "common/error.h"
 
 struct cclzCodec {
   cclzCodecConfig_t config{};
 #ifdef CCLZ_HAVE_CUDA
-  void* workspace = nullptr;  // DeviceStatus, then per-chunk encode state
+  void* workspace = nullptr;  // DeviceStatus, then the scratch a call asks for
   uint64_t workspaceBytes = 0;
   cudaEvent_t done = nullptr;  // recorded after each device call
 #endif
@@ -23,60 +22,18 @@ struct cclzCodec {
 namespace cclz {
 namespace {
 
-constexpr uint32_t kDefaultMaxChunkElems = 16384;
-constexpr uint32_t kDefaultMinChunkElems = 4096;
-constexpr uint32_t kDefaultTargetChunks = 512;  // enough blocks to fill a GPU several times over
-constexpr uint32_t kDefaultStreamSymbols = 256;
-constexpr int kDefaultMaxCodeLength = 10;  // decode +15% over 11 on the H200 for -0.05% ratio
-
-// The default chunk size depends on the message: the largest power of two up to 16384 that still
-// cuts it into ~512 chunks, but no less than 4096. Large messages get the best ratio, small ones
-// the parallelism a GPU needs. Encoder and decoder derive it from the count alone, so they agree.
-uint32_t defaultChunkElems(uint64_t count) {
-  uint32_t chunk = kDefaultMaxChunkElems;
-  while (chunk > kDefaultMinChunkElems && count / chunk < kDefaultTargetChunks) chunk /= 2;
-  return chunk;
-}
-
-lossless::Params losslessParams(const cclzCodecConfig_t& c, uint64_t count) {
-  const uint32_t chunk =
-      c.chunkElems ? static_cast<uint32_t>(c.chunkElems) : defaultChunkElems(count);
-  const uint32_t streams = c.streamsPerChunk ? static_cast<uint32_t>(c.streamsPerChunk)
-                                             : std::max<uint32_t>(chunk / kDefaultStreamSymbols, 1);
-  const int maxLen = c.maxCodeLength ? c.maxCodeLength : kDefaultMaxCodeLength;
-  lossless::Params p{chunk, 0, static_cast<uint32_t>(maxLen)};
-  while ((1u << p.log2Streams) < streams) ++p.log2Streams;
-  return p;
-}
-
-// Checks a configuration once, at creation, for every message size it may meet.
-void validateLosslessConfig(const cclzCodecConfig_t& c) {
-  CCLZ_REQUIRE(c.chunkElems >= 0 && c.streamsPerChunk >= 0 && c.maxCodeLength >= 0,
-               cclzInvalidArgument, "codec parameters must not be negative");
-  CCLZ_REQUIRE(c.streamsPerChunk == 0 || lossless::isPowerOfTwo(c.streamsPerChunk),
-               cclzInvalidArgument, "streamsPerChunk must be a power of two");
-  for (uint64_t count : {uint64_t{0}, uint64_t{1} << 40}) {  // smallest and largest default chunk
-    CCLZ_REQUIRE(lossless::validParams(losslessParams(c, count)), cclzInvalidArgument,
-                 "invalid lossless configuration: chunkElems must be a power of two in [1024, "
-                 "65536], chunkElems/streamsPerChunk in [64, 4096], maxCodeLength in [8, 12]");
-  }
-}
-
 void checkCodec(cclzCodec_t codec) { CCLZ_REQUIRE(codec, cclzInvalidArgument, "codec is NULL"); }
+
+const Codec& implOf(cclzCodec_t codec) { return codecFor(codec->config.codec); }
 
 void checkDtype(cclzCodec_t codec, cclzDataType_t dtype) {
   CCLZ_REQUIRE(dtypeSize(dtype) != 0, cclzInvalidArgument, "unknown dtype");
-  if (codec->config.codec == cclzCodecLossless)
-    CCLZ_REQUIRE(
-        lossless::isSupportedDtype(dtype), cclzNotSupported,
-        std::string("the lossless codec takes bf16, fp16 or fp32, not ") + dtypeName(dtype));
+  implOf(codec).checkDtype(dtype);
 }
 
 uint64_t maxEncoded(cclzCodec_t codec, size_t count, cclzDataType_t dtype) {
   checkDtype(codec, dtype);
-  CCLZ_REQUIRE(count <= lossless::kMaxCount, cclzInvalidArgument, "element count too large");
-  if (codec->config.codec == cclzCodecNone) return none::maxEncodedBytes(dtype, count);
-  return lossless::maxEncodedBytes(losslessParams(codec->config, count), dtype, count);
+  return implOf(codec).maxEncodedBytes(codec->config, dtype, count);
 }
 
 void throwFrameError(uint32_t err) {
@@ -104,6 +61,14 @@ void ensureWorkspace(cclzCodec_t codec, uint64_t bytes, cudaStream_t stream) {
 
 DeviceStatus* deviceStatus(cclzCodec_t codec) {
   return static_cast<DeviceStatus*>(codec->workspace);
+}
+
+// The workspace for a call that needs scratchBytes of scratch after the status word.
+DeviceWorkspace workspaceFor(cclzCodec_t codec, uint64_t scratchBytes, cudaStream_t stream) {
+  ensureWorkspace(codec, sizeof(DeviceStatus) + scratchBytes, stream);
+  return DeviceWorkspace{deviceStatus(codec),
+                         static_cast<uint8_t*>(codec->workspace) + sizeof(DeviceStatus),
+                         scratchBytes};
 }
 
 bool isDevicePointer(const void* p) {
@@ -140,15 +105,7 @@ cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config
                  "config was built against an incompatible cclz.h");
     auto c = std::make_unique<cclzCodec>();
     c->config = *config;
-    switch (config->codec) {
-      case cclzCodecNone:
-        break;
-      case cclzCodecLossless:
-        validateLosslessConfig(*config);
-        break;
-      default:
-        CCLZ_FAIL(cclzInvalidArgument, "unknown codec type");
-    }
+    codecFor(config->codec).validateConfig(*config);
     *codec = c.release();
   });
 }
@@ -181,11 +138,8 @@ cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cc
   return guarded(__func__, [&] {
     checkCodec(codec);
     checkDtype(codec, dtype);
-    auto* out = static_cast<uint8_t*>(dst);
-    const uint64_t bytes = codec->config.codec == cclzCodecNone
-                               ? none::encodeRef(dtype, src, count, out, dstCapacity)
-                               : lossless::encodeRef(losslessParams(codec->config, count), dtype,
-                                                     src, count, out, dstCapacity);
+    const uint64_t bytes = implOf(codec).encodeHost(codec->config, dtype, src, count,
+                                                    static_cast<uint8_t*>(dst), dstCapacity);
     if (encodedBytes) *encodedBytes = bytes;
   });
 }
@@ -197,10 +151,20 @@ cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes,
     checkDtype(codec, dtype);
     CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
     CCLZ_REQUIRE(count == 0 || dst, cclzInvalidArgument, "destination is NULL");
-    const auto* in = static_cast<const uint8_t*>(src);
-    throwFrameError(codec->config.codec == cclzCodecNone
-                        ? none::decodeRef(in, srcBytes, dtype, count, dst)
-                        : lossless::decodeRef(in, srcBytes, dtype, count, dst));
+    throwFrameError(implOf(codec).decodeHost(codec->config, static_cast<const uint8_t*>(src),
+                                             srcBytes, dtype, count, dst));
+  });
+}
+
+cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* src, size_t srcBytes,
+                                      float* acc, size_t count, cclzDataType_t dtype) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    checkDtype(codec, dtype);
+    CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
+    CCLZ_REQUIRE(count == 0 || acc, cclzInvalidArgument, "accumulator is NULL");
+    throwFrameError(implOf(codec).decodeAccumulateHost(
+        codec->config, static_cast<const uint8_t*>(src), srcBytes, dtype, count, acc));
   });
 }
 
@@ -214,12 +178,8 @@ cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* 
     std::memcpy(&h, frame, sizeof h);
     // Only the header is given, so a frame may be longer than `bytes`.
     throwFrameError(checkFrameHeader(h, UINT64_MAX));
-    if (h.codec == cclzCodecLossless)
-      throwFrameError(lossless::checkLosslessHeader(h));
-    else if (h.codec == cclzCodecNone)
-      throwFrameError(none::checkHeader(h));
-    else
-      throwFrameError(kFrameBadField);
+    if (h.codec >= cclzNumCodecs) throwFrameError(kFrameBadField);
+    throwFrameError(codecFor(h.codec).checkHeader(h));
     info->codec = static_cast<cclzCodecType_t>(h.codec);
     info->dtype = static_cast<cclzDataType_t>(h.dtype);
     info->count = h.count;
@@ -248,20 +208,11 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
     CCLZ_REQUIRE(isDevicePointer(dst) && (count == 0 || isDevicePointer(src)), cclzInvalidArgument,
                  "cclzEncode takes device memory; use cclzEncodeHost for host memory");
     auto* s = reinterpret_cast<cudaStream_t>(stream);
-    auto* out = static_cast<uint8_t*>(dst);
-    auto* sizeOut = reinterpret_cast<uint64_t*>(encodedBytesDevice);
-    if (codec->config.codec == cclzCodecNone) {
-      ensureWorkspace(codec, sizeof(DeviceStatus), s);
-      none::encodeDevice(dtype, src, count, out, sizeOut, deviceStatus(codec), s);
-    } else {
-      const lossless::Params p = losslessParams(codec->config, count);
-      const uint64_t chunks = lossless::frameLayout(dtype, count, p.chunkElems).numChunks;
-      ensureWorkspace(codec, lossless::encodeWorkspaceBytes(chunks), s);
-      DeviceStatus* status = deviceStatus(codec);
-      auto* chunkState = reinterpret_cast<uint64_t*>(status + 1);
-      CCLZ_CUDA_CHECK(cudaMemsetAsync(&status->workCounter, 0, sizeof(uint64_t) + 8 * chunks, s));
-      lossless::encodeDevice(p, dtype, src, count, out, sizeOut, status, chunkState, s);
-    }
+    const Codec& impl = implOf(codec);
+    const DeviceWorkspace ws =
+        workspaceFor(codec, impl.encodeScratchBytes(codec->config, dtype, count), s);
+    impl.encodeDevice(codec->config, dtype, src, count, static_cast<uint8_t*>(dst),
+                      reinterpret_cast<uint64_t*>(encodedBytesDevice), ws, s);
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
   });
 }
@@ -279,13 +230,27 @@ cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, voi
     CCLZ_REQUIRE(isDevicePointer(src) && (count == 0 || isDevicePointer(dst)), cclzInvalidArgument,
                  "cclzDecode takes device memory; use cclzDecodeHost for host memory");
     auto* s = reinterpret_cast<cudaStream_t>(stream);
-    ensureWorkspace(codec, sizeof(DeviceStatus), s);
-    const auto* in = static_cast<const uint8_t*>(src);
-    if (codec->config.codec == cclzCodecNone)
-      none::decodeDevice(dtype, in, srcBytes, dst, count, deviceStatus(codec), s);
-    else
-      lossless::decodeDevice(losslessParams(codec->config, count), dtype, in, srcBytes, dst, count,
-                             deviceStatus(codec), s);
+    implOf(codec).decodeDevice(codec->config, static_cast<const uint8_t*>(src), srcBytes, dtype,
+                               count, dst, workspaceFor(codec, 0, s), s);
+    CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
+  });
+}
+
+cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t srcBytes, float* acc,
+                                  size_t count, cclzDataType_t dtype, cclzStream_t stream) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    checkDtype(codec, dtype);
+    CCLZ_REQUIRE(src, cclzInvalidArgument, "source is NULL");
+    CCLZ_REQUIRE(count == 0 || acc, cclzInvalidArgument, "accumulator is NULL");
+    CCLZ_REQUIRE(
+        reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(acc) % 16 == 0,
+        cclzInvalidArgument, "source and accumulator must be 16-byte aligned");
+    CCLZ_REQUIRE(isDevicePointer(src) && (count == 0 || isDevicePointer(acc)), cclzInvalidArgument,
+                 "cclzDecodeAccumulate takes device memory; use cclzDecodeAccumulateHost");
+    auto* s = reinterpret_cast<cudaStream_t>(stream);
+    implOf(codec).decodeAccumulateDevice(codec->config, static_cast<const uint8_t*>(src),
+                                         srcBytes, dtype, count, acc, workspaceFor(codec, 0, s), s);
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
   });
 }
@@ -302,6 +267,14 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void*, size_t, cclzDataType_t, 
 
 cclzResult_t cclzDecode(cclzCodec_t codec, const void*, size_t, void*, size_t, cclzDataType_t,
                         cclzStream_t) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    requireCuda();
+  });
+}
+
+cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void*, size_t, float*, size_t,
+                                  cclzDataType_t, cclzStream_t) {
   return guarded(__func__, [&] {
     checkCodec(codec);
     requireCuda();

@@ -19,10 +19,8 @@ struct DeviceStatus {
   uint64_t encodedBytes;  // size of the last encoded frame
   uint32_t decodeError;   // first FrameError a decode met since the last check (0 = none)
   uint32_t unused;
-  uint32_t workCounter;  // encode: next chunk to take (reset before each encode)
-  uint32_t unused2;
 };
-static_assert(sizeof(DeviceStatus) == 24, "layout is fixed");
+static_assert(sizeof(DeviceStatus) == 16, "layout is fixed");
 
 // Throws cclz::Error(cclzUnhandledCudaError) with the call and CUDA's message.
 #define CCLZ_CUDA_CHECK(call)                                               \
@@ -35,15 +33,13 @@ static_assert(sizeof(DeviceStatus) == 24, "layout is fixed");
 
 namespace lossless {
 
-// Device workspace bytes an encode of numChunks chunks needs (after the DeviceStatus).
-inline uint64_t encodeWorkspaceBytes(uint64_t numChunks) {
-  return sizeof(DeviceStatus) + 8 * numChunks;
-}
+// Device scratch an encode of numChunks chunks needs: a work counter (the next chunk to take)
+// and one state word per chunk (the decoupled look-back), zeroed by encodeDevice.
+inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 8 * numChunks; }
 
-// Encodes into dst (capacity >= maxEncodedBytes). chunkState: numChunks zeroed uint64 and the
-// zeroed workCounter of status (cleared by the caller on the same stream).
+// Encodes into dst (capacity >= maxEncodedBytes); scratch holds encodeScratchBytes.
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
-                  uint64_t* encodedBytesOut, DeviceStatus* status, uint64_t* chunkState,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   cudaStream_t stream);
 
 void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,

@@ -30,6 +30,7 @@ struct EncodeArgs {
   uint8_t* dst;
   uint64_t* encodedBytesOut;
   DeviceStatus* status;
+  uint32_t* workCounter;
   uint64_t* chunkState;
   Layout layout;
   Params p;
@@ -292,7 +293,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
     return;
   }
   // Chunks are taken in launch order so that a block only ever waits for blocks already running.
-  if (tid == 0) sh.chunk = atomicAdd(&a.status->workCounter, 1u);
+  if (tid == 0) sh.chunk = atomicAdd(a.workCounter, 1u);
   for (uint32_t i = tid; i < kMaxSymbols; i += threads) sh.work[i] = 0;
   for (uint32_t i = tid; i < kMaxSymbols; i += threads) sh.length[i] = 0;
   __syncthreads();
@@ -504,19 +505,21 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
 }  // namespace
 
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
-                  uint64_t* encodedBytesOut, DeviceStatus* status, uint64_t* chunkState,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   cudaStream_t stream) {
   EncodeArgs args{src,
                   count,
                   dst,
                   encodedBytesOut,
                   status,
-                  chunkState,
+                  reinterpret_cast<uint32_t*>(scratch),
+                  reinterpret_cast<uint64_t*>(scratch + 8),
                   frameLayout(dtype, count, p.chunkElems),
                   p,
                   dtype,
                   reinterpret_cast<uintptr_t>(src) % 16 == 0};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
+  CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(args.layout.numChunks), stream));
   switch (dtype) {
     case cclzBfloat16:
       launchEncode<cclzBfloat16>(args, stream);

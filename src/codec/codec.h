@@ -1,0 +1,92 @@
+// The codec interface: what the C API (src/api/codec_api.cpp) and, later, the collectives need
+// from a codec. One implementation per cclzCodecType_t (none/, lossless/, ...), each a thin
+// adapter over that codec's CPU reference and kernels. The API layer has checked pointers,
+// alignment, device-vs-host memory and capacities before it calls in; a codec checks what only it
+// knows (its configuration, its dtypes, its frames).
+#pragma once
+
+#include <cstdint>
+
+#include "cclz/cclz.h"
+#include "codec/frame.h"
+
+#ifdef CCLZ_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cclz {
+
+struct DeviceStatus;
+
+// Device memory a codec handle lends to one call: the status word (encoded size, decode error)
+// and `scratchBytes` (as asked for by encodeScratchBytes) of scratch, contents undefined.
+struct DeviceWorkspace {
+  DeviceStatus* status;
+  uint8_t* scratch;
+  uint64_t scratchBytes;
+};
+
+class Codec {
+ public:
+  virtual ~Codec() = default;
+
+  virtual const char* name() const = 0;
+
+  // Throws cclz::Error(cclzInvalidArgument) if the configuration is not one this codec accepts,
+  // for any message size.
+  virtual void validateConfig(const cclzCodecConfig_t& config) const = 0;
+
+  // Throws cclz::Error(cclzNotSupported) naming the dtype if the codec does not take it.
+  virtual void checkDtype(int dtype) const = 0;
+
+  // The largest frame count elements of dtype can produce under this configuration.
+  virtual uint64_t maxEncodedBytes(const cclzCodecConfig_t& config, int dtype,
+                                   uint64_t count) const = 0;
+
+  // Checks the codec's fields of a header that passed checkFrameHeader. Returns a FrameError.
+  virtual uint32_t checkHeader(const FrameHeader& header) const = 0;
+
+  // Host memory, through the CPU reference. encodeHost returns the frame's size; decodeHost a
+  // FrameError (kFrameOk on success) and never touches memory outside the buffers.
+  virtual uint64_t encodeHost(const cclzCodecConfig_t& config, int dtype, const void* src,
+                              uint64_t count, uint8_t* dst, uint64_t capacity) const = 0;
+  virtual uint32_t decodeHost(const cclzCodecConfig_t& config, const uint8_t* src,
+                              uint64_t srcBytes, int dtype, uint64_t count, void* dst) const = 0;
+
+  // acc[i] += decoded element i, in fp32 (what a reduce-scatter does with each peer's frame).
+  // The default decodes into a temporary and adds; codecs with a fused path override it.
+  virtual uint32_t decodeAccumulateHost(const cclzCodecConfig_t& config, const uint8_t* src,
+                                        uint64_t srcBytes, int dtype, uint64_t count,
+                                        float* acc) const;
+
+#ifdef CCLZ_HAVE_CUDA
+  // Device scratch one encode needs beyond the status word.
+  virtual uint64_t encodeScratchBytes(const cclzCodecConfig_t& config, int dtype,
+                                      uint64_t count) const {
+    (void)config, (void)dtype, (void)count;
+    return 0;
+  }
+  // Stream-ordered, no host synchronization. The frame size goes to the header, to
+  // ws.status->encodedBytes and, if not NULL, to *encodedBytesOut (device memory).
+  virtual void encodeDevice(const cclzCodecConfig_t& config, int dtype, const void* src,
+                            uint64_t count, uint8_t* dst, uint64_t* encodedBytesOut,
+                            const DeviceWorkspace& ws, cudaStream_t stream) const = 0;
+  // A rejected frame sets ws.status->decodeError (the first error since it was cleared).
+  virtual void decodeDevice(const cclzCodecConfig_t& config, const uint8_t* src, uint64_t srcBytes,
+                            int dtype, uint64_t count, void* dst, const DeviceWorkspace& ws,
+                            cudaStream_t stream) const = 0;
+  // The default throws cclzNotSupported.
+  virtual void decodeAccumulateDevice(const cclzCodecConfig_t& config, const uint8_t* src,
+                                      uint64_t srcBytes, int dtype, uint64_t count, float* acc,
+                                      const DeviceWorkspace& ws, cudaStream_t stream) const;
+#endif
+};
+
+// The implementation of a codec type. Throws cclz::Error(cclzInvalidArgument) for an unknown one.
+const Codec& codecFor(int type);
+
+// Each codec's instance, defined next to its implementation.
+const Codec& noneCodec();
+const Codec& losslessCodec();
+
+}  // namespace cclz
