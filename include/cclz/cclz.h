@@ -71,8 +71,20 @@ typedef enum CCLZ_ENUM_INT {
 typedef enum CCLZ_ENUM_INT {
   cclzCodecNone = 0,     /* the frame carries the bytes as they are (any dtype) */
   cclzCodecLossless = 1, /* exponent entropy coding of bf16/fp16/fp32: bit-exact round trip */
-  cclzNumCodecs = 2
+  /* 2 is reserved for the fp8 codec (being written on another branch). */
+  cclzCodecQgrad = 3, /* gradients: int8/int4/int2 block quantization, for error feedback (lossy) */
+  cclzNumCodecs = 4
 } cclzCodecType_t;
+
+/* How the qgrad codec rounds a value to a code. */
+typedef enum CCLZ_ENUM_INT {
+  cclzRoundNearest = 0,   /* to the nearest code, ties to even */
+  cclzRoundStochastic = 1 /* up or down with the probabilities that make it unbiased; the draws
+                             come from (seed, step, element index), so they are reproducible */
+} cclzRounding_t;
+
+/* Where a buffer the library allocates lives. */
+typedef enum CCLZ_ENUM_INT { cclzMemoryHost = 0, cclzMemoryDevice = 1 } cclzMemoryType_t;
 
 /* Communicators arrive with the collectives; the handle type is declared now so that
  * cclzGetLastError has its final signature. */
@@ -126,10 +138,25 @@ typedef struct {
   /* Lossless: longest Huffman code in bits, 8..12; 0 picks the default (10). The decoder's
    * lookup table has 2^maxCodeLength entries. */
   int maxCodeLength;
+  /* Qgrad: bits per code, 8, 4 or 2 (2 is ternary: -1, 0, +1 times the block's scale); 0 picks 4.
+   * (Qgrad takes its block size from blockElems; chunkElems, streamsPerChunk and maxCodeLength
+   * must be 0.) */
+  int bits;
+  /* Qgrad: elements per block, which share one bf16 scale: 32, 64, 128 or 256; 0 picks 64.
+   * int4 at 64 sends 0.266 of the bf16 bytes (3.76x) and 0.133 of fp32 (7.53x). */
+  int blockElems;
+  /* Qgrad: cclzRoundNearest (0, the default) or cclzRoundStochastic. */
+  cclzRounding_t rounding;
+  /* Qgrad, stochastic rounding: the seed of the draws. A rank that knows (seed, step) can
+   * reproduce another's choices; give ranks different seeds for independent rounding noise. */
+  uint64_t seed;
 } cclzCodecConfig_t;
 
-#define CCLZ_CODEC_CONFIG_INITIALIZER \
-  { sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0 }
+#define CCLZ_CODEC_CONFIG_INITIALIZER                                                           \
+  {                                                                                             \
+    sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0, \
+        0, 0, cclzRoundNearest, 0                                                               \
+  }
 
 /* Creates a codec handle. It holds the configuration and, once a device call needs it, a small
  * device workspace (per-chunk offsets and the decode status), allocated stream-ordered. */
@@ -173,12 +200,16 @@ cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t src
 
 /* Waits until the device work queued with this codec has finished (a host synchronization: keep
  * it off the data path) and reports it. Returns cclzCorruptFrame, with the reason in
- * cclzGetLastError, if a device decode since the previous call rejected its frame; the error is
- * then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame.
+ * cclzGetLastError, if a device decode since the previous call rejected its frame, else
+ * cclzInvalidArgument if a device qgrad encode since the previous call met a NaN or Inf in its
+ * input (docs/formats.md, qgrad, "NaN and Inf"); the errors are then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame.
  */
 cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes);
 
-/* The same codec on host memory, through the CPU reference (identical bytes to the device). */
+/* The same codec on host memory, through the CPU reference (identical bytes to the device).
+ * Qgrad: a plain encode quantizes src without feedback (stochastic rounding uses step 0); a NaN or
+ * Inf returns cclzInvalidArgument after writing the frame and *encodedBytes as cclzEncode would
+ * (the device encode reports it at cclzCodecSynchronize). */
 cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
                             void* dst, size_t dstCapacity, size_t* encodedBytes);
 
@@ -190,6 +221,56 @@ cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes,
 /* The same on host memory. A frame that fails validation leaves acc unchanged. */
 cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* src, size_t srcBytes,
                                       float* acc, size_t count, cclzDataType_t dtype);
+
+/* ---- Error feedback (qgrad) ------------------------------------------------------------------ */
+
+/* The error-feedback state of one gradient bucket, kept by the caller from step to step: an fp32
+ * residual (what quantization has not yet sent) and a step counter (which numbers the draws of
+ * stochastic rounding). One state per bucket and rank; not shared between threads. */
+typedef struct cclzFeedback* cclzFeedback_t;
+
+/* Creates the state of a bucket of count elements: the residual zeroed, the step 0. memory says
+ * where the residual lives: cclzMemoryHost for cclzEncodeFeedbackHost, cclzMemoryDevice (the
+ * current device; allocated and zeroed synchronously, not on the data path) for cclzEncodeFeedback.
+ */
+cclzResult_t cclzFeedbackCreate(cclzFeedback_t* feedback, size_t count, cclzMemoryType_t memory);
+
+/* Frees the state. Device work that uses it must have completed (cclzCodecSynchronize). */
+cclzResult_t cclzFeedbackDestroy(cclzFeedback_t feedback);
+
+/* Zeroes the residual and sets the step to 0 (after a restart without a checkpoint, or when the
+ * model's parameters are replaced). Device state: stream-ordered on stream; host: stream ignored. */
+cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t stream);
+
+/* The state, for checkpoints and inspection: *residual (may be NULL) receives the residual's
+ * address (count floats in the state's memory, 16-byte aligned; the caller may read or overwrite it
+ * between encodes), *count and *step (may be NULL) the element count and the next encode's step. */
+cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, size_t* count,
+                                  uint64_t* step);
+
+/* Sets the step of the next encode (to resume from a checkpoint). */
+cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step);
+
+/* The error-feedback encode of a qgrad codec, in one pass: x = grad + residual (fp32), the frame
+ * of x at dst, residual = x - (the value the frame decodes to), then step += 1. The frame is an
+ * ordinary qgrad frame (cclzDecode, cclzDecodeAccumulate). count must be the state's count.
+ *   grad: device memory, count elements of dtype (fp32 or bf16), aligned to the element size
+ *     (16-byte aligned is fastest).
+ *   feedback: device state (cclzMemoryDevice) of count elements.
+ *   dst, dstCapacity, encodedBytesDevice: as for cclzEncode.
+ * Asynchronous on stream. A NaN or Inf in x is reported by the next cclzCodecSynchronize; the
+ * frame is still complete, the affected blocks decode to NaN and keep their residual. Other codecs
+ * return cclzNotSupported. */
+cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
+                                size_t count, cclzDataType_t dtype, void* dst, size_t dstCapacity,
+                                size_t* encodedBytesDevice, cclzStream_t stream);
+
+/* The same on host memory, with host state (identical frame and residual). A NaN or Inf in x
+ * returns cclzInvalidArgument naming the first such element; the frame (and *encodedBytes) and the
+ * residual are still written as for the device, and the step still advances. */
+cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
+                                    size_t count, cclzDataType_t dtype, void* dst,
+                                    size_t dstCapacity, size_t* encodedBytes);
 
 typedef struct {
   size_t size; /* set by the caller: sizeof(cclzFrameInfo_t) */

@@ -2,7 +2,9 @@
 // kernels.
 #include <cstring>
 #include <memory>
+#include <string>
 
+#include "api/feedback.h"
 #include "api/guard.h"
 #include "codec/codec.h"
 #include "codec/device.h"
@@ -38,6 +40,30 @@ uint64_t maxEncoded(cclzCodec_t codec, size_t count, cclzDataType_t dtype) {
 
 void throwFrameError(uint32_t err) {
   if (err != kFrameOk) CCLZ_FAIL(cclzCorruptFrame, frameErrorText(err));
+}
+
+// Feedback state of count elements in `memory`, for an encode.
+void checkFeedbackFor(cclzFeedback_t feedback, size_t count, cclzMemoryType_t memory) {
+  CCLZ_REQUIRE(feedback, cclzInvalidArgument, "feedback is NULL");
+  CCLZ_REQUIRE(feedback->memory == memory, cclzInvalidArgument,
+               memory == cclzMemoryHost
+                   ? "cclzEncodeFeedbackHost takes host feedback state (cclzMemoryHost)"
+                   : "cclzEncodeFeedback takes device feedback state (cclzMemoryDevice)");
+  CCLZ_REQUIRE(feedback->count == count, cclzInvalidArgument,
+               "the feedback state holds " + std::to_string(feedback->count) +
+                   " elements, the gradient " + std::to_string(count));
+}
+
+// Runs a host encode; a NaN or Inf still reports the frame it wrote (NonFiniteInput), then fails.
+template <typename Encode>
+void hostEncode(size_t* encodedBytes, Encode&& encode) {
+  try {
+    const uint64_t bytes = encode();
+    if (encodedBytes) *encodedBytes = bytes;
+  } catch (const NonFiniteInput& e) {
+    if (encodedBytes) *encodedBytes = e.frameBytes();
+    throw;
+  }
 }
 
 #ifdef CCLZ_HAVE_CUDA
@@ -138,9 +164,37 @@ cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cc
   return guarded(__func__, [&] {
     checkCodec(codec);
     checkDtype(codec, dtype);
-    const uint64_t bytes = implOf(codec).encodeHost(codec->config, dtype, src, count,
-                                                    static_cast<uint8_t*>(dst), dstCapacity);
-    if (encodedBytes) *encodedBytes = bytes;
+    hostEncode(encodedBytes, [&] {
+      return implOf(codec).encodeHost(codec->config, dtype, src, count, static_cast<uint8_t*>(dst),
+                                      dstCapacity);
+    });
+  });
+}
+
+cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
+                                    size_t count, cclzDataType_t dtype, void* dst,
+                                    size_t dstCapacity, size_t* encodedBytes) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    checkDtype(codec, dtype);
+    checkFeedbackFor(feedback, count, cclzMemoryHost);
+    CCLZ_REQUIRE(count == 0 || grad, cclzInvalidArgument, "gradient is NULL");
+    CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
+    CCLZ_REQUIRE(dstCapacity >= maxEncoded(codec, count, dtype), cclzBufferTooSmall,
+                 "destination capacity is below cclzCodecMaxEncodedSize");
+    hostEncode(encodedBytes, [&] {
+      uint64_t bytes = 0;
+      try {
+        bytes = implOf(codec).encodeFeedbackHost(codec->config, dtype, grad, count,
+                                                 feedback->residual, feedback->step,
+                                                 static_cast<uint8_t*>(dst), dstCapacity);
+      } catch (const NonFiniteInput&) {
+        ++feedback->step;  // the frame and residual were written: this step happened
+        throw;
+      }
+      ++feedback->step;
+      return bytes;
+    });
   });
 }
 
@@ -178,8 +232,9 @@ cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* 
     std::memcpy(&h, frame, sizeof h);
     // Only the header is given, so a frame may be longer than `bytes`.
     throwFrameError(checkFrameHeader(h, UINT64_MAX));
-    if (h.codec >= cclzNumCodecs) throwFrameError(kFrameBadField);
-    throwFrameError(codecFor(h.codec).checkHeader(h));
+    const Codec* codec = findCodec(h.codec);
+    if (!codec) throwFrameError(kFrameBadField);
+    throwFrameError(codec->checkHeader(h));
     info->codec = static_cast<cclzCodecType_t>(h.codec);
     info->dtype = static_cast<cclzDataType_t>(h.dtype);
     info->count = h.count;
@@ -213,6 +268,36 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
         workspaceFor(codec, impl.encodeScratchBytes(codec->config, dtype, count), s);
     impl.encodeDevice(codec->config, dtype, src, count, static_cast<uint8_t*>(dst),
                       reinterpret_cast<uint64_t*>(encodedBytesDevice), ws, s);
+    CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
+  });
+}
+
+cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
+                                size_t count, cclzDataType_t dtype, void* dst, size_t dstCapacity,
+                                size_t* encodedBytesDevice, cclzStream_t stream) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    checkDtype(codec, dtype);
+    checkFeedbackFor(feedback, count, cclzMemoryDevice);
+    CCLZ_REQUIRE(count == 0 || grad, cclzInvalidArgument, "gradient is NULL");
+    CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
+    CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(dst) % 16 == 0, cclzInvalidArgument,
+                 "destination must be 16-byte aligned");
+    CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(grad) % dtypeSize(dtype) == 0, cclzInvalidArgument,
+                 "gradient must be aligned to the element size");
+    CCLZ_REQUIRE(dstCapacity >= maxEncoded(codec, count, dtype), cclzBufferTooSmall,
+                 "destination capacity is below cclzCodecMaxEncodedSize");
+    CCLZ_REQUIRE(isDevicePointer(dst) && (count == 0 || isDevicePointer(grad)),
+                 cclzInvalidArgument,
+                 "cclzEncodeFeedback takes device memory; use cclzEncodeFeedbackHost");
+    auto* s = reinterpret_cast<cudaStream_t>(stream);
+    const Codec& impl = implOf(codec);
+    const DeviceWorkspace ws =
+        workspaceFor(codec, impl.encodeScratchBytes(codec->config, dtype, count), s);
+    impl.encodeFeedbackDevice(codec->config, dtype, grad, count, feedback->residual,
+                              feedback->step, static_cast<uint8_t*>(dst),
+                              reinterpret_cast<uint64_t*>(encodedBytesDevice), ws, s);
+    ++feedback->step;
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
   });
 }
@@ -265,6 +350,14 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void*, size_t, cclzDataType_t, 
   });
 }
 
+cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t, const void*, size_t,
+                                cclzDataType_t, void*, size_t, size_t*, cclzStream_t) {
+  return guarded(__func__, [&] {
+    checkCodec(codec);
+    requireCuda();
+  });
+}
+
 cclzResult_t cclzDecode(cclzCodec_t codec, const void*, size_t, void*, size_t, cclzDataType_t,
                         cclzStream_t) {
   return guarded(__func__, [&] {
@@ -293,11 +386,17 @@ cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes) {
     DeviceStatus status;
     CCLZ_CUDA_CHECK(cudaMemcpy(&status, codec->workspace, sizeof status, cudaMemcpyDeviceToHost));
     if (lastEncodedBytes) *lastEncodedBytes = status.encodedBytes;
-    if (status.decodeError != kFrameOk) {
-      CCLZ_CUDA_CHECK(cudaMemset(&deviceStatus(codec)->decodeError, 0, sizeof(uint32_t)));
+    if (status.decodeError == kFrameOk && status.encodeError == 0) return;
+    // Both words are cleared together (they are adjacent), and both are reported.
+    CCLZ_CUDA_CHECK(cudaMemset(&deviceStatus(codec)->decodeError, 0, 2 * sizeof(uint32_t)));
+    const std::string encodeText =
+        "a device encode met a NaN or Inf in its input (gradient + residual): those blocks were "
+        "encoded as NaN and kept their residual";
+    if (status.decodeError != kFrameOk)
       CCLZ_FAIL(cclzCorruptFrame, std::string("a device decode rejected its frame: ") +
-                                      frameErrorText(status.decodeError));
-    }
+                                      frameErrorText(status.decodeError) +
+                                      (status.encodeError ? "; and " + encodeText : ""));
+    CCLZ_FAIL(cclzInvalidArgument, encodeText);
 #endif
   });
 }

@@ -10,15 +10,29 @@
 
 namespace cclz {
 
-const Codec& codecFor(int type) {
+const Codec* findCodec(int type) {
   switch (type) {
     case cclzCodecNone:
-      return noneCodec();
+      return &noneCodec();
     case cclzCodecLossless:
-      return losslessCodec();
+      return &losslessCodec();
+    case cclzCodecQgrad:
+      return &qgradCodec();
     default:
-      CCLZ_FAIL(cclzInvalidArgument, "unknown codec type " + std::to_string(type));
+      return nullptr;
   }
+}
+
+const Codec& codecFor(int type) {
+  const Codec* codec = findCodec(type);
+  if (!codec) CCLZ_FAIL(cclzInvalidArgument, "unknown codec type " + std::to_string(type));
+  return *codec;
+}
+
+uint64_t Codec::encodeFeedbackHost(const cclzCodecConfig_t&, int, const void*, uint64_t, float*,
+                                   uint64_t, uint8_t*, uint64_t) const {
+  CCLZ_FAIL(cclzNotSupported,
+            std::string("the ") + name() + " codec has no error feedback (only qgrad has)");
 }
 
 uint32_t Codec::decodeAccumulateHost(const cclzCodecConfig_t& config, const uint8_t* src,
@@ -40,6 +54,13 @@ void Codec::decodeAccumulateDevice(const cclzCodecConfig_t&, const uint8_t*, uin
                                    uint64_t, float*, const DeviceWorkspace&, cudaStream_t) const {
   CCLZ_FAIL(cclzNotSupported,
             std::string("the ") + name() + " codec has no device decode-and-accumulate yet");
+}
+
+void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uint64_t, float*,
+                                 uint64_t, uint8_t*, uint64_t*, const DeviceWorkspace&,
+                                 cudaStream_t) const {
+  CCLZ_FAIL(cclzNotSupported,
+            std::string("the ") + name() + " codec has no error feedback (only qgrad has)");
 }
 #endif
 

@@ -9,6 +9,7 @@
 
 #include "cclz/cclz.h"
 #include "codec/frame.h"
+#include "common/error.h"
 
 #ifdef CCLZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -17,6 +18,19 @@
 namespace cclz {
 
 struct DeviceStatus;
+
+// Thrown by a host encode that met a NaN or Inf after it wrote its complete frame (and residual):
+// the call fails, yet its outputs are valid (docs/formats.md, qgrad, "NaN and Inf"), so the API
+// still reports the frame's size.
+class NonFiniteInput : public Error {
+ public:
+  NonFiniteInput(const std::string& message, uint64_t frameBytes)
+      : Error(cclzInvalidArgument, message), frameBytes_(frameBytes) {}
+  uint64_t frameBytes() const { return frameBytes_; }
+
+ private:
+  uint64_t frameBytes_;
+};
 
 // Device memory a codec handle lends to one call: the status word (encoded size, decode error)
 // and `scratchBytes` (as asked for by encodeScratchBytes) of scratch, contents undefined.
@@ -59,6 +73,13 @@ class Codec {
                                         uint64_t srcBytes, int dtype, uint64_t count,
                                         float* acc) const;
 
+  // Error feedback (cclzEncodeFeedbackHost): x = src + residual is encoded, residual becomes
+  // x - decoded x, with stochastic-rounding step `step`. Returns the frame's size. The default
+  // throws cclzNotSupported (only lossy codecs have a residual).
+  virtual uint64_t encodeFeedbackHost(const cclzCodecConfig_t& config, int dtype, const void* src,
+                                      uint64_t count, float* residual, uint64_t step, uint8_t* dst,
+                                      uint64_t capacity) const;
+
 #ifdef CCLZ_HAVE_CUDA
   // Device scratch one encode needs beyond the status word.
   virtual uint64_t encodeScratchBytes(const cclzCodecConfig_t& config, int dtype,
@@ -79,14 +100,23 @@ class Codec {
   virtual void decodeAccumulateDevice(const cclzCodecConfig_t& config, const uint8_t* src,
                                       uint64_t srcBytes, int dtype, uint64_t count, float* acc,
                                       const DeviceWorkspace& ws, cudaStream_t stream) const;
+  // The device error-feedback encode (residual in device memory). A NaN or Inf sets
+  // ws.status->encodeError. The default throws cclzNotSupported.
+  virtual void encodeFeedbackDevice(const cclzCodecConfig_t& config, int dtype, const void* src,
+                                    uint64_t count, float* residual, uint64_t step, uint8_t* dst,
+                                    uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
+                                    cudaStream_t stream) const;
 #endif
 };
 
 // The implementation of a codec type. Throws cclz::Error(cclzInvalidArgument) for an unknown one.
 const Codec& codecFor(int type);
+// The same, or NULL for a type this build does not know (a frame's codec byte, for instance).
+const Codec* findCodec(int type);
 
 // Each codec's instance, defined next to its implementation.
 const Codec& noneCodec();
 const Codec& losslessCodec();
+const Codec& qgradCodec();
 
 }  // namespace cclz

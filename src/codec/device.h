@@ -18,7 +18,7 @@ namespace cclz {
 struct DeviceStatus {
   uint64_t encodedBytes;  // size of the last encoded frame
   uint32_t decodeError;   // first FrameError a decode met since the last check (0 = none)
-  uint32_t unused;
+  uint32_t encodeError;   // non-zero: an encode met a NaN or Inf since the last check (qgrad)
 };
 static_assert(sizeof(DeviceStatus) == 16, "layout is fixed");
 

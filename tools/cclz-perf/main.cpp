@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
   app.add_option("--codec", opt.codec, "codec")
-      ->check(CLI::IsMember({"lossless", "none"}))
+      ->check(CLI::IsMember({"lossless", "none", "qgrad"}))
       ->capture_default_str();
   app.add_option("--device", device,
                  "cpu or gpu (default: gpu if cclz was built with CUDA and a GPU is visible)")
@@ -160,6 +160,22 @@ int main(int argc, char** argv) {
   app.add_option("--max-code-length", opt.maxCodeLength,
                  "cclzCodecConfig_t.maxCodeLength (0: default)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--bits", opt.bits, "qgrad: cclzCodecConfig_t.bits, 8, 4 or 2 (0: default 4)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--block-elems", opt.blockElems,
+                 "qgrad: cclzCodecConfig_t.blockElems (0: default 64)")
+      ->check(CLI::NonNegativeNumber);
+  std::string rounding = "nearest";
+  app.add_option("--rounding", rounding, "qgrad: nearest or stochastic")
+      ->check(CLI::IsMember({"nearest", "stochastic"}))
+      ->capture_default_str();
+  app.add_option("--rounding-seed", opt.roundingSeed, "qgrad: cclzCodecConfig_t.seed")
+      ->capture_default_str();
+  int feedback = 1;
+  app.add_option("--feedback", feedback,
+                 "qgrad: 1 times the error-feedback encode (cclzEncodeFeedback), 0 the plain one")
+      ->check(CLI::Range(0, 1))
+      ->capture_default_str();
   app.add_option("--json", opt.json, "write the rows to this file as a JSON array");
   // With --input the tensors decide the sizes and the data; a sweep flag too would be ignored.
   for (auto* flag : {bFlag, eFlag, fFlag, dataFlag}) inputFlag->excludes(flag);
@@ -173,6 +189,8 @@ int main(int argc, char** argv) {
   try {
     opt.dtype = perf::parseDtype(dtype);
     opt.check = check != 0;
+    opt.stochastic = rounding == "stochastic";
+    opt.feedback = feedback != 0;
     opt.data = data == "gaussian" ? perf::DataKind::Gaussian : perf::DataKind::UniformBits;
     opt.minBytes = perf::parseBytes(minBytes, "-b/--minbytes");
     opt.maxBytes = perf::parseBytes(maxBytes, "-e/--maxbytes");

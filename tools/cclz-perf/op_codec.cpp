@@ -1,7 +1,11 @@
 // --op codec: for one input, the encoded size, the encode and decode times (medians), a plain copy
-// of the same bytes as the roofline reference, and a byte-for-byte check of the round trip.
+// of the same bytes as the roofline reference, and a check of the round trip: byte for byte for
+// lossless codecs; for qgrad, every element within the format's error bound, with NMSE and max
+// relative error, and also the error-feedback encode and decode-and-accumulate into fp32.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "compare.h"
@@ -14,14 +18,39 @@ namespace perf {
 namespace {
 
 // The handle, destroyed on every path out (cclzCodecDestroy waits for its device work).
+class Feedback {
+ public:
+  Feedback(size_t count, cclzMemoryType_t memory) {
+    PERF_CCLZ_CHECK(cclzFeedbackCreate(&handle_, count, memory));
+  }
+  ~Feedback() { (void)cclzFeedbackDestroy(handle_); }
+  Feedback(const Feedback&) = delete;
+  Feedback& operator=(const Feedback&) = delete;
+  cclzFeedback_t get() const { return handle_; }
+
+ private:
+  cclzFeedback_t handle_ = nullptr;
+};
+
+bool isQgrad(const Options& opt) { return opt.codec == "qgrad"; }
+// The defaults of cclz.h, for the bound check.
+int qgradBits(const Options& opt) { return opt.bits ? opt.bits : 4; }
+int qgradBlock(const Options& opt) { return opt.blockElems ? opt.blockElems : 64; }
+
 class Codec {
  public:
   explicit Codec(const Options& opt) {
     cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-    config.codec = opt.codec == "none" ? cclzCodecNone : cclzCodecLossless;
+    config.codec = opt.codec == "none"    ? cclzCodecNone
+                   : opt.codec == "qgrad" ? cclzCodecQgrad
+                                          : cclzCodecLossless;
     config.chunkElems = opt.chunkElems;
     config.streamsPerChunk = opt.streams;
     config.maxCodeLength = opt.maxCodeLength;
+    config.bits = opt.bits;
+    config.blockElems = opt.blockElems;
+    config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
+    config.seed = opt.roundingSeed;
     PERF_CCLZ_CHECK(cclzCodecCreate(&handle_, &config));
   }
   ~Codec() { (void)cclzCodecDestroy(handle_); }
@@ -49,10 +78,20 @@ Row newRow(const Context& ctx, const Input& in) {
   return r;
 }
 
-void setCheck(Row& r, const Comparison& c) {
-  r.exact = c.wrong == 0;
+void setCheck(Row& r, const Options& opt, std::span<const uint8_t> input,
+              std::span<const uint8_t> output) {
+  const Comparison c = compare(opt.dtype, input, output);
   r.wrong = c.wrong;
   r.nmse = c.nmse;
+  r.maxRelErr = c.maxRelErr;
+  r.lossy = isQgrad(opt);
+  if (!r.lossy) {
+    r.exact = c.wrong == 0;
+    return;
+  }
+  r.outOfBound = qgradOutOfBound(opt.dtype, input, output, qgradBits(opt), qgradBlock(opt),
+                                 opt.stochastic);
+  r.exact = r.outOfBound == 0;
 }
 
 Row runHost(const Context& ctx, const Input& in) {
@@ -65,16 +104,38 @@ Row runHost(const Context& ctx, const Input& in) {
   std::vector<uint8_t> frame(capacity), out(r.bytes, kPoison);
   size_t encoded = 0;
 
-  r.encodeUs = timeHost(opt.warmup, opt.iters, [&] {
-    PERF_CCLZ_CHECK(cclzEncodeHost(codec.get(), in.bytes.data(), r.count, opt.dtype, frame.data(),
-                                   frame.size(), &encoded));
-  });
+  if (isQgrad(opt) && opt.feedback) {
+    // Each call reads and rewrites the residual, as a training step would.
+    Feedback feedback(r.count, cclzMemoryHost);
+    r.feedback = true;
+    r.encodeUs = timeHost(opt.warmup, opt.iters, [&] {
+      PERF_CCLZ_CHECK(cclzEncodeFeedbackHost(codec.get(), feedback.get(), in.bytes.data(),
+                                             r.count, opt.dtype, frame.data(), frame.size(),
+                                             &encoded));
+    });
+  } else {
+    r.encodeUs = timeHost(opt.warmup, opt.iters, [&] {
+      PERF_CCLZ_CHECK(cclzEncodeHost(codec.get(), in.bytes.data(), r.count, opt.dtype,
+                                     frame.data(), frame.size(), &encoded));
+    });
+  }
+  // The frame decoded below is the plain encode of the input (with feedback, the last frame
+  // carried the residual of earlier calls too).
+  PERF_CCLZ_CHECK(cclzEncodeHost(codec.get(), in.bytes.data(), r.count, opt.dtype, frame.data(),
+                                 frame.size(), &encoded));
   r.encodedBytes = encoded;
   r.decodeUs = timeHost(opt.warmup, opt.iters, [&] {
     PERF_CCLZ_CHECK(
         cclzDecodeHost(codec.get(), frame.data(), encoded, out.data(), r.count, opt.dtype));
   });
-  if (opt.check) setCheck(r, compare(opt.dtype, in.bytes, out));
+  if (opt.check) setCheck(r, opt, in.bytes, out);
+  if (isQgrad(opt)) {
+    std::vector<float> acc(r.count, 0.0f);
+    r.accumulateUs = timeHost(opt.warmup, opt.iters, [&] {
+      PERF_CCLZ_CHECK(cclzDecodeAccumulateHost(codec.get(), frame.data(), encoded, acc.data(),
+                                               r.count, opt.dtype));
+    });
+  }
   r.copyUs = timeHost(opt.warmup, opt.iters, [&] {
     std::memcpy(out.data(), in.bytes.data(), r.bytes);
     doNotOptimize(out.data());
@@ -128,10 +189,29 @@ Row runDevice(const Context& ctx, const Input& in) {
                                     s));
 
   flusher.flush(s);
-  r.encodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
-    PERF_CCLZ_CHECK(
-        cclzEncode(codec.get(), input(i), r.count, opt.dtype, frame(i), framePitch, nullptr, cs));
-  });
+  if (isQgrad(opt) && opt.feedback) {
+    // One residual per buffer set, so that the residual is not found in L2 either.
+    std::vector<std::unique_ptr<Feedback>> feedback;
+    for (size_t k = 0; k < sets; ++k)
+      feedback.push_back(std::make_unique<Feedback>(r.count, cclzMemoryDevice));
+    r.feedback = true;
+    flusher.flush(s);
+    r.encodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+      PERF_CCLZ_CHECK(cclzEncodeFeedback(codec.get(), feedback[i % sets]->get(), input(i),
+                                         r.count, opt.dtype, frame(i), framePitch, nullptr, cs));
+    });
+    PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), nullptr));
+    // The frames decoded below are plain encodes of the input (with feedback, the last frames
+    // carried the residual of earlier calls too).
+    for (size_t k = 0; k < sets; ++k)
+      PERF_CCLZ_CHECK(cclzEncode(codec.get(), input(static_cast<int>(k)), r.count, opt.dtype,
+                                 frame(static_cast<int>(k)), framePitch, nullptr, cs));
+  } else {
+    r.encodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+      PERF_CCLZ_CHECK(cclzEncode(codec.get(), input(i), r.count, opt.dtype, frame(i), framePitch,
+                                 nullptr, cs));
+    });
+  }
   size_t encoded = 0;
   PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), &encoded));
   r.encodedBytes = encoded;
@@ -147,15 +227,29 @@ Row runDevice(const Context& ctx, const Input& in) {
   // Every set was decoded (sets <= iterations); the worst one is reported.
   if (opt.check) {
     std::vector<uint8_t> host(r.bytes);
-    Comparison worst;
+    Row worst = r;
     for (size_t k = 0; k < sets; ++k) {
       PERF_CUDA_CHECK(cudaMemcpyAsync(host.data(), output(static_cast<int>(k)), r.bytes,
                                       cudaMemcpyDeviceToHost, s));
       PERF_CUDA_CHECK(cudaStreamSynchronize(s));
-      const Comparison c = compare(opt.dtype, in.bytes, host);
-      if (k == 0 || c.wrong > worst.wrong) worst = c;
+      Row c = r;
+      setCheck(c, opt, in.bytes, host);
+      if (k == 0 || c.outOfBound > worst.outOfBound || c.wrong > worst.wrong) worst = c;
     }
-    setCheck(r, worst);
+    r = worst;
+  }
+
+  if (isQgrad(opt)) {  // decode-and-accumulate into one fp32 buffer per set
+    const size_t accPitch = roundUp(r.count * sizeof(float), 256);
+    gpu::Buffer accs(sets * accPitch);
+    PERF_CUDA_CHECK(cudaMemsetAsync(accs.data(), 0, accs.size(), s));
+    flusher.flush(s);
+    r.accumulateUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+      PERF_CCLZ_CHECK(cclzDecodeAccumulate(codec.get(), frame(i), encoded,
+                                           reinterpret_cast<float*>(accs.data() + i % sets * accPitch),
+                                           r.count, opt.dtype, cs));
+    });
+    PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), nullptr));
   }
 
   flusher.flush(s);

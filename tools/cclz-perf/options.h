@@ -15,7 +15,7 @@ enum class DataKind { Gaussian, UniformBits };
 
 struct Options {
   std::string op = "codec";
-  std::string codec = "lossless";  // lossless | none
+  std::string codec = "lossless";  // lossless | none | qgrad
   cclzDataType_t dtype = cclzBfloat16;
   Device device = Device::Cpu;  // resolved in main: gpu when built with CUDA and a GPU is present
 
@@ -36,6 +36,11 @@ struct Options {
   int chunkElems = 0;
   int streams = 0;
   int maxCodeLength = 0;
+  int bits = 0;        // qgrad
+  int blockElems = 0;  // qgrad
+  bool stochastic = false;
+  uint64_t roundingSeed = 0;
+  bool feedback = true;  // qgrad: time the error-feedback encode (cclzEncodeFeedback[Host])
 
   std::string json;  // --json FILE; empty = none
 };

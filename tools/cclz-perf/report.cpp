@@ -16,7 +16,13 @@ std::string configText(int value) { return value ? std::to_string(value) : "defa
 
 std::string exactText(const Row& r) {
   if (!r.exact) return "-";
+  if (r.lossy) return *r.exact ? "bound" : "OUT";
   return *r.exact ? "true" : "false";
+}
+
+std::string errorText(const Row& r, double value) {
+  if (!r.exact) return "-";
+  return std::isfinite(value) ? fmt::format("{:.3e}", value) : "nan";
 }
 
 }  // namespace
@@ -33,17 +39,29 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
   fmt::print("# cclz-perf (cclz {}.{}.{}): op {}, device {}, dtype {}, codec {}\n", version / 10000,
              version / 100 % 100, version % 100, opt_.op, deviceText, dtypeName(opt_.dtype),
              opt_.codec);
-  fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
-             configText(opt_.chunkElems), configText(opt_.streams), configText(opt_.maxCodeLength));
+  if (opt_.codec == "qgrad")
+    fmt::print("#   codec config: bits {}, block-elems {}, rounding {} (seed {}), encode {}\n",
+               configText(opt_.bits), configText(opt_.blockElems),
+               opt_.stochastic ? "stochastic" : "nearest", opt_.roundingSeed,
+               opt_.feedback ? "with error feedback" : "plain");
+  else
+    fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
+               configText(opt_.chunkElems), configText(opt_.streams),
+               configText(opt_.maxCodeLength));
   fmt::print("#   data: {}\n", dataText);
   fmt::print(
       "#   iters {}, warmup {}, check {}; times are medians; GB/s = uncompressed bytes / time\n",
       opt_.iters, opt_.warmup, opt_.check ? 1 : 0);
   fmt::print("#\n");
   const std::string name = nameWidth_ ? fmt::format(" {:<{}}", "tensor", nameWidth_) : "";
-  fmt::print("#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6}\n", name,
-             "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)", "dec(us)",
-             "dec(GB/s)", "copy(GB/s)", "exact");
+  fmt::print(
+      "#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6} {:>9} {:>9} "
+      "{:>9}\n",
+      name, "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)", "dec(us)",
+      "dec(GB/s)", "copy(GB/s)", "exact", "acc(GB/s)", "nmse", "maxrel");
+  fmt::print("#   exact: true = bit-exact round trip; for lossy codecs, bound = every element within "
+             "the format's error bound. acc(GB/s) = fp32 accumulator bytes / decode-and-accumulate "
+             "time; maxrel = max|error| / max|x|\n");
   std::fflush(stdout);
 }
 
@@ -52,10 +70,12 @@ void Report::add(Row row) {
       nameWidth_ ? fmt::format(" {:<{}}", row.tensor.value_or(""), nameWidth_) : "";
   fmt::print(
       " {} {:>12} {:>12} {:>5} {:>9} {:>7.3f} {:>10.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f} "
-      "{:>6}\n",
+      "{:>6} {:>9} {:>9} {:>9}\n",
       name, row.bytes, row.count, row.dtype, row.codec, row.ratio(), row.encodeUs,
       row.gbps(row.encodeUs), row.decodeUs, row.gbps(row.decodeUs), row.gbps(row.copyUs),
-      exactText(row));
+      exactText(row),
+      row.accumulateUs > 0 ? fmt::format("{:.2f}", row.accumulateGbps()) : std::string("-"),
+      errorText(row, row.nmse), errorText(row, row.maxRelErr));
   std::fflush(stdout);  // rows appear as they are measured, as in nccl-tests
   rows_.push_back(std::move(row));
 }
@@ -79,8 +99,11 @@ void Report::printSummary() const {
   const double n = rows_.empty() ? 1 : double(rows_.size());
   const std::string check =
       !opt_.check  ? "not checked"
-      : failures() ? fmt::format("FAILED: {} rows not exact, {} wrong elements", failures(), wrong)
-                   : "all exact";
+      : failures()
+          ? fmt::format("FAILED: {} rows not exact or out of bound, {} wrong elements",
+                        failures(), wrong)
+      : !rows_.empty() && rows_.front().lossy ? "all within the error bound"
+                                              : "all exact";
   fmt::print(
       "# summary: {} {} {} on {}: {} rows, {}; overall ratio {:.3f}; mean GB/s encode {:.2f}, "
       "decode {:.2f}, {} {:.2f}\n",
@@ -117,15 +140,27 @@ void Report::writeJson(const std::string& path) const {
     j["algbw_GBps"] = nullptr;  // collectives only
     j["busbw_GBps"] = nullptr;
     j["speedup"] = nullptr;
-    j["exact"] = orNull(r.exact);
+    j["exact"] = r.lossy ? nlohmann::ordered_json(nullptr) : orNull(r.exact);
     j["wrong"] = r.exact ? nlohmann::ordered_json(r.wrong) : nullptr;
     j["nmse"] = r.exact && std::isfinite(r.nmse) ? nlohmann::ordered_json(r.nmse) : nullptr;
+    j["max_rel_err"] =
+        r.exact && std::isfinite(r.maxRelErr) ? nlohmann::ordered_json(r.maxRelErr) : nullptr;
+    j["lossy"] = r.lossy;
+    j["within_bound"] = r.lossy ? orNull(r.exact) : nlohmann::ordered_json(nullptr);
+    j["out_of_bound"] = r.lossy && r.exact ? nlohmann::ordered_json(r.outOfBound) : nullptr;
+    j["accumulate_us"] = r.accumulateUs > 0 ? nlohmann::ordered_json(r.accumulateUs) : nullptr;
+    j["accumulate_GBps"] =
+        r.accumulateUs > 0 ? nlohmann::ordered_json(r.accumulateGbps()) : nullptr;
+    j["feedback"] = r.feedback;
     j["iters"] = opt_.iters;
     j["warmup"] = opt_.warmup;
     j["buffer_sets"] = r.bufferSets;
     j["chunk_elems"] = opt_.chunkElems;
     j["streams"] = opt_.streams;
     j["max_code_length"] = opt_.maxCodeLength;
+    j["bits"] = opt_.bits;
+    j["block_elems"] = opt_.blockElems;
+    j["rounding"] = opt_.stochastic ? "stochastic" : "nearest";
     if (r.gpuName) j["gpu_name"] = *r.gpuName;
     rows.push_back(std::move(j));
   }

@@ -21,14 +21,23 @@ struct Row {
   uint64_t count = 0;                  // elements
   uint64_t encodedBytes = 0;           // the frame, header included
   double encodeUs = 0, decodeUs = 0, copyUs = 0;  // medians
-  std::optional<bool> exact;                      // empty with -c 0
-  uint64_t wrong = 0;
-  double nmse = 0;
+  double accumulateUs = 0;  // decode-and-accumulate into fp32 (qgrad); 0: not measured
+  bool feedback = false;    // encodeUs timed the error-feedback encode
+  // The check (empty with -c 0): lossless codecs, the round trip is exact; lossy ones (qgrad),
+  // every element is within the format's error bound (outOfBound counts those that are not).
+  std::optional<bool> exact;
+  bool lossy = false;
+  uint64_t wrong = 0, outOfBound = 0;
+  double nmse = 0, maxRelErr = 0;
   int bufferSets = 1;  // input/output copies rotated to defeat the cache
 
   double ratio() const { return encodedBytes ? double(bytes) / double(encodedBytes) : 0; }
   // GB/s of uncompressed bytes (1 GB = 1e9 bytes), the convention of every bandwidth here.
   double gbps(double us) const { return us > 0 ? double(bytes) / us * 1e-3 : 0; }
+  // GB/s of the fp32 accumulator (count * 4 bytes), the output of decode-and-accumulate.
+  double accumulateGbps() const {
+    return accumulateUs > 0 ? double(count) * 4 / accumulateUs * 1e-3 : 0;
+  }
 };
 
 class Report {

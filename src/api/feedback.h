@@ -1,0 +1,14 @@
+// The error-feedback state behind cclzFeedback_t (cclz.h): shared by the feedback entry points
+// (feedback_api.cpp) and the encode that uses it (codec_api.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "cclz/cclz.h"
+
+struct cclzFeedback {
+  uint64_t count = 0;
+  cclzMemoryType_t memory = cclzMemoryHost;
+  float* residual = nullptr;  // count floats in `memory`; NULL when count is 0
+  uint64_t step = 0;          // the step of the next encode
+};

@@ -1,0 +1,302 @@
+// The qgrad codec on the device: the fused error-feedback encode and the decode (plain or
+// accumulating into fp32), producing exactly the CPU reference's bytes and residuals (ref.cpp).
+//
+// Memory bound by design: one thread takes one group of 8 consecutive elements (kGroupElems), so
+// fp32 input is two 16-byte loads (and two for the residual), bf16 one, and the group's codes are
+// one store of `bits` bytes at a `bits`-aligned address; a block's scale is found by a butterfly
+// of shuffles over the blockElems/8 lanes that hold it (consecutive lanes of one warp, since
+// blocks of <= 256 elements never straddle a warp's 256). No atomics on the data path; the only
+// one marks a non-finite block in the status word.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "codec/device.h"
+#include "codec/qgrad/device.h"
+#include "codec/qgrad/format.h"
+
+namespace cclz::qgrad {
+namespace {
+
+constexpr int kThreads = 256;
+
+struct EncodeArgs {
+  const void* src;
+  float* residual;  // NULL: plain encode
+  uint8_t* dst;
+  uint64_t count;
+  uint64_t key;  // drawKey(seed, step)
+  uint32_t blockElems, rounding;
+  bool srcAligned;  // 16-byte aligned: vector loads
+  Layout layout;
+  FrameHeader header;
+  uint64_t* encodedBytesOut;
+  DeviceStatus* status;
+};
+
+// The group's 8 elements from `src` as fp32 (0 past count).
+template <typename In>
+__device__ __forceinline__ void loadGroup(const void* src, uint64_t i0, uint64_t count,
+                                          bool aligned, float (&x)[kGroupElems]) {
+  if (aligned && i0 + kGroupElems <= count) {
+    if constexpr (sizeof(In) == 4) {
+      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(src) + i0);
+      const float4 a = p[0], b = p[1];
+      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z,
+      x[7] = b.w;
+    } else {
+      const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(src) + i0);
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      for (int j = 0; j < 4; ++j) {
+        x[2 * j] = bf16ToFloat(static_cast<uint16_t>(w[j] & 0xFFFFu));
+        x[2 * j + 1] = bf16ToFloat(static_cast<uint16_t>(w[j] >> 16));
+      }
+    }
+    return;
+  }
+  const int dtype = sizeof(In) == 4 ? cclzFloat32 : cclzBfloat16;
+  for (int j = 0; j < kGroupElems; ++j)
+    x[j] = i0 + j < count ? loadAsFloat(src, dtype, i0 + j) : 0.0f;
+}
+
+// The residual is ours (cudaMalloc'd by cclzFeedbackCreate), so a full group is 32-byte aligned.
+__device__ __forceinline__ void loadResidual(const float* r, uint64_t i0, uint64_t count,
+                                             float (&x)[kGroupElems]) {
+  if (i0 + kGroupElems <= count) {
+    const float4 a = reinterpret_cast<const float4*>(r + i0)[0];
+    const float4 b = reinterpret_cast<const float4*>(r + i0)[1];
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    for (int j = 0; j < kGroupElems; ++j) x[j] = v[j];
+  } else {
+    for (int j = 0; j < kGroupElems; ++j) x[j] = i0 + j < count ? r[i0 + j] : 0.0f;
+  }
+}
+
+__device__ __forceinline__ void storeFloats(float* out, uint64_t i0, uint64_t count,
+                                            const float (&v)[kGroupElems]) {
+  if (i0 + kGroupElems <= count) {
+    reinterpret_cast<float4*>(out + i0)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(out + i0)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    for (int j = 0; j < kGroupElems; ++j)
+      if (i0 + j < count) out[i0 + j] = v[j];
+  }
+}
+
+// One group's codes (8 x kBits bits = kBits bytes) at byte i0*kBits/8 of the codes region.
+template <int kBits>
+__device__ __forceinline__ void storeCodes(uint8_t* codes, uint64_t i0, uint64_t packed) {
+  uint8_t* p = codes + i0 * kBits / 8;
+  if constexpr (kBits == 8) {
+    *reinterpret_cast<uint2*>(p) =
+        make_uint2(static_cast<uint32_t>(packed), static_cast<uint32_t>(packed >> 32));
+  } else if constexpr (kBits == 4) {
+    *reinterpret_cast<uint32_t*>(p) = static_cast<uint32_t>(packed);
+  } else {
+    *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(packed);
+  }
+}
+
+template <int kBits>
+__device__ __forceinline__ uint64_t loadCodes(const uint8_t* codes, uint64_t i0) {
+  const uint8_t* p = codes + i0 * kBits / 8;
+  if constexpr (kBits == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    return v.x | (static_cast<uint64_t>(v.y) << 32);
+  } else if constexpr (kBits == 4) {
+    return *reinterpret_cast<const uint32_t*>(p);
+  } else {
+    return *reinterpret_cast<const uint16_t*>(p);
+  }
+}
+
+// The header, the zero gap between scales and codes, the zero tail after the last group's codes,
+// and the frame's size: written by one thread, disjoint from everything the others write.
+__device__ void writeFrameEdges(const EncodeArgs& a, int bits) {
+  *reinterpret_cast<FrameHeader*>(a.dst) = a.header;
+  for (uint64_t b = a.layout.scalesOffset + 2 * a.layout.numBlocks; b < a.layout.codesOffset; ++b)
+    a.dst[b] = 0;
+  const uint64_t groups = (a.count + kGroupElems - 1) / kGroupElems;
+  for (uint64_t b = a.layout.codesOffset + groups * bits; b < a.layout.frameBytes; ++b)
+    a.dst[b] = 0;
+  if (a.encodedBytesOut) *a.encodedBytesOut = a.layout.frameBytes;
+  a.status->encodedBytes = a.layout.frameBytes;
+}
+
+template <int kBits, typename In, bool kFeedback>
+__global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) writeFrameEdges(a, kBits);
+  const uint64_t group = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const uint64_t i0 = group * kGroupElems;
+  // NOTE: no early return: every lane of the warp must reach the shuffles. Lanes past the end
+  // carry zeros, which do not change a maximum.
+  float x[kGroupElems];
+  loadGroup<In>(a.src, i0, a.count, a.srcAligned, x);
+  if constexpr (kFeedback) {
+    float r[kGroupElems];
+    loadResidual(a.residual, i0, a.count, r);
+    for (int j = 0; j < kGroupElems; ++j) x[j] = faddRn(x[j], r[j]);
+  }
+  float m = 0.0f;
+  for (int j = 0; j < kGroupElems; ++j) m = fmaxf(m, magnitudeOrInf(x[j]));
+  const uint32_t lanesPerBlock = a.blockElems / kGroupElems;
+  for (uint32_t offset = 1; offset < lanesPerBlock; offset <<= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, static_cast<int>(offset)));
+  if (i0 >= a.count) return;
+
+  constexpr int kQmax = (1 << (kBits - 1)) - 1;
+  const uint16_t scale = scaleFor(m, kQmax);
+  const bool leader = i0 % a.blockElems == 0;
+  if (leader) {
+    *reinterpret_cast<uint16_t*>(a.dst + a.layout.scalesOffset + 2 * (i0 / a.blockElems)) = scale;
+  }
+  uint8_t* codes = a.dst + a.layout.codesOffset;
+  if (scale == kNanScale) {  // docs/formats.md: codes 0, residual kept, reported
+    storeCodes<kBits>(codes, i0, 0);
+    if (leader) atomicOr(&a.status->encodeError, 1u);
+    return;
+  }
+  const float s = scaleValue(scale), rs = reciprocal(s);
+  uint64_t packed = 0;
+  float rest[kGroupElems];
+  for (int j = 0; j < kGroupElems; ++j) {
+    const uint64_t i = i0 + j;
+    int q = 0;
+    if (i < a.count) {
+      const float draw = a.rounding == kRoundStochastic ? uniformDraw(a.key, i) : 0.0f;
+      q = quantize(x[j], rs, kQmax, static_cast<int>(a.rounding), draw);
+    }
+    packed |= static_cast<uint64_t>(codeBits(q, kBits)) << (j * kBits);
+    rest[j] = fsubRn(x[j], dequantize(q, s));
+  }
+  storeCodes<kBits>(codes, i0, packed);
+  if constexpr (kFeedback) storeFloats(a.residual, i0, a.count, rest);
+}
+
+struct DecodeArgs {
+  const uint8_t* src;
+  uint64_t srcBytes;
+  void* dst;  // dtype elements, or the fp32 accumulator
+  uint64_t count;
+  int dtype;
+  uint32_t blockElems, bits;
+  DeviceStatus* status;
+};
+
+// Every CUDA block checks the header before it touches the output, so a bad frame writes nothing.
+__device__ bool headerValid(const DecodeArgs& a) {
+  __shared__ uint32_t error;
+  if (threadIdx.x == 0) {
+    uint32_t err = kFrameTruncated;
+    if (a.src && a.srcBytes >= kFrameHeaderBytes) {
+      const FrameHeader h = *reinterpret_cast<const FrameHeader*>(a.src);
+      err = checkFrameHeader(h, a.srcBytes);
+      if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecQgrad, a.dtype, a.count);
+      if (err == kFrameOk) err = checkQgradHeader(h);
+      if (err == kFrameOk && (h.chunkElems != a.blockElems || h.params[0] != a.bits))
+        err = kFrameMismatch;  // the device decoder is specialized for the handle's B and b
+    }
+    error = err;
+    if (err != kFrameOk && blockIdx.x == 0) atomicCAS(&a.status->decodeError, 0u, err);
+  }
+  __syncthreads();
+  return error == kFrameOk;
+}
+
+template <int kBits, bool kAccumulate, typename Out>
+__global__ void __launch_bounds__(kThreads) decodeKernel(const DecodeArgs a) {
+  if (!headerValid(a)) return;
+  const uint64_t i0 = (static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x) * kGroupElems;
+  if (i0 >= a.count) return;
+  const Layout l = frameLayout(a.count, a.blockElems, kBits);
+  const uint16_t scale =
+      *reinterpret_cast<const uint16_t*>(a.src + l.scalesOffset + 2 * (i0 / a.blockElems));
+  const float s = scaleValue(scale);
+  const uint64_t packed = loadCodes<kBits>(a.src + l.codesOffset, i0);
+  float y[kGroupElems];
+  for (int j = 0; j < kGroupElems; ++j)
+    y[j] = dequantize(codeValue(static_cast<uint32_t>(packed >> (j * kBits)) & ((1u << kBits) - 1u),
+                                kBits),
+                      s);
+  if constexpr (kAccumulate) {
+    float* acc = static_cast<float*>(a.dst);
+    float old[kGroupElems];
+    loadResidual(acc, i0, a.count, old);  // same shape: 8 floats, 32-byte aligned, 0 past count
+    for (int j = 0; j < kGroupElems; ++j) y[j] = faddRn(old[j], y[j]);
+    storeFloats(acc, i0, a.count, y);
+  } else if constexpr (sizeof(Out) == 4) {
+    storeFloats(static_cast<float*>(a.dst), i0, a.count, y);
+  } else {
+    uint16_t* out = static_cast<uint16_t*>(a.dst);
+    if (i0 + kGroupElems <= a.count) {
+      uint32_t w[4];
+      for (int j = 0; j < 4; ++j)
+        w[j] = floatToBf16(y[2 * j]) | (static_cast<uint32_t>(floatToBf16(y[2 * j + 1])) << 16);
+      *reinterpret_cast<uint4*>(out + i0) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      for (int j = 0; j < kGroupElems; ++j)
+        if (i0 + j < a.count) out[i0 + j] = floatToBf16(y[j]);
+    }
+  }
+}
+
+unsigned gridFor(uint64_t count) {
+  const uint64_t groups = (count + kGroupElems - 1) / kGroupElems;
+  return static_cast<unsigned>(std::max<uint64_t>((groups + kThreads - 1) / kThreads, 1));
+}
+
+template <int kBits>
+void launchEncode(const EncodeArgs& a, int dtype, cudaStream_t stream) {
+  const unsigned grid = gridFor(a.count);
+  const bool fp32 = dtype == cclzFloat32, feedback = a.residual != nullptr;
+  if (fp32 && feedback) encodeKernel<kBits, float, true><<<grid, kThreads, 0, stream>>>(a);
+  if (fp32 && !feedback) encodeKernel<kBits, float, false><<<grid, kThreads, 0, stream>>>(a);
+  if (!fp32 && feedback) encodeKernel<kBits, uint16_t, true><<<grid, kThreads, 0, stream>>>(a);
+  if (!fp32 && !feedback) encodeKernel<kBits, uint16_t, false><<<grid, kThreads, 0, stream>>>(a);
+}
+
+template <int kBits>
+void launchDecode(const DecodeArgs& a, bool accumulate, cudaStream_t stream) {
+  const unsigned grid = gridFor(a.count);
+  if (accumulate)
+    decodeKernel<kBits, true, float><<<grid, kThreads, 0, stream>>>(a);
+  else if (a.dtype == cclzFloat32)
+    decodeKernel<kBits, false, float><<<grid, kThreads, 0, stream>>>(a);
+  else
+    decodeKernel<kBits, false, uint16_t><<<grid, kThreads, 0, stream>>>(a);
+}
+
+}  // namespace
+
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, float* residual,
+                  uint64_t step, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
+                  cudaStream_t stream) {
+  EncodeArgs a{};
+  a.src = src;
+  a.residual = count ? residual : nullptr;
+  a.dst = dst;
+  a.count = count;
+  a.key = drawKey(p.seed, step);
+  a.blockElems = p.blockElems;
+  a.rounding = p.rounding;
+  a.srcAligned = reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  a.layout = frameLayout(count, p.blockElems, p.bits);
+  a.header = makeHeader(p, dtype, count);
+  a.encodedBytesOut = encodedBytesOut;
+  a.status = status;
+  if (p.bits == 8) launchEncode<8>(a, dtype, stream);
+  if (p.bits == 4) launchEncode<4>(a, dtype, stream);
+  if (p.bits == 2) launchEncode<2>(a, dtype, stream);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
+                  uint64_t count, bool accumulate, DeviceStatus* status, cudaStream_t stream) {
+  const DecodeArgs a{src, srcBytes, dst, count, dtype, p.blockElems, p.bits, status};
+  if (p.bits == 8) launchDecode<8>(a, accumulate, stream);
+  if (p.bits == 4) launchDecode<4>(a, accumulate, stream);
+  if (p.bits == 2) launchDecode<2>(a, accumulate, stream);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace cclz::qgrad
