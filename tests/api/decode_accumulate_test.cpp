@@ -15,28 +15,6 @@
 namespace cclz::test {
 namespace {
 
-// Element i as fp32, decoded here independently of the library.
-float elementValue(int dtype, const std::vector<uint8_t>& data, size_t i) {
-  if (dtype == cclzFloat32) {
-    float f;
-    std::memcpy(&f, data.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, data.data() + 2 * i, 2);
-  if (dtype == cclzBfloat16) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
-  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
-  if (exponent == 0x1F) return mantissa ? NAN : sign * INFINITY;
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
-  return sign * std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
-}
-
 using AccParam = std::tuple<cclzCodecType_t, int, size_t>;
 class DecodeAccumulateHost : public testing::TestWithParam<AccParam> {};
 
@@ -58,7 +36,7 @@ TEST_P(DecodeAccumulateHost, AddsTheDecodedValues) {
             cclzSuccess)
       << cclzGetLastError(nullptr);
   for (size_t i = 0; i < count; ++i)
-    ASSERT_EQ(acc[i], before[i] + elementValue(dtype, input, i)) << "element " << i;
+    ASSERT_EQ(acc[i], before[i] + elementAsFloat(dtype, input, i)) << "element " << i;
 
   // A corrupt frame is rejected and the accumulator keeps its values.
   if (count == 0) return;

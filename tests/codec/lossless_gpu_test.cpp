@@ -23,96 +23,17 @@
 #include "support/codec_handle.h"
 #include "support/configs.h"
 #include "support/data.h"
+#include "support/device_buffer.h"
 #include "support/frame_view.h"
 #include "support/tensors.h"
 
 namespace cclz::test {
 namespace {
 
-#define CUDA_OK(call)                                                          \
-  do {                                                                         \
-    const cudaError_t err_ = (call);                                           \
-    ASSERT_EQ(err_, cudaSuccess) << #call << ": " << cudaGetErrorString(err_); \
-  } while (0)
-
-bool haveGpu() {
-  static const bool have = [] {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    return e == cudaSuccess && n > 0;
-  }();
-  return have;
-}
-
-// Device memory with guard bytes on both sides, filled with a pattern the tests check.
-// NOTE: the codec runs on a non-blocking stream, which does not wait for the legacy default
-// stream that cudaMemcpy/cudaMemset use (and a pageable upload may still be in flight when
-// cudaMemcpy returns), so every change made here ends with a device synchronization.
-class DeviceBuffer {
- public:
-  static constexpr size_t kGuard = 256;  // keeps data() 256-byte aligned
-  static constexpr uint8_t kPattern = 0xC3;
-
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (cudaMalloc(&base_, bytes + 2 * kGuard) != cudaSuccess) {
-      base_ = nullptr;
-      return;
-    }
-    cudaMemset(base_, kPattern, bytes + 2 * kGuard);
-    cudaDeviceSynchronize();
-  }
-  ~DeviceBuffer() { cudaFree(base_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  bool ok() const { return base_ != nullptr; }
-  uint8_t* data() { return static_cast<uint8_t*>(base_) + kGuard; }
-  size_t size() const { return bytes_; }
-
-  void upload(const void* src, size_t bytes, size_t offset = 0) {
-    ASSERT_LE(offset + bytes, bytes_);
-    if (bytes) {
-      CUDA_OK(cudaMemcpy(data() + offset, src, bytes, cudaMemcpyHostToDevice));
-      CUDA_OK(cudaDeviceSynchronize());
-    }
-  }
-  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) {
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (bytes) {
-      EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, bytes, cudaMemcpyDeviceToHost),
-                cudaSuccess);
-    }
-    return out;
-  }
-  void fill(uint8_t value) {
-    EXPECT_EQ(cudaMemset(data(), value, bytes_), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-  bool guardsIntact() {
-    std::vector<uint8_t> all(bytes_ + 2 * kGuard);
-    if (cudaDeviceSynchronize() != cudaSuccess) return false;
-    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
-      return false;
-    for (size_t i = 0; i < kGuard; ++i)
-      if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
-    return true;
-  }
-
- private:
-  void* base_ = nullptr;
-  size_t bytes_;
-};
-
-struct StreamHolder {
-  cudaStream_t s = nullptr;
-  StreamHolder() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
-  ~StreamHolder() {
-    if (s) cudaStreamDestroy(s);
-  }
-  cclzStream_t get() const { return reinterpret_cast<cclzStream_t>(s); }
-};
+// The guarded device buffer and stream shared with the other GPU suites.
+bool haveGpu() { return haveCudaDevice(); }
+using DeviceBuffer = GuardedDeviceBuffer;
+using StreamHolder = TestStream;
 
 // Everything one case needs: input, the CPU frame, a codec.
 struct Case {

@@ -23,17 +23,6 @@
 namespace cclz::test {
 namespace {
 
-float valueAt(int dtype, const std::vector<uint8_t>& data, size_t i) {
-  if (dtype == cclzFloat32) {
-    float f;
-    std::memcpy(&f, data.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, data.data() + 2 * i, 2);
-  return QgradView::bf16(h);
-}
-
 // Gaussian gradients whose scale changes from block to block (0.001 to 10), as real gradients do.
 std::vector<uint8_t> gradient(int dtype, size_t count, uint64_t seed) {
   std::vector<uint8_t> g = makeData(DataKind::kGauss1, cclzFloat32, count, 0, seed);
@@ -90,7 +79,7 @@ TEST_P(QgradRef, RoundTripWithinBounds) {
   ASSERT_TRUE(codec);
   const std::vector<uint8_t> input = gradient(dtype, count, mixSeed(dtype, count, bits, block));
   std::vector<float> x(count);
-  for (size_t i = 0; i < count; ++i) x[i] = valueAt(dtype, input, i);
+  for (size_t i = 0; i < count; ++i) x[i] = elementAsFloat(dtype, input, i);
 
   const HostFrame f = encodeHost(codec.get(), dtype, input, count);
   ASSERT_EQ(f.bytes.size(), f.capacity) << "every frame has the size MaxEncodedSize gives";
@@ -107,7 +96,7 @@ TEST_P(QgradRef, RoundTripWithinBounds) {
   for (size_t i = 0; i < count; ++i) {
     const float y = v.value(f.bytes.data(), i);
     if (dtype == cclzFloat32) {
-      ASSERT_EQ(valueAt(dtype, out, i), y) << "element " << i;
+      ASSERT_EQ(elementAsFloat(dtype, out, i), y) << "element " << i;
     } else {
       uint16_t h;
       std::memcpy(&h, out.data() + 2 * i, 2);
@@ -142,7 +131,7 @@ TEST_P(QgradRef, ResidualIdentity) {
     SCOPED_TRACE("step " + std::to_string(step));
     const std::vector<uint8_t> g = gradient(dtype, count, mixSeed(step, dtype, count, bits));
     std::vector<float> x(count), old(residual, residual + count);
-    for (size_t i = 0; i < count; ++i) x[i] = valueAt(dtype, g, i) + old[i];
+    for (size_t i = 0; i < count; ++i) x[i] = elementAsFloat(dtype, g, i) + old[i];
     const std::vector<uint8_t> f = encodeFeedbackHost(codec.get(), fb.get(), g.data(), count, type);
     ASSERT_NO_FATAL_FAILURE(checkFrame(f, x, bits, block, rounding == cclzRoundStochastic));
     const QgradView v(f.data());

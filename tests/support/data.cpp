@@ -252,4 +252,25 @@ std::vector<uint8_t> makeData(DataKind kind, int dtype, size_t count, uint32_t c
   return out;
 }
 
+float elementAsFloat(int dtype, const std::vector<uint8_t>& data, size_t i) {
+  if (dtype == cclzFloat32) {
+    float f;
+    std::memcpy(&f, data.data() + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, data.data() + 2 * i, 2);
+  if (dtype == cclzBfloat16) {
+    const uint32_t u = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  const float sign = (h & 0x8000) ? -1.0f : 1.0f;
+  if (exponent == 0x1F) return mantissa ? NAN : sign * INFINITY;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  return sign * std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
+}
+
 }  // namespace cclz::test

@@ -46,6 +46,8 @@ uint32_t wordFrom(int dtype, uint32_t symbol, uint32_t raw);
 // Rounding conversions (round to nearest even), for generating bf16 and fp16 data. The golden
 // frames' inputs go through them (lossless_golden_test.cpp pins those inputs by hash).
 uint16_t floatToBf16(float f);
+// Element i of a bf16, fp16 or fp32 byte array as fp32, decoded here independently of the library.
+float elementAsFloat(int dtype, const std::vector<uint8_t>& data, size_t i);
 uint16_t floatToHalf(float f);
 
 // A stable seed from a test's coordinates.

@@ -1,5 +1,5 @@
 // Device memory for GPU tests, with guard bytes on both sides filled with a pattern the tests
-// check. (The same idea as lossless_gpu_test.cpp's, shared here for the qgrad tests.)
+// check; used by every GPU suite.
 // NOTE: the codec runs on a non-blocking stream, which does not wait for the legacy default stream
 // that cudaMemcpy/cudaMemset use, so every change made here ends with a device synchronization.
 #pragma once
