@@ -16,6 +16,8 @@ const Codec& codecFor(int type) {
       return noneCodec();
     case cclzCodecLossless:
       return losslessCodec();
+    case cclzCodecFp8:
+      return fp8Codec();
     default:
       CCLZ_FAIL(cclzInvalidArgument, "unknown codec type " + std::to_string(type));
   }

@@ -88,5 +88,6 @@ const Codec& codecFor(int type);
 // Each codec's instance, defined next to its implementation.
 const Codec& noneCodec();
 const Codec& losslessCodec();
+const Codec& fp8Codec();
 
 }  // namespace cclz

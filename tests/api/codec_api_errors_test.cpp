@@ -101,7 +101,7 @@ TEST(CodecApiErrors, MaxCodeLength) {
 // checks this in the CCLZ_SANITIZE build).
 TEST(CodecApiErrors, EnumValuesOutsideTheEnum) {
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-  for (int type : {-1, 2, 1000}) {
+  for (int type : {-1, static_cast<int>(cclzNumCodecs), 1000}) {
     int raw = type;
     std::memcpy(&config.codec, &raw, sizeof raw);
     EXPECT_EQ(create(config), cclzInvalidArgument) << "codec " << type;
