@@ -158,7 +158,7 @@ typedef struct {
    * floor(log2(peak-to-average power)) is at least this, 1..8; 0 picks 4. */
   int fp8RotateThreshold;
   /* Fp8: fine-scale candidates searched per 64-value block, 1..32 (1: the smallest scale that
-   * does not saturate, no search); 0 picks 32. */
+   * does not saturate, no search); 0 picks 32 for E4M3/E5M2, 1 for INT8. */
   int fp8ScaleCandidates;
 } cclzCodecConfig_t;
 
