@@ -167,7 +167,9 @@ TEST(Fp8Format, ScaleSearchInvariants) {
       t[2] = t[1] * static_cast<float>(test::uniformFrom(state));
       const uint32_t k0 = startCode(grid, c, t[0]);
       EXPECT_LE(mulRn(t[0], blockScale(c, k0).inv), gridTop(grid));
-      if (k0 > 0) EXPECT_GT(mulRn(t[0], blockScale(c, k0 - 1).inv), gridTop(grid));
+      if (k0 > 0) {
+        EXPECT_GT(mulRn(t[0], blockScale(c, k0 - 1).inv), gridTop(grid));
+      }
       EXPECT_EQ(chooseFineCode(grid, c, t, 1), k0);
       const uint32_t k = chooseFineCode(grid, c, t, kMaxCandidates);
       EXPECT_GE(k, k0);

@@ -290,7 +290,8 @@ CCLZ_HD void hadamardInPlace(float* y, uint32_t n) {
 CCLZ_HD float inverseHadamardScale(uint32_t log2H) { return bitsToFloat((127u - log2H) << 23); }
 
 // A group's contribution to the adaptive statistic: floor(log2(H a^2 / e)), at least 0; a and e
-// come from values scaled by a power of two that brings the row's largest into [1, 2).
+// come from values scaled by the power of two that brings the group's largest into [1, 2), so
+// that neither overflows nor loses the group to underflow.
 CCLZ_HD uint32_t groupOutlierLog2(float a, float e, uint32_t log2H) {
   if (e == 0.0f) return 0;
   const float papr = mulRn(mulRn(a, a), bitsToFloat((127u + log2H) << 23)) / e;
@@ -298,7 +299,7 @@ CCLZ_HD uint32_t groupOutlierLog2(float a, float e, uint32_t log2H) {
   return exponent > 0 ? static_cast<uint32_t>(exponent) : 0u;
 }
 
-// The power of two that scales a row whose largest |value| is a (finite, > 0) into [1, 2).
+// The power of two that scales a group whose largest |value| is a (finite, > 0) into [1, 2).
 CCLZ_HD float statisticScale(float a) {
   const int e = static_cast<int>(floatToBits(a) >> 23) - 127;  // a subnormal counts as 2^-127
   const int s = e < -126 ? 126 : e > 126 ? -126 : -e;          // 2^s stays a normal fp32

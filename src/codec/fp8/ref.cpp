@@ -10,27 +10,27 @@ namespace cclz::fp8 {
 namespace {
 
 // The statistic of the adaptive policy for a row of n finite values (docs/formats.md,
-// "Rotation"): the sum over whole groups of floor(log2 PAPR), and the number of groups.
-bool outlierHeavy(const Params& p, const float* x, uint64_t n, float rowMax) {
+// "Rotation"): the sum over whole groups of floor(log2 PAPR) against threshold * groups.
+bool outlierHeavy(const Params& p, const float* x, uint64_t n) {
   const uint32_t h = 1u << p.log2Hadamard;
   const uint64_t groups = n / h;
-  if (groups == 0 || rowMax == 0.0f) return false;
-  const float scale = statisticScale(rowMax);
+  if (groups == 0) return false;
   uint64_t sum = 0;
   std::vector<float> leaves(h / 8);
   float xs[8];
   for (uint64_t g = 0; g < groups; ++g) {
+    const float* y = x + g * h;
     float a = 0.0f;
+    for (uint32_t i = 0; i < h; ++i) a = maxf(a, absf(y[i]));
+    if (a == 0.0f) continue;
+    const float scale = statisticScale(a);  // the group's largest into [1, 2)
     for (uint32_t l = 0; l < h / 8; ++l) {
-      for (int i = 0; i < 8; ++i) {
-        xs[i] = mulRn(x[g * h + l * 8 + i], scale);
-        a = maxf(a, absf(xs[i]));
-      }
+      for (int i = 0; i < 8; ++i) xs[i] = mulRn(y[l * 8 + i], scale);
       leaves[l] = sumSquares8(xs);
     }
     for (uint32_t width = h / 8; width > 1; width /= 2)  // pairwise, in index order
       for (uint32_t i = 0; i < width / 2; ++i) leaves[i] = addRn(leaves[2 * i], leaves[2 * i + 1]);
-    sum += groupOutlierLog2(a, leaves[0], p.log2Hadamard);
+    sum += groupOutlierLog2(mulRn(a, scale), leaves[0], p.log2Hadamard);
   }
   return sum >= static_cast<uint64_t>(p.threshold) * groups;
 }
@@ -49,7 +49,7 @@ void encodeRow(const Params& p, float* x, uint64_t n, uint8_t* codes, uint8_t* f
   bool rotate = false;
   if (finite && rowMax < kMaxRotatedInput && n >= h) {
     if (p.policy == kRotateAlways) rotate = true;
-    if (p.policy == kRotateAdaptive) rotate = outlierHeavy(p, x, n, rowMax);
+    if (p.policy == kRotateAdaptive) rotate = outlierHeavy(p, x, n);
   }
   if (rotate) {
     for (uint64_t g = 0; g + h <= n; g += h) hadamardInPlace(x + g, h);
