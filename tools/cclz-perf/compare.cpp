@@ -1,5 +1,6 @@
 #include "compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -32,6 +33,36 @@ Comparison compare(cclzDataType_t dtype, std::span<const uint8_t> expected,
     }
   }
   c.nmse = ref > 0 ? err / ref : std::nan("");
+  return c;
+}
+
+LossyComparison compareLossy(cclzDataType_t dtype, std::span<const uint8_t> expected,
+                             std::span<const uint8_t> actual) {
+  LossyComparison c;
+  const size_t size = dtypeSize(dtype), count = std::min(expected.size(), actual.size()) / size;
+  c.broken = expected.size() / size - count;
+  double err = 0, ref = 0;
+  uint64_t finite = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double x = elementValue(dtype, &expected[i * size]);
+    const double y = elementValue(dtype, &actual[i * size]);
+    if (std::isnan(x) ? !std::isnan(y) : std::isinf(x) ? y != x : !std::isfinite(y)) {
+      ++c.broken;
+      continue;
+    }
+    if (!std::isfinite(x)) continue;
+    err += (y - x) * (y - x);
+    ref += x * x;
+    ++finite;
+  }
+  c.nmse = ref > 0 ? err / ref : 0.0;
+  const double rms = finite ? std::sqrt(ref / double(finite)) : 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const double x = elementValue(dtype, &expected[i * size]);
+    const double y = elementValue(dtype, &actual[i * size]);
+    if (std::isfinite(x) && std::isfinite(y) && x != 0 && std::fabs(x) >= rms)
+      c.maxRel = std::max(c.maxRel, std::fabs(y - x) / std::fabs(x));
+  }
   return c;
 }
 

@@ -18,4 +18,15 @@ struct Comparison {
 Comparison compare(cclzDataType_t dtype, std::span<const uint8_t> expected,
                    std::span<const uint8_t> actual);
 
+// A lossy round trip, against the input in float64.
+struct LossyComparison {
+  double nmse = 0;    // over the elements finite in the input
+  double maxRel = 0;  // max |y - x| / |x| over the elements with |x| >= rms(x)
+  // Elements whose class changed: finite to NaN/Inf, NaN to not NaN, Inf to anything else.
+  uint64_t broken = 0;
+};
+
+LossyComparison compareLossy(cclzDataType_t dtype, std::span<const uint8_t> expected,
+                             std::span<const uint8_t> actual);
+
 }  // namespace perf

@@ -1,6 +1,7 @@
 // --op codec: for one input, the encoded size, the encode and decode times (medians), a plain copy
 // of the same bytes as the roofline reference, and a byte-for-byte check of the round trip.
 #include <algorithm>
+#include <span>
 #include <cstring>
 #include <vector>
 
@@ -18,10 +19,24 @@ class Codec {
  public:
   explicit Codec(const Options& opt) {
     cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-    config.codec = opt.codec == "none" ? cclzCodecNone : cclzCodecLossless;
+    config.codec = opt.codec == "none"  ? cclzCodecNone
+                   : opt.codec == "fp8" ? cclzCodecFp8
+                                        : cclzCodecLossless;
     config.chunkElems = opt.chunkElems;
     config.streamsPerChunk = opt.streams;
     config.maxCodeLength = opt.maxCodeLength;
+    config.fp8Format = opt.fp8Format == "e4m3"   ? cclzFp8E4M3
+                       : opt.fp8Format == "e5m2" ? cclzFp8E5M2
+                       : opt.fp8Format == "int8" ? cclzFp8Int8
+                                                 : cclzFp8Default;
+    config.fp8RowElems = opt.fp8RowElems;
+    config.fp8HadamardSize = opt.fp8Hadamard;
+    config.fp8Rotation = opt.fp8Rotation == "never"      ? cclzFp8RotateNever
+                         : opt.fp8Rotation == "always"   ? cclzFp8RotateAlways
+                         : opt.fp8Rotation == "adaptive" ? cclzFp8RotateAdaptive
+                                                         : cclzFp8RotateDefault;
+    config.fp8RotateThreshold = opt.fp8Threshold;
+    config.fp8ScaleCandidates = opt.fp8Candidates;
     PERF_CCLZ_CHECK(cclzCodecCreate(&handle_, &config));
   }
   ~Codec() { (void)cclzCodecDestroy(handle_); }
@@ -55,6 +70,19 @@ void setCheck(Row& r, const Comparison& c) {
   r.nmse = c.nmse;
 }
 
+// Lossy codecs: the error against the input, and whether any NaN/Inf appeared or vanished.
+void setCheck(Row& r, const Options& opt, std::span<const uint8_t> in,
+              std::span<const uint8_t> out) {
+  const Comparison exact = compare(opt.dtype, in, out);
+  setCheck(r, exact);
+  if (!opt.lossy()) return;
+  const LossyComparison c = compareLossy(opt.dtype, in, out);
+  r.lossy = true;
+  r.nmse = c.nmse;
+  r.maxRel = c.maxRel;
+  r.broken = c.broken;
+}
+
 Row runHost(const Context& ctx, const Input& in) {
   const Options& opt = ctx.opt;
   Row r = newRow(ctx, in);
@@ -74,7 +102,7 @@ Row runHost(const Context& ctx, const Input& in) {
     PERF_CCLZ_CHECK(
         cclzDecodeHost(codec.get(), frame.data(), encoded, out.data(), r.count, opt.dtype));
   });
-  if (opt.check) setCheck(r, compare(opt.dtype, in.bytes, out));
+  if (opt.check) setCheck(r, opt, in.bytes, out);
   r.copyUs = timeHost(opt.warmup, opt.iters, [&] {
     std::memcpy(out.data(), in.bytes.data(), r.bytes);
     doNotOptimize(out.data());
@@ -146,16 +174,24 @@ Row runDevice(const Context& ctx, const Input& in) {
 
   // Every set was decoded (sets <= iterations); the worst one is reported.
   if (opt.check) {
-    std::vector<uint8_t> host(r.bytes);
+    std::vector<uint8_t> host(r.bytes), first;
     Comparison worst;
     for (size_t k = 0; k < sets; ++k) {
       PERF_CUDA_CHECK(cudaMemcpyAsync(host.data(), output(static_cast<int>(k)), r.bytes,
                                       cudaMemcpyDeviceToHost, s));
       PERF_CUDA_CHECK(cudaStreamSynchronize(s));
+      if (opt.lossy()) {  // every set decodes the same frame: all outputs must be identical
+        if (k == 0) first = host;
+        if (k > 0 && host != first) fail("fp8: buffer set {} decoded differently from set 0", k);
+        continue;
+      }
       const Comparison c = compare(opt.dtype, in.bytes, host);
       if (k == 0 || c.wrong > worst.wrong) worst = c;
     }
-    setCheck(r, worst);
+    if (opt.lossy())
+      setCheck(r, opt, in.bytes, first);
+    else
+      setCheck(r, worst);
   }
 
   flusher.flush(s);

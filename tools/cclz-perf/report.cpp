@@ -16,7 +16,13 @@ std::string configText(int value) { return value ? std::to_string(value) : "defa
 
 std::string exactText(const Row& r) {
   if (!r.exact) return "-";
+  if (r.lossy) return r.broken ? "BROKEN" : "lossy";
   return *r.exact ? "true" : "false";
+}
+
+std::string errorText(const Row& r, double value) {
+  if (!r.exact) return "-";
+  return fmt::format("{:.2e}", value);
 }
 
 }  // namespace
@@ -33,17 +39,25 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
   fmt::print("# cclz-perf (cclz {}.{}.{}): op {}, device {}, dtype {}, codec {}\n", version / 10000,
              version / 100 % 100, version % 100, opt_.op, deviceText, dtypeName(opt_.dtype),
              opt_.codec);
-  fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
-             configText(opt_.chunkElems), configText(opt_.streams), configText(opt_.maxCodeLength));
+  if (opt_.lossy())
+    fmt::print(
+        "#   codec config: fp8-format {}, fp8-row-elems {}, fp8-hadamard {}, fp8-rotation {}, "
+        "fp8-threshold {}, fp8-candidates {}\n",
+        opt_.fp8Format, configText(opt_.fp8RowElems), configText(opt_.fp8Hadamard),
+        opt_.fp8Rotation, configText(opt_.fp8Threshold), configText(opt_.fp8Candidates));
+  else
+    fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
+               configText(opt_.chunkElems), configText(opt_.streams),
+               configText(opt_.maxCodeLength));
   fmt::print("#   data: {}\n", dataText);
   fmt::print(
       "#   iters {}, warmup {}, check {}; times are medians; GB/s = uncompressed bytes / time\n",
       opt_.iters, opt_.warmup, opt_.check ? 1 : 0);
   fmt::print("#\n");
   const std::string name = nameWidth_ ? fmt::format(" {:<{}}", "tensor", nameWidth_) : "";
-  fmt::print("#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6}\n", name,
-             "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)", "dec(us)",
-             "dec(GB/s)", "copy(GB/s)", "exact");
+  fmt::print("#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6} {:>9} {:>9}\n",
+             name, "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)",
+             "dec(us)", "dec(GB/s)", "copy(GB/s)", "exact", "nmse", "max_rel");
   std::fflush(stdout);
 }
 
@@ -52,17 +66,17 @@ void Report::add(Row row) {
       nameWidth_ ? fmt::format(" {:<{}}", row.tensor.value_or(""), nameWidth_) : "";
   fmt::print(
       " {} {:>12} {:>12} {:>5} {:>9} {:>7.3f} {:>10.2f} {:>9.2f} {:>10.2f} {:>9.2f} {:>10.2f} "
-      "{:>6}\n",
+      "{:>6} {:>9} {:>9}\n",
       name, row.bytes, row.count, row.dtype, row.codec, row.ratio(), row.encodeUs,
       row.gbps(row.encodeUs), row.decodeUs, row.gbps(row.decodeUs), row.gbps(row.copyUs),
-      exactText(row));
+      exactText(row), errorText(row, row.nmse), errorText(row, row.maxRel));
   std::fflush(stdout);  // rows appear as they are measured, as in nccl-tests
   rows_.push_back(std::move(row));
 }
 
 int Report::failures() const {
   return static_cast<int>(
-      std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.exact == false; }));
+      std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.failed(); }));
 }
 
 void Report::printSummary() const {
@@ -77,8 +91,14 @@ void Report::printSummary() const {
     copy += r.gbps(r.copyUs);
   }
   const double n = rows_.empty() ? 1 : double(rows_.size());
+  double logNmse = 0;
+  for (const auto& r : rows_) logNmse += std::log(std::max(r.nmse, 1e-300));
   const std::string check =
-      !opt_.check  ? "not checked"
+      !opt_.check ? "not checked"
+      : opt_.lossy()
+          ? (failures() ? fmt::format("FAILED: {} rows changed NaN/Inf", failures())
+                        : fmt::format("lossy, no NaN/Inf changed, geo-mean nmse {:.3e}",
+                                      std::exp(logNmse / std::max<double>(1, rows_.size()))))
       : failures() ? fmt::format("FAILED: {} rows not exact, {} wrong elements", failures(), wrong)
                    : "all exact";
   fmt::print(
@@ -120,6 +140,16 @@ void Report::writeJson(const std::string& path) const {
     j["exact"] = orNull(r.exact);
     j["wrong"] = r.exact ? nlohmann::ordered_json(r.wrong) : nullptr;
     j["nmse"] = r.exact && std::isfinite(r.nmse) ? nlohmann::ordered_json(r.nmse) : nullptr;
+    if (r.lossy) {
+      j["max_rel"] = r.exact ? nlohmann::ordered_json(r.maxRel) : nullptr;
+      j["nan_inf_changed"] = r.exact ? nlohmann::ordered_json(r.broken) : nullptr;
+      j["fp8_format"] = opt_.fp8Format;
+      j["fp8_row_elems"] = opt_.fp8RowElems;
+      j["fp8_hadamard"] = opt_.fp8Hadamard;
+      j["fp8_rotation"] = opt_.fp8Rotation;
+      j["fp8_threshold"] = opt_.fp8Threshold;
+      j["fp8_candidates"] = opt_.fp8Candidates;
+    }
     j["iters"] = opt_.iters;
     j["warmup"] = opt_.warmup;
     j["buffer_sets"] = r.bufferSets;

@@ -24,6 +24,12 @@ struct Row {
   std::optional<bool> exact;                      // empty with -c 0
   uint64_t wrong = 0;
   double nmse = 0;
+  // Lossy codecs: the round trip is judged by its error, and fails only where an element changed
+  // class (a NaN or Inf appeared or vanished).
+  bool lossy = false;
+  double maxRel = 0;
+  uint64_t broken = 0;
+  bool failed() const { return lossy ? broken > 0 : exact == false; }
   int bufferSets = 1;  // input/output copies rotated to defeat the cache
 
   double ratio() const { return encodedBytes ? double(bytes) / double(encodedBytes) : 0; }
