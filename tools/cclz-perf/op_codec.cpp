@@ -103,6 +103,13 @@ Row runHost(const Context& ctx, const Input& in) {
         cclzDecodeHost(codec.get(), frame.data(), encoded, out.data(), r.count, opt.dtype));
   });
   if (opt.check) setCheck(r, opt, in.bytes, out);
+  if (opt.lossy()) {
+    std::vector<float> acc(r.count, 0.0f);
+    r.accumulateUs = timeHost(opt.warmup, opt.iters, [&] {
+      PERF_CCLZ_CHECK(cclzDecodeAccumulateHost(codec.get(), frame.data(), encoded, acc.data(),
+                                               r.count, opt.dtype));
+    });
+  }
   r.copyUs = timeHost(opt.warmup, opt.iters, [&] {
     std::memcpy(out.data(), in.bytes.data(), r.bytes);
     doNotOptimize(out.data());
@@ -192,6 +199,19 @@ Row runDevice(const Context& ctx, const Input& in) {
       setCheck(r, opt, in.bytes, first);
     else
       setCheck(r, worst);
+  }
+
+  if (opt.lossy()) {  // decode-and-accumulate into fp32, one accumulator per buffer set
+    const size_t accPitch = roundUp(r.count * 4, 256);
+    gpu::Buffer accs(sets * accPitch);
+    PERF_CUDA_CHECK(cudaMemsetAsync(accs.data(), 0, accs.size(), s));
+    flusher.flush(s);
+    r.accumulateUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+      PERF_CCLZ_CHECK(cclzDecodeAccumulate(codec.get(), frame(i), encoded,
+                                           reinterpret_cast<float*>(accs.data() + i % sets * accPitch),
+                                           r.count, opt.dtype, cs));
+    });
+    PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), nullptr));
   }
 
   flusher.flush(s);

@@ -70,6 +70,9 @@ void Report::add(Row row) {
       name, row.bytes, row.count, row.dtype, row.codec, row.ratio(), row.encodeUs,
       row.gbps(row.encodeUs), row.decodeUs, row.gbps(row.decodeUs), row.gbps(row.copyUs),
       exactText(row), errorText(row, row.nmse), errorText(row, row.maxRel));
+  if (row.accumulateUs > 0)
+    fmt::print("#   decode-and-accumulate into fp32: {:.2f} us, {:.2f} GB/s of fp32 output\n",
+               row.accumulateUs, row.accumulateGbps());
   std::fflush(stdout);  // rows appear as they are measured, as in nccl-tests
   rows_.push_back(std::move(row));
 }
@@ -133,6 +136,10 @@ void Report::writeJson(const std::string& path) const {
     j["encode_GBps"] = r.gbps(r.encodeUs);
     j["decode_GBps"] = r.gbps(r.decodeUs);
     j["copy_GBps"] = r.gbps(r.copyUs);
+    if (r.accumulateUs > 0) {
+      j["accumulate_us"] = r.accumulateUs;
+      j["accumulate_fp32_out_GBps"] = r.accumulateGbps();
+    }
     j["baseline"] = r.baseline;
     j["algbw_GBps"] = nullptr;  // collectives only
     j["busbw_GBps"] = nullptr;

@@ -21,6 +21,7 @@ struct Row {
   uint64_t count = 0;                  // elements
   uint64_t encodedBytes = 0;           // the frame, header included
   double encodeUs = 0, decodeUs = 0, copyUs = 0;  // medians
+  double accumulateUs = 0;  // decode-and-accumulate into fp32 (fp8 only; 0 = not measured)
   std::optional<bool> exact;                      // empty with -c 0
   uint64_t wrong = 0;
   double nmse = 0;
@@ -35,6 +36,10 @@ struct Row {
   double ratio() const { return encodedBytes ? double(bytes) / double(encodedBytes) : 0; }
   // GB/s of uncompressed bytes (1 GB = 1e9 bytes), the convention of every bandwidth here.
   double gbps(double us) const { return us > 0 ? double(bytes) / us * 1e-3 : 0; }
+  // Decode-and-accumulate is measured in GB/s of its fp32 output (the convention).
+  double accumulateGbps() const {
+    return accumulateUs > 0 ? double(count) * 4 / accumulateUs * 1e-3 : 0;
+  }
 };
 
 class Report {
