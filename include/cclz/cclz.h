@@ -178,7 +178,9 @@ cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
 /* *bytes = the largest frame that encoding count elements of dtype can produce: the capacity a
  * destination buffer needs. Incompressible data (chunks that the code would not shrink are stored)
  * grows by at most 112 + 27 bytes per chunk over count*sizeof(dtype): below 1% + 112 bytes for
- * messages of 4097 elements or more at the default chunking. */
+ * messages of 4097 elements or more at the default chunking.
+ * Fp8 frames have a fixed size: about 1.02 bytes per value (0.51x of bf16) plus 64-byte header
+ * and alignment (docs/formats.md, "fp8"). */
 cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
                                      size_t* bytes);
 
