@@ -87,27 +87,26 @@ TEST(Fp8Corrupt, TruncatedFramesAreRejected) {
 TEST(Fp8Corrupt, HeaderFieldsAreChecked) {
   Fixture f;
   const std::vector<void (*)(FrameHeader&)> edits = {
-      [](FrameHeader& h) { h.params[0] = 3; },        // unknown grid
-      [](FrameHeader& h) { h.params[1] = 3; },        // Hadamard of 8
-      [](FrameHeader& h) { h.params[1] = 9; },        // Hadamard of 512
-      [](FrameHeader& h) { h.params[2] = 3; },        // unknown policy
-      [](FrameHeader& h) { h.params[3] = 0; },        // no candidates
-      [](FrameHeader& h) { h.params[3] = 33; },       // more than an octave
-      [](FrameHeader& h) { h.params[4] = 0; },        // threshold
-      [](FrameHeader& h) { h.params[6] = 1; },        // unused byte
-      [](FrameHeader& h) { h.chunkElems = 100; },     // row not a multiple of 64
-      [](FrameHeader& h) { h.chunkElems = 512; },     // numChunks and frameBytes disagree
-      [](FrameHeader& h) { h.chunkElems = 0; },       // no row
-      [](FrameHeader& h) { h.numChunks += 1; },       // rows
-      [](FrameHeader& h) { h.frameBytes -= 16; },     // size
-      [](FrameHeader& h) { h.flags = 1; },            // reserved
+      [](FrameHeader& h) { h.params[0] = 3; },     // unknown grid
+      [](FrameHeader& h) { h.params[1] = 3; },     // Hadamard of 8
+      [](FrameHeader& h) { h.params[1] = 9; },     // Hadamard of 512
+      [](FrameHeader& h) { h.params[2] = 3; },     // unknown policy
+      [](FrameHeader& h) { h.params[3] = 0; },     // no candidates
+      [](FrameHeader& h) { h.params[3] = 33; },    // more than an octave
+      [](FrameHeader& h) { h.params[4] = 0; },     // threshold
+      [](FrameHeader& h) { h.params[6] = 1; },     // unused byte
+      [](FrameHeader& h) { h.chunkElems = 100; },  // row not a multiple of 64
+      [](FrameHeader& h) { h.chunkElems = 512; },  // numChunks and frameBytes disagree
+      [](FrameHeader& h) { h.chunkElems = 0; },    // no row
+      [](FrameHeader& h) { h.numChunks += 1; },    // rows
+      [](FrameHeader& h) { h.frameBytes -= 16; },  // size
+      [](FrameHeader& h) { h.flags = 1; },         // reserved
       [](FrameHeader& h) { h.codec = cclzCodecNone; },
       [](FrameHeader& h) { h.count -= 1; },
       [](FrameHeader& h) { h.dtype = cclzFloat16; },
   };
   for (size_t i = 0; i < edits.size(); ++i)
-    EXPECT_EQ(f.decode(withHeader(f.frame.bytes, edits[i]), f.frame.bytes.size()),
-              cclzCorruptFrame)
+    EXPECT_EQ(f.decode(withHeader(f.frame.bytes, edits[i]), f.frame.bytes.size()), cclzCorruptFrame)
         << "edit " << i;
   std::vector<uint8_t> bad = f.frame.bytes;
   bad[9] ^= 1;  // without fixing the checksum

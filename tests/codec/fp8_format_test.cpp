@@ -75,12 +75,10 @@ TEST_P(Fp8Grid, RoundsToNearestEvenAndSaturates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grids, Fp8Grid, ::testing::Values(kE4M3, kE5M2, kInt8),
-                         [](const auto& info) {
-                           return std::string(info.param == kE4M3   ? "e4m3"
-                                              : info.param == kE5M2 ? "e5m2"
-                                                                    : "int8");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Grids, Fp8Grid, ::testing::Values(kE4M3, kE5M2, kInt8), [](const auto& info) {
+      return std::string(info.param == kE4M3 ? "e4m3" : info.param == kE5M2 ? "e5m2" : "int8");
+    });
 
 TEST(Fp8Format, SpecialCodes) {
   EXPECT_EQ(specialCode(0x7FC00000u), kCodeNaN);
@@ -158,11 +156,11 @@ TEST(Fp8Format, ScaleSearchInvariants) {
   uint64_t state = 11;
   for (uint32_t grid : {kE4M3, kE5M2, kInt8}) {
     for (int trial = 0; trial < 2000; ++trial) {
-      const float rowMax = static_cast<float>(std::ldexp(1.0 + test::uniformFrom(state),
-                                                         int(test::uniformFrom(state) * 60) - 30));
+      const float rowMax = static_cast<float>(
+          std::ldexp(1.0 + test::uniformFrom(state), int(test::uniformFrom(state) * 60) - 30));
       const float c = coarseScale(grid, rowMax);
-      float t[3] = {rowMax * static_cast<float>(std::ldexp(1.0, -int(test::uniformFrom(state) * 10))),
-                    0, 0};
+      float t[3] = {
+          rowMax * static_cast<float>(std::ldexp(1.0, -int(test::uniformFrom(state) * 10))), 0, 0};
       t[1] = t[0] * static_cast<float>(test::uniformFrom(state));
       t[2] = t[1] * static_cast<float>(test::uniformFrom(state));
       const uint32_t k0 = startCode(grid, c, t[0]);

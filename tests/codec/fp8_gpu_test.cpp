@@ -55,14 +55,16 @@ class DeviceBuffer {
     std::vector<uint8_t> out(bytes);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     if (bytes) {
-      EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, bytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
     }
     return out;
   }
   bool guardsIntact() {
     std::vector<uint8_t> all(bytes_ + 2 * kGuard);
     if (cudaDeviceSynchronize() != cudaSuccess) return false;
-    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return false;
     for (size_t i = 0; i < kGuard; ++i)
       if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
     return true;
@@ -145,13 +147,14 @@ void expectSameBytes(const std::vector<uint8_t>& gpu, const std::vector<uint8_t>
                      const std::string& what) {
   ASSERT_EQ(gpu.size(), cpu.size()) << what;
   const size_t at = firstMismatch(gpu.data(), cpu.data(), cpu.size());
-  EXPECT_EQ(at, SIZE_MAX) << what << ": GPU differs from the CPU reference at byte " << at
-                          << " of " << cpu.size();
+  EXPECT_EQ(at, SIZE_MAX) << what << ": GPU differs from the CPU reference at byte " << at << " of "
+                          << cpu.size();
 }
 
 // Everything for one input: device encode vs host encode (aligned and offset source), device
 // decode vs host decode, device accumulate vs host accumulate.
-void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x, const std::string& what) {
+void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x,
+              const std::string& what) {
   SCOPED_TRACE(what + " / " + setup.name + " / " + dtypeLabel(dtype) + " / n " +
                std::to_string(x.size()));
   CodecPtr codec = makeCodec(setup.config());
@@ -184,9 +187,9 @@ void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x, con
   }
 
   std::vector<uint8_t> hostOut(count * esize);
-  ASSERT_EQ(cclzDecodeHost(codec.get(), cpu.bytes.data(), cpu.bytes.size(), hostOut.data(), count,
-                           type),
-            cclzSuccess);
+  ASSERT_EQ(
+      cclzDecodeHost(codec.get(), cpu.bytes.data(), cpu.bytes.size(), hostOut.data(), count, type),
+      cclzSuccess);
   DeviceBuffer frame(cpu.bytes.size()), out(count * esize), acc(count * 4);
   frame.upload(cpu.bytes.data(), cpu.bytes.size());
   ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size(), out.data(), count, type, cs),
@@ -226,17 +229,15 @@ TEST_P(Fp8Gpu, MatchesTheReference) {
     for (const GpuSetup& s : setups()) checkAll(s, dtype, in.x, in.name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, Fp8Gpu,
-                         testing::Combine(testing::Values(int(cclzBfloat16), int(cclzFloat16),
-                                                          int(cclzFloat32)),
-                                          testing::Values(size_t{0}, size_t{1}, size_t{7},
-                                                          size_t{64}, size_t{65}, size_t{1000},
-                                                          size_t{4097}, size_t{100003},
-                                                          size_t{1000001})),
-                         [](const auto& info) {
-                           return std::string(dtypeLabel(std::get<0>(info.param))) + "_n" +
-                                  std::to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, Fp8Gpu,
+    testing::Combine(testing::Values(int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)),
+                     testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{65},
+                                     size_t{1000}, size_t{4097}, size_t{100003}, size_t{1000001})),
+    [](const auto& info) {
+      return std::string(dtypeLabel(std::get<0>(info.param))) + "_n" +
+             std::to_string(std::get<1>(info.param));
+    });
 
 TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
@@ -284,9 +285,9 @@ TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
         << name;
     DeviceBuffer frame(bytes.size()), out(2 * x.size());
     frame.upload(bytes.data(), bytes.size());
-    ASSERT_EQ(cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(),
-                         cclzBfloat16, cs),
-              cclzSuccess);
+    ASSERT_EQ(
+        cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(), cclzBfloat16, cs),
+        cclzSuccess);
     EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
     EXPECT_TRUE(out.guardsIntact()) << name;
   }

@@ -81,7 +81,8 @@ double blockExactNmse(const std::vector<float>& x) {
   std::vector<float> y(x.size());
   for (size_t b = 0; b < x.size(); b += 32) {
     double a = 0;
-    for (size_t i = b; i < std::min(x.size(), b + 32); ++i) a = std::max(a, std::fabs(double(x[i])));
+    for (size_t i = b; i < std::min(x.size(), b + 32); ++i)
+      a = std::max(a, std::fabs(double(x[i])));
     const double s = a > 0 ? a / 448 : 1;
     for (size_t i = b; i < std::min(x.size(), b + 32); ++i) y[i] = float(e4m3(x[i] / s) * s);
   }
@@ -150,8 +151,7 @@ TEST(Fp8Ref, StressTensors) {
       const std::vector<float> y = roundTrip(fp8Config(format, cols), t.values, cclzBfloat16);
       const double limit = format == cclzFp8E5M2 ? 2e-3 : 1e-3;  // E5M2: 2 mantissa bits
       EXPECT_LE(nmse(t.values, y), limit) << t.name << " format " << format;
-      if (format == cclzFp8E4M3)
-        expectE4m3ElementBounds(t.values, y, cclzBfloat16, t.name, t.cols);
+      if (format == cclzFp8E4M3) expectE4m3ElementBounds(t.values, y, cclzBfloat16, t.name, t.cols);
     }
   }
 }
@@ -255,9 +255,9 @@ TEST(Fp8Ref, DecodeAccumulateEqualsDecodeThenAdd) {
     const HostFrame f = encodeHost(codec.get(), dtype, toDtype(x, dtype), x.size());
     std::vector<uint8_t> out(x.size() * elementSize(dtype));
     const auto type = static_cast<cclzDataType_t>(dtype);
-    ASSERT_EQ(cclzDecodeHost(codec.get(), f.bytes.data(), f.bytes.size(), out.data(), x.size(),
-                             type),
-              cclzSuccess);
+    ASSERT_EQ(
+        cclzDecodeHost(codec.get(), f.bytes.data(), f.bytes.size(), out.data(), x.size(), type),
+        cclzSuccess);
     std::vector<float> acc = gaussian(x.size(), 1.0, 10, cclzFloat32), want = acc;
     for (size_t i = 0; i < x.size(); ++i) want[i] += loadAsFloat(out.data(), dtype, i);
     ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), f.bytes.data(), f.bytes.size(), acc.data(),

@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-rotation", opt.fp8Rotation, "fp8: which rows are rotated")
       ->check(CLI::IsMember({"default", "never", "always", "adaptive"}))
       ->capture_default_str();
-  app.add_option("--fp8-threshold", opt.fp8Threshold, "fp8: adaptive rotation threshold (0: default)")
+  app.add_option("--fp8-threshold", opt.fp8Threshold,
+                 "fp8: adaptive rotation threshold (0: default)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--fp8-candidates", opt.fp8Candidates,
                  "fp8: fine-scale candidates searched per block (0: default)")

@@ -1,8 +1,8 @@
 // --op codec: for one input, the encoded size, the encode and decode times (medians), a plain copy
 // of the same bytes as the roofline reference, and a byte-for-byte check of the round trip.
 #include <algorithm>
-#include <span>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "compare.h"
@@ -207,9 +207,9 @@ Row runDevice(const Context& ctx, const Input& in) {
     PERF_CUDA_CHECK(cudaMemsetAsync(accs.data(), 0, accs.size(), s));
     flusher.flush(s);
     r.accumulateUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
-      PERF_CCLZ_CHECK(cclzDecodeAccumulate(codec.get(), frame(i), encoded,
-                                           reinterpret_cast<float*>(accs.data() + i % sets * accPitch),
-                                           r.count, opt.dtype, cs));
+      PERF_CCLZ_CHECK(cclzDecodeAccumulate(
+          codec.get(), frame(i), encoded,
+          reinterpret_cast<float*>(accs.data() + i % sets * accPitch), r.count, opt.dtype, cs));
     });
     PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), nullptr));
   }

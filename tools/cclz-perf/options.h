@@ -38,7 +38,7 @@ struct Options {
   int maxCodeLength = 0;
   // fp8 (cclzCodecConfig_t.fp8*): grid, row length, Hadamard size, rotation, threshold,
   // fine-scale candidates; 0 / "default" keeps the library's default.
-  std::string fp8Format = "default";    // default | e4m3 | e5m2 | int8
+  std::string fp8Format = "default";  // default | e4m3 | e5m2 | int8
   int fp8RowElems = 0;
   int fp8Hadamard = 0;
   std::string fp8Rotation = "default";  // default | never | always | adaptive

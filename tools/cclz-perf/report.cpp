@@ -55,9 +55,10 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
       opt_.iters, opt_.warmup, opt_.check ? 1 : 0);
   fmt::print("#\n");
   const std::string name = nameWidth_ ? fmt::format(" {:<{}}", "tensor", nameWidth_) : "";
-  fmt::print("#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6} {:>9} {:>9}\n",
-             name, "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)",
-             "dec(us)", "dec(GB/s)", "copy(GB/s)", "exact", "nmse", "max_rel");
+  fmt::print(
+      "#{} {:>12} {:>12} {:>5} {:>9} {:>7} {:>10} {:>9} {:>10} {:>9} {:>10} {:>6} {:>9} {:>9}\n",
+      name, "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)", "dec(us)",
+      "dec(GB/s)", "copy(GB/s)", "exact", "nmse", "max_rel");
   std::fflush(stdout);
 }
 

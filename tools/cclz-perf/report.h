@@ -21,8 +21,8 @@ struct Row {
   uint64_t count = 0;                  // elements
   uint64_t encodedBytes = 0;           // the frame, header included
   double encodeUs = 0, decodeUs = 0, copyUs = 0;  // medians
-  double accumulateUs = 0;  // decode-and-accumulate into fp32 (fp8 only; 0 = not measured)
-  std::optional<bool> exact;                      // empty with -c 0
+  double accumulateUs = 0;    // decode-and-accumulate into fp32 (fp8 only; 0 = not measured)
+  std::optional<bool> exact;  // empty with -c 0
   uint64_t wrong = 0;
   double nmse = 0;
   // Lossy codecs: the round trip is judged by its error, and fails only where an element changed

@@ -6,9 +6,10 @@
 // Each codec row is a real encode + decode (bf16 in, bf16 out) through cclz::fp8::encodeRef /
 // decodeRef. The two reference rows (per-tensor E4M3, 1x32 blocks with exact fp32 scales) use
 // the codec's own E4M3 rounding (fp8::quantize) in float64 scales, as the data's README does.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,8 +1,9 @@
 // The fp8 codec behind the codec interface: the API's configuration becomes format parameters
 // here (0 = the default for every field), so that encoder and decoder derive them the same way.
+#include "codec/codec.h"
+
 #include <string>
 
-#include "codec/codec.h"
 #include "codec/device.h"
 #include "codec/fp8/ref.h"
 #include "common/dtype.h"
@@ -19,8 +20,9 @@ bool isPowerOfTwo(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 fp8::Params fp8Params(const cclzCodecConfig_t& c) {
   fp8::Params p;
-  p.grid = c.fp8Format == cclzFp8E5M2 ? fp8::kE5M2 : c.fp8Format == cclzFp8Int8 ? fp8::kInt8
-                                                                                 : fp8::kE4M3;
+  p.grid = c.fp8Format == cclzFp8E5M2   ? fp8::kE5M2
+           : c.fp8Format == cclzFp8Int8 ? fp8::kInt8
+                                        : fp8::kE4M3;
   p.rowElems = static_cast<uint32_t>(c.fp8RowElems ? c.fp8RowElems : kDefaultRowElems);
   const int h = c.fp8HadamardSize ? c.fp8HadamardSize : kDefaultHadamard;
   p.log2Hadamard = 0;
@@ -38,8 +40,8 @@ fp8::Params fp8Params(const cclzCodecConfig_t& c) {
     default:  // the int8 grid is meant for rotated blocks; E4M3/E5M2 lose precision to rotation
       p.policy = p.grid == fp8::kInt8 ? fp8::kRotateAlways : fp8::kRotateNever;
   }
-  p.threshold = static_cast<uint32_t>(c.fp8RotateThreshold ? c.fp8RotateThreshold
-                                                           : kDefaultThreshold);
+  p.threshold =
+      static_cast<uint32_t>(c.fp8RotateThreshold ? c.fp8RotateThreshold : kDefaultThreshold);
   // The search places the largest values of a block on grid points, which is what E4M3 and
   // E5M2 lack; on the integer grid after rotation it measured worse than no search.
   const int candidates = p.grid == fp8::kInt8 ? 1 : static_cast<int>(fp8::kMaxCandidates);

@@ -143,8 +143,7 @@ CCLZ_HD uint32_t minifloatCode(float v, uint32_t mant, uint32_t bias, uint32_t m
 
 CCLZ_HD float minifloatValue(uint32_t m, uint32_t mant, uint32_t bias) {
   const uint32_t e = m >> mant, f = m & ((1u << mant) - 1u);
-  if (e == 0)
-    return mulRn(static_cast<float>(f), bitsToFloat((127u + 1u - bias - mant) << 23));
+  if (e == 0) return mulRn(static_cast<float>(f), bitsToFloat((127u + 1u - bias - mant) << 23));
   return bitsToFloat(((e + 127u - bias) << 23) | (f << (23u - mant)));
 }
 
@@ -228,7 +227,8 @@ CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
 
 // Squared error of |value| t after quantizing with scale (s, inv).
 CCLZ_HD float squaredError(uint32_t grid, float t, BlockScale sc) {
-  const float d = subRn(t, mulRn(magnitudeValue(grid, magnitudeCode(grid, mulRn(t, sc.inv))), sc.s));
+  const float d =
+      subRn(t, mulRn(magnitudeValue(grid, magnitudeCode(grid, mulRn(t, sc.inv))), sc.s));
   return mulRn(d, d);
 }
 
@@ -265,8 +265,10 @@ CCLZ_HD void offerTop3(float* t, float v) {
   if (v > t[2]) {
     if (v > t[1]) {
       t[2] = t[1];
-      if (v > t[0]) t[1] = t[0], t[0] = v;
-      else t[1] = v;
+      if (v > t[0])
+        t[1] = t[0], t[0] = v;
+      else
+        t[1] = v;
     } else {
       t[2] = v;
     }
@@ -335,8 +337,7 @@ CCLZ_HD bool validCoarse(float c, uint8_t flag) {
 
 // Checks the fp8 fields of a header that passed checkFrameHeader; fills p.
 CCLZ_HD uint32_t checkFp8Header(const FrameHeader& h, Params* p) {
-  if (h.codec != cclzCodecFp8 || !isSupportedDtype(h.dtype) || h.flags != 0 ||
-      h.count > kMaxCount)
+  if (h.codec != cclzCodecFp8 || !isSupportedDtype(h.dtype) || h.flags != 0 || h.count > kMaxCount)
     return kFrameBadField;
   for (int i = 5; i < 8; ++i)
     if (h.params[i] != 0) return kFrameBadField;

@@ -49,7 +49,8 @@ __device__ __forceinline__ void load8(const void* src, uint64_t i, uint32_t vali
     return;
   }
 #pragma unroll
-  for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = j < valid ? loadAsFloat(src, Dtype, i + j) : 0.0f;
+  for (uint32_t j = 0; j < kLaneElems; ++j)
+    v[j] = j < valid ? loadAsFloat(src, Dtype, i + j) : 0.0f;
 }
 
 __device__ __forceinline__ float warpMax(float v) {
@@ -135,7 +136,8 @@ __global__ void __launch_bounds__(kThreads)
   for (uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        r < l.numRows; r += warps) {
     const uint64_t begin = r * p.rowElems;
-    const uint32_t n = static_cast<uint32_t>(count - begin < p.rowElems ? count - begin : p.rowElems);
+    const uint32_t n =
+        static_cast<uint32_t>(count - begin < p.rowElems ? count - begin : p.rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
 
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
@@ -163,7 +165,8 @@ __global__ void __launch_bounds__(kThreads)
         for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
         hadamardWarp(y, lane, groupLanes);
 #pragma unroll
-        for (uint32_t j = 0; j < kLaneElems; ++j) rotatedMax = maxf(rotatedMax, absf(whole ? y[j] : v[j]));
+        for (uint32_t j = 0; j < kLaneElems; ++j)
+          rotatedMax = maxf(rotatedMax, absf(whole ? y[j] : v[j]));
       }
     }
     finite = __all_sync(kFullMask, finite);
@@ -219,8 +222,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int d = 1; d < 8; d <<= 1) {
         const float oe = __shfl_xor_sync(kFullMask, bestErr, d);
         const uint32_t ok = __shfl_xor_sync(kFullMask, best, d);
-        const bool takeOther = ok != kNoCandidate &&
-                               (best == kNoCandidate || oe < bestErr || (oe == bestErr && ok < best));
+        const bool takeOther = ok != kNoCandidate && (best == kNoCandidate || oe < bestErr ||
+                                                      (oe == bestErr && ok < best));
         if (takeOther) bestErr = oe, best = ok;
       }
       const uint32_t k = search ? best : k0;
@@ -241,7 +244,8 @@ __global__ void __launch_bounds__(kThreads)
         for (uint32_t j = 0; j < kLaneElems; ++j)  // unrolled: the arrays stay in registers
           if (j < valid) codes[j] = static_cast<uint8_t>(packed[j / 4] >> (8 * (j % 4)));
       }
-      if ((lane & 7) == 0 && valid > 0) dst[l.fine + (begin + first) / kBlockElems] = static_cast<uint8_t>(k);
+      if ((lane & 7) == 0 && valid > 0)
+        dst[l.fine + (begin + first) / kBlockElems] = static_cast<uint8_t>(k);
     }
     if (lane == 0) {
       *reinterpret_cast<float*>(dst + l.coarse + 4 * r) = c;
@@ -289,7 +293,8 @@ __device__ __forceinline__ void store8(void* dst, float* acc, uint64_t i, uint32
         storeFromFloat(&hi, Dtype, 0, v[2 * j + 1]);
         w[j] = lo | (static_cast<uint32_t>(hi) << 16);
       }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + i) = make_uint4(w[0], w[1], w[2], w[3]);
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + i) =
+          make_uint4(w[0], w[1], w[2], w[3]);
     }
   } else {
 #pragma unroll
@@ -330,8 +335,9 @@ __global__ void __launch_bounds__(kThreads)
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        tile < tiles; tile += warps) {
     const uint64_t first = tile * kTileElems + lane * kLaneElems;
-    const uint32_t valid =
-        first >= count ? 0u : count - first < kLaneElems ? static_cast<uint32_t>(count - first) : kLaneElems;
+    const uint32_t valid = first >= count               ? 0u
+                           : count - first < kLaneElems ? static_cast<uint32_t>(count - first)
+                                                        : kLaneElems;
     const uint64_t lastRow = l.numRows ? l.numRows - 1 : 0;
     const uint64_t row = first / p.rowElems < lastRow ? first / p.rowElems : lastRow;
     bool bad = false, rotated = false;
@@ -416,11 +422,11 @@ void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t cou
                   float* acc, DeviceStatus* status, cudaStream_t stream) {
   const unsigned blocks = gridFor((count + kTileElems - 1) / kTileElems);
   const bool accumulate = dst == nullptr;
-#define CCLZ_FP8_DECODE(DT)                                                                     \
-  (accumulate ? decodeKernel<DT, true><<<blocks, kThreads, 0, stream>>>(src, srcBytes, count,   \
-                                                                         dst, acc, status)      \
-              : decodeKernel<DT, false><<<blocks, kThreads, 0, stream>>>(src, srcBytes, count,  \
-                                                                          dst, acc, status))
+#define CCLZ_FP8_DECODE(DT)                                                      \
+  (accumulate ? decodeKernel<DT, true>                                           \
+       <<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, acc, status) \
+              : decodeKernel<DT, false>                                          \
+       <<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, acc, status))
   switch (dtype) {
     case cclzBfloat16:
       CCLZ_FP8_DECODE(cclzBfloat16);

@@ -42,8 +42,10 @@ void encodeRow(const Params& p, float* x, uint64_t n, uint8_t* codes, uint8_t* f
   bool finite = true;
   float rowMax = 0.0f;
   for (uint64_t i = 0; i < n; ++i) {
-    if (!isFiniteBits(floatToBits(x[i]))) finite = false;
-    else rowMax = maxf(rowMax, absf(x[i]));
+    if (!isFiniteBits(floatToBits(x[i])))
+      finite = false;
+    else
+      rowMax = maxf(rowMax, absf(x[i]));
   }
   const uint32_t h = 1u << p.log2Hadamard;
   bool rotate = false;
@@ -87,8 +89,7 @@ float readCoarse(const uint8_t* src, const Layout& l, uint64_t r) {
 }
 
 // Validates everything a decode reads (docs/formats.md, "Validation") before anything is written.
-uint32_t validate(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count,
-                  FrameView* v) {
+uint32_t validate(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, FrameView* v) {
   if (!src || srcBytes < kFrameHeaderBytes) return kFrameTruncated;
   std::memcpy(&v->h, src, sizeof v->h);
   uint32_t err = checkFrameHeader(v->h, srcBytes);
@@ -136,7 +137,8 @@ void decodeRows(const uint8_t* src, const FrameView& v, uint64_t count, int dtyp
     // Special codes keep their NaN/Inf; everything else saturates (a finite input never
     // decodes to Inf, even where rounding pushed it past the dtype's range).
     for (uint64_t i = 0; i < n; ++i)
-      put(begin + i, isSpecialCode(src[v.l.codes + begin + i]) ? row[i] : saturate(row[i], maxFinite));
+      put(begin + i,
+          isSpecialCode(src[v.l.codes + begin + i]) ? row[i] : saturate(row[i], maxFinite));
   }
 }
 
