@@ -239,7 +239,9 @@ TEST(Fp8Ref, RangeEdges) {
     const std::vector<float> y = roundTrip(fp8Config(format, 64), f16, cclzFloat16);
     for (size_t i = 0; i < y.size(); ++i) {
       EXPECT_TRUE(std::isfinite(y[i])) << i;
-      if (std::fabs(f16[i]) >= 1000) EXPECT_NEAR(y[i], f16[i], std::fabs(f16[i]) * 0.07) << i;
+      if (std::fabs(f16[i]) >= 1000) {
+        EXPECT_NEAR(y[i], f16[i], std::fabs(f16[i]) * 0.07) << i;
+      }
     }
   }
   const std::vector<float> tiny(100, 1e-35f);
