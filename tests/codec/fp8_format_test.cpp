@@ -75,6 +75,17 @@ TEST_P(Fp8Grid, RoundsToNearestEvenAndSaturates) {
   }
 }
 
+// The search's shortcut rounds exactly as the codes do, over every bf16 magnitude (all of the
+// grid's range and far beyond) and a stride through all fp32 magnitudes below 2^20.
+TEST_P(Fp8Grid, RoundMagnitudeEqualsCodeThenValue) {
+  const uint32_t grid = GetParam();
+  auto check = [&](float v) {
+    return roundMagnitude(grid, v) == magnitudeValue(grid, magnitudeCode(grid, v));
+  };
+  for (uint32_t b = 0; b < 0x7F80u; ++b) ASSERT_TRUE(check(bitsToFloat(b << 16))) << b;
+  for (uint32_t u = 0; u < 0x49800000u; u += 997) ASSERT_TRUE(check(bitsToFloat(u))) << u;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Grids, Fp8Grid, ::testing::Values(kE4M3, kE5M2, kInt8), [](const auto& info) {
       return std::string(info.param == kE4M3 ? "e4m3" : info.param == kE5M2 ? "e5m2" : "int8");
