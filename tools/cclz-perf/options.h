@@ -15,7 +15,7 @@ enum class DataKind { Gaussian, UniformBits };
 
 struct Options {
   std::string op = "codec";
-  std::string codec = "lossless";  // lossless | none | qgrad
+  std::string codec = "lossless";  // lossless | none | fp8 | qgrad
   cclzDataType_t dtype = cclzBfloat16;
   Device device = Device::Cpu;  // resolved in main: gpu when built with CUDA and a GPU is present
 
@@ -41,6 +41,17 @@ struct Options {
   bool stochastic = false;
   uint64_t roundingSeed = 0;
   bool feedback = true;  // qgrad: time the error-feedback encode (cclzEncodeFeedback[Host])
+
+  // fp8 (cclzCodecConfig_t.fp8*): grid, row length, Hadamard size, rotation, threshold,
+  // fine-scale candidates; 0 / "default" keeps the library's default.
+  std::string fp8Format = "default";  // default | e4m3 | e5m2 | int8
+  int fp8RowElems = 0;
+  int fp8Hadamard = 0;
+  std::string fp8Rotation = "default";  // default | never | always | adaptive
+  int fp8Threshold = 0;
+  int fp8Candidates = 0;
+
+  bool lossy() const { return codec == "fp8" || codec == "qgrad"; }
 
   std::string json;  // --json FILE; empty = none
 };
