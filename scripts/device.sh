@@ -5,10 +5,10 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec fp8 (default: build tests codec). $OUT receives at most 8 files (the
-# device tool's limit): summary.txt, device.log (build and tests), codec.log (benchmark tables),
-# codec_*.json; the fp8 stage writes fp8.log and fp8_*.json instead of the codec files, so run it
-# without the codec stage: bash scripts/device.sh build tests fp8
+# Stages: build tests codec fp8 qgrad (default: build tests codec). $OUT receives at most 8 files
+# (the device tool's limit): summary.txt, device.log (build and tests), bench.log (every
+# benchmark's table, in order) and bench.json (one object per benchmark run: stage, name, the
+# command and its rows), whatever stages run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cclz-out}
@@ -44,40 +44,63 @@ if has tests; then
   rm -f "$OUT/tests.tmp"
 fi
 
+parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
+bench() {  # bench STAGE NAME ARGS...: one cclz-perf run, its table to bench.log
+  local stage=$1 name=$2; shift 2
+  echo "== $stage/$name: cclz-perf $*" >>"$OUT/bench.log"
+  $perf "$@" --json "$parts/$(printf '%03d' "$(ls "$parts" | wc -l)")_${stage}__$name.json" \
+    >>"$OUT/bench.log" 2>&1
+  echo "$stage $name: exit $?" >>"$summary"
+  echo "cclz-perf $*" >"$parts/cmd_${stage}__$name.txt"
+}
+
 if has codec; then
-  : >"$OUT/codec.log"
-  run() {  # run NAME ARGS...: one benchmark, its table to codec.log, its rows to codec_NAME.json
-    local name=$1; shift
-    echo "== $name: cclz-perf $*" >>"$OUT/codec.log"
-    $perf "$@" --json "$OUT/codec_$name.json" >>"$OUT/codec.log" 2>&1
-    echo "codec $name: exit $?" >>"$summary"
-  }
   for dtype in bf16 fp16 fp32; do
-    run "gaussian_$dtype" --op codec --device gpu -d $dtype -b 4M -e 256M -f 4 -n 20 -w 5
+    bench codec "gaussian_$dtype" --op codec --device gpu -d $dtype -b 4M -e 256M -f 4 -n 20 -w 5
   done
-  run randombits_bf16 --op codec --device gpu -d bf16 --data uniform-bits -b 256M -e 256M -n 10 -w 2
-  run tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
+  bench codec randombits_bf16 --op codec --device gpu -d bf16 --data uniform-bits -b 256M -e 256M -n 10 -w 2
+  bench codec tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
 fi
 
 if has fp8; then
-  : >"$OUT/fp8.log"
-  run8() {  # run8 NAME ARGS...: one fp8 benchmark to fp8.log and fp8_NAME.json
-    local name=$1; shift
-    echo "== $name: cclz-perf $*" >>"$OUT/fp8.log"
-    $perf "$@" --json "$OUT/fp8_$name.json" >>"$OUT/fp8.log" 2>&1
-    echo "fp8 $name: exit $?" >>"$summary"
-  }
   # The issue's targets: encode (bf16 in) and decode (bf16 out) >= 2 TB/s at 64-256 MiB, encode
   # >= 0.8 TB/s at 4 MiB, decode-and-accumulate >= 1.6 TB/s of fp32 output; quality per tensor.
-  run8 e4m3_bf16 --op codec --codec fp8 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
-  run8 int8_bf16 --op codec --codec fp8 --fp8-format int8 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench fp8 e4m3_bf16 --op codec --codec fp8 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench fp8 int8_bf16 --op codec --codec fp8 --fp8-format int8 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
   # The scale search's cost: the same without it (1 candidate; NMSE 5.6e-4 instead of 3.8e-4).
-  run8 e4m3_nosearch_bf16 --op codec --codec fp8 --fp8-candidates 1 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
-  run8 e4m3_tensors --op codec --codec fp8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
-  run8 int8_tensors --op codec --codec fp8 --fp8-format int8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
+  bench fp8 e4m3_nosearch_bf16 --op codec --codec fp8 --fp8-candidates 1 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench fp8 e4m3_tensors --op codec --codec fp8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
+  bench fp8 int8_tensors --op codec --codec fp8 --fp8-format int8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
 fi
 
+if has qgrad; then
+  # The issue's targets: int4/64 wire size, encode with error feedback (fp32 in) and
+  # decode-and-accumulate into fp32 at 256 MiB; NMSE per real tensor.
+  bench qgrad fp32_ef --op codec --codec qgrad --device gpu -d fp32 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench qgrad bf16_ef --op codec --codec qgrad --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench qgrad fp32_int2_plain --op codec --codec qgrad --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --feedback 0 --bits 2
+  bench qgrad tensors --op codec --codec qgrad --device gpu --input .data/index.json -n 10 -w 3
+fi
+
+# bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.
+if ls "$parts"/*.json >/dev/null 2>&1; then
+  python3 - "$parts" "$OUT/bench.json" <<'PY'
+import glob, json, os, sys
+parts, out = sys.argv[1], sys.argv[2]
+runs = []
+for path in sorted(glob.glob(os.path.join(parts, "[0-9]*.json"))):
+    stage, name = os.path.basename(path)[4:-5].split("__", 1)
+    with open(os.path.join(parts, f"cmd_{stage}__{name}.txt")) as f:
+        command = f.read().strip()
+    with open(path) as f:
+        rows = json.load(f)
+    runs.append({"stage": stage, "name": name, "command": command, "rows": rows})
+with open(out, "w") as f:
+    json.dump(runs, f, indent=1)
+PY
+fi
+rm -rf "$parts"
+
 cat "$summary"
-if [ -f "$OUT/codec.log" ]; then cat "$OUT/codec.log"; fi
-if [ -f "$OUT/fp8.log" ]; then cat "$OUT/fp8.log"; fi
+if [ -f "$OUT/bench.log" ]; then grep -vE '^#   ' "$OUT/bench.log"; fi
 ! grep -qE "exit [1-9]" "$summary"  # the script fails if any stage did

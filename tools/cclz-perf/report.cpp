@@ -89,7 +89,7 @@ void Report::add(Row row) {
 
 int Report::failures() const {
   return static_cast<int>(
-      std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.failed(); }));
+      std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.exact == false; }));
 }
 
 void Report::printSummary() const {
