@@ -90,6 +90,12 @@ CCLZ_HD float addRn(float a, float b) {
   return a + b;
 #endif
 }
+// acc + x in decode-and-accumulate. A NaN sum is stored as 0x7FFFFFFF, the NaN the GPU's adder
+// makes: x86 would carry an operand's payload instead, and the two accumulators would differ.
+CCLZ_HD float accumulateRn(float acc, float x) {
+  const float sum = addRn(acc, x);
+  return sum != sum ? bitsToFloat(0x7fffffffu) : sum;
+}
 CCLZ_HD float subRn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fsub_rn(a, b);

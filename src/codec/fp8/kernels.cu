@@ -269,15 +269,15 @@ __device__ __forceinline__ void store8(void* dst, float* acc, uint64_t i, uint32
     if (valid == kLaneElems) {
       float4* p = reinterpret_cast<float4*>(acc + i);
       float4 a = p[0], b = p[1];
-      a.x = addRn(a.x, add[0]), a.y = addRn(a.y, add[1]), a.z = addRn(a.z, add[2]),
-      a.w = addRn(a.w, add[3]);
-      b.x = addRn(b.x, add[4]), b.y = addRn(b.y, add[5]), b.z = addRn(b.z, add[6]),
-      b.w = addRn(b.w, add[7]);
+      a.x = accumulateRn(a.x, add[0]), a.y = accumulateRn(a.y, add[1]);
+      a.z = accumulateRn(a.z, add[2]), a.w = accumulateRn(a.w, add[3]);
+      b.x = accumulateRn(b.x, add[4]), b.y = accumulateRn(b.y, add[5]);
+      b.z = accumulateRn(b.z, add[6]), b.w = accumulateRn(b.w, add[7]);
       p[0] = a, p[1] = b;
     } else {
 #pragma unroll
       for (uint32_t j = 0; j < kLaneElems; ++j)
-        if (j < valid) acc[i + j] = addRn(acc[i + j], add[j]);
+        if (j < valid) acc[i + j] = accumulateRn(acc[i + j], add[j]);
     }
   } else if (valid == kLaneElems) {
     if constexpr (Dtype == cclzFloat32) {

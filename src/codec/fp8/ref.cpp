@@ -191,7 +191,7 @@ uint32_t decodeAccumulateRef(const uint8_t* src, uint64_t srcBytes, int dtype, u
   decodeRows(src, v, count, dtype, [&](uint64_t i, float x) {
     uint32_t word = 0;  // round to the dtype as decodeRef stores it, then add in fp32
     storeFromFloat(&word, dtype, 0, x);
-    acc[i] = addRn(acc[i], loadAsFloat(&word, dtype, 0));
+    acc[i] = accumulateRn(acc[i], loadAsFloat(&word, dtype, 0));
   });
   return kFrameOk;
 }
