@@ -113,7 +113,9 @@ void checkBlocksV2(const uint8_t* frame, const FrameView& v, const lossless::Par
       case DataKind::kGauss1:
       case DataKind::kGaussTiny:
       case DataKind::kGaussHuge:
-        if (full) {
+        // fp16 N(0, 1e-5) is mostly subnormal: its symbols are mantissa bits, which the static
+        // codes (made for exponents) do not shrink, so such chunks may be stored.
+        if (full && !(v.dtype == cclzFloat16 && kind == DataKind::kGaussTiny)) {
           EXPECT_EQ(b[0], 1) << "Gaussian exponents compress";
           if (v.dtype != cclzFloat16)  // fp16 symbols 8 octaves down escape
             EXPECT_EQ(b[1] & 0x80, 0) << "no Gaussian exponent is 32 octaves down";

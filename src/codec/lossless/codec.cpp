@@ -107,15 +107,23 @@ class LosslessCodec final : public Codec {
   void encodeDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                     uint8_t* dst, uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::encodeDevice(losslessParams(c, count), dtype, src, count, dst, encodedBytesOut,
-                           ws.status, ws.scratch, stream);
+    const lossless::Params p = losslessParams(c, count);
+    if (p.version == 2)
+      lossless::v2::encodeDevice(p.chunkElems, dtype, src, count, dst, encodedBytesOut, ws.status,
+                                 ws.scratch, stream);
+    else
+      lossless::encodeDevice(p, dtype, src, count, dst, encodedBytesOut, ws.status, ws.scratch,
+                             stream);
   }
 
   void decodeDevice(const cclzCodecConfig_t& c, const uint8_t* src, uint64_t srcBytes, int dtype,
                     uint64_t count, void* dst, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::decodeDevice(losslessParams(c, count), dtype, src, srcBytes, dst, count, ws.status,
-                           stream);
+    const lossless::Params p = losslessParams(c, count);
+    if (p.version == 2)
+      lossless::v2::decodeDevice(p.chunkElems, dtype, src, srcBytes, dst, count, ws.status, stream);
+    else
+      lossless::decodeDevice(p, dtype, src, srcBytes, dst, count, ws.status, stream);
   }
 #endif
 };

@@ -52,7 +52,7 @@ struct Lengths {
 
 // Everything the coders need, derived from the lengths at compile time (host constants and
 // __device__ arrays alike), indexed [family][table][offset index].
-struct Codes {
+struct alignas(16) Codes {  // 16-byte aligned: decode tables are copied as vectors
   // Encoder: bit-reversed canonical code in bits 0..15, its length in bits 16..23.
   uint32_t code[2][kTables][kMaxOffsets + 1];
   // Encoder's table choice: the bits each index costs under all 8 codes (the escape's 8 symbol
