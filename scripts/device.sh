@@ -5,7 +5,8 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec (default: all). $OUT receives at most 8 files (the device tool's limit):
+# Stages: build tests codec lossless2 (default: build tests codec). lossless2: the lossless payload
+# versions 1 and 2 side by side (bf16 4M..256M, fp32 256M, the real tensors). $OUT receives at most 8 files (the device tool's limit):
 # summary.txt, device.log (build and tests), codec.log (benchmark tables), codec_*.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,21 @@ if has codec; then
   done
   run randombits_bf16 --op codec --device gpu -d bf16 --data uniform-bits -b 256M -e 256M -n 10 -w 2
   run tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
+fi
+
+if has lossless2; then
+  [ -f "$OUT/codec.log" ] || : >"$OUT/codec.log"
+  v2run() {  # v2run NAME ARGS...: as run, one table per payload version, both in one JSON
+    local name=$1; shift
+    for version in 1 2; do
+      echo "== $name v$version: cclz-perf $* --format-version $version" >>"$OUT/codec.log"
+      $perf "$@" --format-version $version --json "$OUT/l2_${name}_v$version.json" >>"$OUT/codec.log" 2>&1
+      echo "lossless2 $name v$version: exit $?" >>"$summary"
+    done
+  }
+  v2run bf16 --op codec --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  v2run fp32 --op codec --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5
+  v2run tensors --op codec --device gpu --input .data/index.json -n 20 -w 5
 fi
 
 cat "$summary"

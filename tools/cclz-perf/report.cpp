@@ -45,9 +45,9 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
                opt_.stochastic ? "stochastic" : "nearest", opt_.roundingSeed,
                opt_.feedback ? "with error feedback" : "plain");
   else
-    fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
-               configText(opt_.chunkElems), configText(opt_.streams),
-               configText(opt_.maxCodeLength));
+    fmt::print("#   codec config: format-version {}, chunk-elems {}, streams {}, max-code-length {}\n",
+               configText(opt_.formatVersion), configText(opt_.chunkElems),
+               configText(opt_.streams), configText(opt_.maxCodeLength));
   fmt::print("#   data: {}\n", dataText);
   fmt::print(
       "#   iters {}, warmup {}, check {}; times are medians; GB/s = uncompressed bytes / time\n",
@@ -158,6 +158,7 @@ void Report::writeJson(const std::string& path) const {
     j["chunk_elems"] = opt_.chunkElems;
     j["streams"] = opt_.streams;
     j["max_code_length"] = opt_.maxCodeLength;
+    j["format_version"] = opt_.formatVersion;
     j["bits"] = opt_.bits;
     j["block_elems"] = opt_.blockElems;
     j["rounding"] = opt_.stochastic ? "stochastic" : "nearest";
