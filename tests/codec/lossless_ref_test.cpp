@@ -89,7 +89,9 @@ void checkBlocksV2(const uint8_t* frame, const FrameView& v, const lossless::Par
     const uint8_t* b = frame + v.blocksOffset + begin;
     ASSERT_EQ(bytes % 16, 0u);
     ASSERT_TRUE(b[0] == 0 || b[0] == 1 || b[0] == 2);
-    if (b[0] == 2) EXPECT_EQ(bytes, 16u) << "a chunk of one symbol is 16 bytes";
+    if (b[0] == 2) {
+      EXPECT_EQ(bytes, 16u) << "a chunk of one symbol is 16 bytes";
+    }
     const bool full = (k + 1) * uint64_t{p.chunkElems} <= v.count;
     if (b[0] == 1) {
       EXPECT_EQ(b[1] & 0x78, 0) << "table index and escape flag only";
@@ -98,7 +100,9 @@ void checkBlocksV2(const uint8_t* frame, const FrameView& v, const lossless::Par
     }
     switch (kind) {
       case DataKind::kRandomBits:  // (a short last chunk of one element is constant)
-        if (full) EXPECT_EQ(b[0], 0) << "incompressible symbols must be stored";
+        if (full) {
+          EXPECT_EQ(b[0], 0) << "incompressible symbols must be stored";
+        }
         break;
       case DataKind::kOneSymbolPerChunk:
         if (v.dtype == cclzFloat16) break;  // one high byte per chunk: not one v2 symbol
@@ -108,7 +112,9 @@ void checkBlocksV2(const uint8_t* frame, const FrameView& v, const lossless::Par
         EXPECT_EQ(b[0], 2) << "a chunk of one symbol";
         break;
       case DataKind::kTwoSymbolsPerChunk:
-        if (full) EXPECT_NE(b[0], 2);
+        if (full) {
+          EXPECT_NE(b[0], 2);
+        }
         break;
       case DataKind::kGauss1:
       case DataKind::kGaussTiny:
@@ -117,8 +123,9 @@ void checkBlocksV2(const uint8_t* frame, const FrameView& v, const lossless::Par
         // codes (made for exponents) do not shrink, so such chunks may be stored.
         if (full && !(v.dtype == cclzFloat16 && kind == DataKind::kGaussTiny)) {
           EXPECT_EQ(b[0], 1) << "Gaussian exponents compress";
-          if (v.dtype != cclzFloat16)  // fp16 symbols 8 octaves down escape
+          if (v.dtype != cclzFloat16) {  // fp16 symbols 8 octaves down escape
             EXPECT_EQ(b[1] & 0x80, 0) << "no Gaussian exponent is 32 octaves down";
+          }
         }
         break;
       default:
