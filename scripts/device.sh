@@ -5,10 +5,10 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec fp8 qgrad (default: build tests codec). $OUT receives at most 8 files
+# Stages: build tests codec lossless2 fp8 qgrad (default: build tests codec). $OUT receives at most 8 files
 # (the device tool's limit): summary.txt, device.log (build and tests), bench.log (every
 # benchmark's table, in order) and bench.json (one object per benchmark run: stage, name, the
-# command and its rows), whatever stages run.
+# command and its rows), whatever stages run. lossless2: the lossless payload versions 1 and 2 side by side.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cclz-out}
@@ -60,6 +60,15 @@ if has codec; then
   done
   bench codec randombits_bf16 --op codec --device gpu -d bf16 --data uniform-bits -b 256M -e 256M -n 10 -w 2
   bench codec tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
+fi
+
+if has lossless2; then
+  # Lossless payload versions 1 and 2 side by side (issue 2's speed targets).
+  for version in 1 2; do
+    bench lossless2 "bf16_v$version" --op codec --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5 --format-version $version
+    bench lossless2 "fp32_v$version" --op codec --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --format-version $version
+    bench lossless2 "tensors_v$version" --op codec --device gpu --input .data/index.json -n 20 -w 5 --format-version $version
+  done
 fi
 
 if has fp8; then

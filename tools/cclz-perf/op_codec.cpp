@@ -49,6 +49,7 @@ class Codec {
     config.chunkElems = opt.chunkElems;
     config.streamsPerChunk = opt.streams;
     config.maxCodeLength = opt.maxCodeLength;
+    config.formatVersion = opt.formatVersion;
     config.bits = opt.bits;
     config.blockElems = opt.blockElems;
     config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
