@@ -6,6 +6,7 @@
 // what it did not send.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -200,6 +201,181 @@ TEST(LoopbackErrors, UnsupportedDtypes) {
     EXPECT_EQ(cclzAllGather(in.data(), out.data(), 100, cclzFloat16, comm, &q, nullptr),
               cclzNotSupported)
         << cclzGetLastError(comm);
+  });
+}
+
+// Flips one header byte of every frame rank 0 sends rank 1 (descriptors and sizes are left
+// alone): rank 1 reports cclzCorruptFrame and leaves that output untouched; everything else
+// arrives, and the other ranks succeed without waiting on anyone.
+class CorruptingTransport final : public Transport {
+ public:
+  explicit CorruptingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  MemoryKind memory() const override { return inner_->memory(); }
+  const char* name() const override { return "corrupting"; }
+  bool learnsReceivedSize() const override { return inner_->learnsReceivedSize(); }
+  void groupStart(cclzStream_t s) override {
+    copies_.clear();
+    inner_->groupStart(s);
+  }
+  void send(const void* buf, uint64_t bytes, int peer) override {
+    if (rank() == 0 && peer == 1 && bytes > 64) {
+      const auto* p = static_cast<const uint8_t*>(buf);
+      copies_.emplace_back(p, p + bytes);
+      copies_.back()[9] ^= 0x40;  // the element count: the checksum no longer matches
+      buf = copies_.back().data();
+    }
+    inner_->send(buf, bytes, peer);
+  }
+  void recv(void* buf, uint64_t capacity, int peer, uint64_t* got) override {
+    inner_->recv(buf, capacity, peer, got);
+  }
+  void groupEnd() override { inner_->groupEnd(); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  std::vector<std::vector<uint8_t>> copies_;
+};
+
+TEST(LoopbackErrors, CorruptFrameIsReportedByItsReceiver) {
+  const int n = 3;
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecChoices()[1], 2500, cclzSum};
+  auto hub = std::make_shared<LoopbackHub>(n, std::chrono::seconds(20));
+  std::vector<std::vector<uint8_t>> outs(n);
+  std::vector<cclzResult_t> results(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      cclzComm_t comm = loopbackComm(hub, r, [](std::unique_ptr<Transport> t) {
+        return std::make_unique<CorruptingTransport>(std::move(t));
+      });
+      results[r] = runCase(comm, c, n, r, &outs[r]);
+      errors[r] = cclzGetLastError(comm);
+      cclzCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(results[0], cclzSuccess) << errors[0];
+  EXPECT_EQ(results[2], cclzSuccess) << errors[2];
+  EXPECT_EQ(checkOutput(c, n, 0, outs[0]), "");
+  EXPECT_EQ(checkOutput(c, n, 2, outs[2]), "");
+  EXPECT_EQ(results[1], cclzCorruptFrame) << errors[1];
+  EXPECT_NE(errors[1].find("checksum"), std::string::npos) << errors[1];
+  // Rank 1: rank 0's part is as it was before the call (0xA5, runCase's fill); the rest arrived.
+  const size_t part = c.count * 2;
+  EXPECT_EQ(std::vector<uint8_t>(outs[1].begin(), outs[1].begin() + part),
+            std::vector<uint8_t>(part, 0xA5));
+  const std::vector<uint8_t> want1 = makeInput(c, n, 1), want2 = makeInput(c, n, 2);
+  EXPECT_TRUE(std::equal(want1.begin(), want1.end(), outs[1].begin() + part));
+  EXPECT_TRUE(std::equal(want2.begin(), want2.end(), outs[1].begin() + 2 * part));
+}
+
+// Error feedback through the collectives: what every rank meant to send (gradient + old
+// residual - new residual) adds up to what arrived, step after step. For all-reduce this holds
+// only because the owner of each shard also keeps the error of re-encoding it (cclz.h).
+struct FeedbackCase {
+  Coll op;
+  int dtype;
+  cclzRedOp_t redOp;
+  int bits;
+};
+
+class LoopbackFeedback : public ::testing::TestWithParam<FeedbackCase> {};
+
+TEST_P(LoopbackFeedback, ResidualKeepsWhatWasNotSent) {
+  const FeedbackCase f = GetParam();
+  const int n = 3, steps = 3;
+  const uint64_t count = 2500;  // per rank (reduce-scatter) or in all (all-reduce)
+  const CollCase c{f.op, f.dtype, {"qgrad", cclzCodecQgrad, f.bits, true}, count, f.redOp};
+  const uint64_t sent = sendElems(c, n), got = recvElems(c, n);
+  const size_t es = elementSize(f.dtype);
+  // [rank][step]: gradient, residual before, residual after, output.
+  std::vector<std::vector<std::vector<float>>> before(n), after(n);
+  std::vector<std::vector<std::vector<uint8_t>>> grads(n), outs(n);
+  std::vector<uint64_t> finalStep(n);
+  onRanks(n, [&](cclzComm_t comm, int r) {
+    cclzFeedback_t fb = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fb, sent, cclzMemoryHost), cclzSuccess);
+    const cclzCodecConfig_t config = c.codec.config();
+    for (int s = 0; s < steps; ++s) {
+      std::vector<uint8_t> g = makeData(DataKind::kGauss1, f.dtype, sent, 0,
+                                        mixSeed(77, r, s, f.dtype));
+      std::vector<uint8_t> out(got * es);
+      float* residual = nullptr;
+      cclzFeedbackGetState(fb, &residual, nullptr, nullptr);
+      before[r].emplace_back(residual, residual + sent);
+      const cclzResult_t res =
+          f.op == Coll::ReduceScatter
+              ? cclzReduceScatterFeedback(g.data(), out.data(), count,
+                                          static_cast<cclzDataType_t>(f.dtype), f.redOp, comm,
+                                          &config, fb, nullptr)
+              : cclzAllReduceFeedback(g.data(), out.data(), count,
+                                      static_cast<cclzDataType_t>(f.dtype), f.redOp, comm,
+                                      &config, fb, nullptr);
+      EXPECT_EQ(res, cclzSuccess) << cclzGetLastError(comm);
+      after[r].emplace_back(residual, residual + sent);
+      grads[r].push_back(std::move(g));
+      outs[r].push_back(std::move(out));
+    }
+    cclzFeedbackGetState(fb, nullptr, nullptr, &finalStep[r]);
+    cclzFeedbackDestroy(fb);
+  });
+  const double divisor = f.redOp == cclzAvg ? n : 1;
+  const double eps = f.dtype == cclzBfloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -22);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(finalStep[r], static_cast<uint64_t>(steps));
+    for (int s = 0; s < steps; ++s) {
+      double residualPower = 0;
+      for (uint64_t i = 0; i < got; ++i) {
+        const uint64_t j = f.op == Coll::ReduceScatter ? r * count + i : i;
+        double meant = 0, scale = 0;
+        for (int q = 0; q < n; ++q) {
+          const double g = elementAsFloat(f.dtype, grads[q][s], j);
+          meant += g + before[q][s][j] - after[q][s][j];
+          scale += std::fabs(g) + std::fabs(before[q][s][j]) + std::fabs(after[q][s][j]);
+          residualPower += after[q][s][j] * after[q][s][j];
+        }
+        const double arrived = divisor * elementAsFloat(f.dtype, outs[r][s], i);
+        // What is not compensated: the fp32 sums, and rounding the reduced value to the dtype
+        // (relative to the sum's magnitude, at most `scale`).
+        ASSERT_NEAR(arrived, meant, eps * scale + 1e-5 * scale)
+            << "rank " << r << " step " << s << " element " << i;
+      }
+      EXPECT_GT(residualPower, 0) << "the residual never holds anything: feedback did nothing";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, LoopbackFeedback,
+    ::testing::Values(FeedbackCase{Coll::ReduceScatter, cclzFloat32, cclzSum, 4},
+                      FeedbackCase{Coll::ReduceScatter, cclzBfloat16, cclzAvg, 2},
+                      FeedbackCase{Coll::AllReduce, cclzFloat32, cclzSum, 4},
+                      FeedbackCase{Coll::AllReduce, cclzFloat32, cclzAvg, 2},
+                      FeedbackCase{Coll::AllReduce, cclzBfloat16, cclzSum, 8}),
+    [](const auto& info) {
+      return std::string(collLabel(info.param.op)) + "_" + dtypeLabel(info.param.dtype) +
+             (info.param.redOp == cclzAvg ? "_avg" : "_sum") + "_int" +
+             std::to_string(info.param.bits);
+    });
+
+TEST(LoopbackErrors, FeedbackNeedsQgradAndItsSize) {
+  onRanks(2, [&](cclzComm_t comm, int) {
+    cclzFeedback_t fb = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fb, 100, cclzMemoryHost), cclzSuccess);
+    std::vector<float> in(200), out(200);
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;  // lossless: no feedback
+    EXPECT_EQ(cclzAllReduceFeedback(in.data(), out.data(), 100, cclzFloat32, cclzSum, comm,
+                                    &config, fb, nullptr),
+              cclzNotSupported)
+        << cclzGetLastError(comm);
+    config.codec = cclzCodecQgrad;
+    EXPECT_EQ(cclzReduceScatterFeedback(in.data(), out.data(), 100, cclzFloat32, cclzSum, comm,
+                                        &config, fb, nullptr),
+              cclzInvalidArgument)  // the state holds 100, the call sends 200
+        << cclzGetLastError(comm);
+    cclzFeedbackDestroy(fb);
   });
 }
 
