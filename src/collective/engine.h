@@ -29,8 +29,20 @@ enum class Stage { Encode, Move, Decode };
 constexpr int kSlots = 2;
 constexpr int kNoSlot = -1;  // a stage with no slot buffers (control messages)
 
-// Scratch areas, one per purpose, kept between calls.
-enum class Area { SendFrames, RecvFrames, Accumulator, Sizes, Shard, Control, Count };
+// Scratch areas, one per purpose, kept between calls. Decoded: a piece decoded in its dtype, per
+// slot, where a codec has no fused device decode-and-accumulate. CodecScratch: what a device
+// encode asks for (Codec::encodeScratchBytes).
+enum class Area {
+  SendFrames,
+  RecvFrames,
+  Accumulator,
+  Sizes,
+  Shard,
+  Control,
+  Decoded,
+  CodecScratch,
+  Count
+};
 
 class Engine {
  public:

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "collective/engine.h"
+#include "collective/reduce.h"
 #include "common/dtype.h"
 #include "common/error.h"
-#include "common/float_bits.h"
 
 namespace cclz {
 namespace {
@@ -33,15 +33,6 @@ class HostBuffer {
   uint8_t* data_ = nullptr;
   uint64_t bytes_ = 0;
 };
-
-void storeAs(int dtype, void* dst, uint64_t i, float v) {
-  if (dtype == cclzBfloat16)
-    static_cast<uint16_t*>(dst)[i] = floatToBf16(v);
-  else if (dtype == cclzFloat16)
-    static_cast<uint16_t*>(dst)[i] = floatToHalf(v);
-  else
-    static_cast<float*>(dst)[i] = v;
-}
 
 class HostEngine final : public Engine {
  public:
@@ -94,13 +85,13 @@ class HostEngine final : public Engine {
   void zero(float* acc, uint64_t count) override { std::memset(acc, 0, count * sizeof(float)); }
 
   void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) override {
-    for (uint64_t i = 0; i < count; ++i) storeAs(dtype, dst, i, acc[i] / divisor);
+    for (uint64_t i = 0; i < count; ++i) reduce::storeElement(acc, i, divisor, dtype, dst);
   }
 
   void foldError(float* residual, const void* intended, const void* got, uint64_t count,
                  int dtype, float factor) override {
     for (uint64_t i = 0; i < count; ++i)
-      residual[i] += factor * (loadAsFloat(intended, dtype, i) - loadAsFloat(got, dtype, i));
+      reduce::foldElement(residual, i, intended, got, dtype, factor);
   }
 
   void toHost(void* hostDst, const void* src, uint64_t bytes) override {

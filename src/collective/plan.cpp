@@ -238,14 +238,21 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   }
 }
 
-// The slot stride and every area's size for this call.
+// The largest f(count) over the piece sizes of this call: whole pieces and each chunk's last,
+// shorter one (a codec's sizes need not grow with the count: lossless picks its chunking by it).
+template <typename F>
+uint64_t worstPiece(const Plan& plan, F&& f) {
+  uint64_t worst = f(plan.pieceElems);
+  for (const Span& c : plan.chunks)
+    if (c.count % plan.pieceElems) worst = std::max(worst, f(c.count % plan.pieceElems));
+  return worst;
+}
+
+// The bytes of one frame slot.
 uint64_t frameStride(const Plan& plan) {
-  uint64_t worst = plan.use.codec->maxEncodedBytes(plan.use.config, plan.use.dtype,
-                                                   plan.pieceElems);
-  for (const Span& c : plan.chunks)  // last pieces are shorter; take no chances on monotonicity
-    if (c.count % plan.pieceElems)
-      worst = std::max(worst, plan.use.codec->maxEncodedBytes(plan.use.config, plan.use.dtype,
-                                                              c.count % plan.pieceElems));
+  const uint64_t worst = worstPiece(plan, [&](uint64_t count) {
+    return plan.use.codec->maxEncodedBytes(plan.use.config, plan.use.dtype, count);
+  });
   return (worst + 255) / 256 * 256;  // keeps every slot 256-byte aligned
 }
 
@@ -282,6 +289,15 @@ void runCollective(Communicator& comm, const CollArgs& a) {
       bytes[static_cast<int>(Area::Accumulator)] = kSlots * plan.pieceElems * sizeof(float);
     if (a.op == CollOp::AllReduce)
       bytes[static_cast<int>(Area::Shard)] = plan.chunks[me].count * plan.elemBytes;
+#ifdef CCLZ_HAVE_CUDA
+    if (e.memory() == MemoryKind::Device) {
+      if (reduces(a.op))
+        bytes[static_cast<int>(Area::Decoded)] = kSlots * plan.pieceElems * plan.elemBytes;
+      bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
+        return plan.use.codec->encodeScratchBytes(plan.use.config, plan.use.dtype, count);
+      });
+    }
+#endif
   }
   e.reserve(bytes);
 

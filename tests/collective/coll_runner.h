@@ -1,8 +1,7 @@
-// Runs one case on one rank through the C-shaped internal entry point (runCollective) or the C
-// API, so that the loopback test and the MPI test run the very same calls.
+// Runs one case on one rank through the C API, so that the loopback, MPI and NCCL tests make the
+// very same calls.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "cclz/cclz.h"
@@ -10,11 +9,13 @@
 
 namespace cclz::test {
 
-// One collective call as the C API makes it; returns its result.
-using CallFn = std::function<cclzResult_t(const CollCase& c, const void* send, void* recv)>;
+// The call(s) of case c on rank `me` of n with the buffers given (host or device memory, as the
+// communicator takes). Send/recv go around the ring of ringNext/ringPrev, even ranks sending
+// first. Returns the first failed result.
+cclzResult_t callCase(cclzComm_t comm, const CollCase& c, int n, int me, const void* send,
+                      void* recv, cclzStream_t stream);
 
-// Runs case c on rank `me` of n through the C API on `comm` (host memory), filling *out. For
-// send/recv the ring order of ringNext/ringPrev is used. Returns the first failed result.
+// callCase on host buffers: the rank's input (makeInput), and *out (recvElems, prefilled 0xA5).
 cclzResult_t runCase(cclzComm_t comm, const CollCase& c, int n, int me, std::vector<uint8_t>* out);
 
 }  // namespace cclz::test
