@@ -29,7 +29,7 @@ class DeviceEngine final : public Engine {
     for (cudaStream_t* s : {&encode_, &move_, &decode_})
       CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
     for (cudaEvent_t* e : allEvents()) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, kEventFlags));
-    CCLZ_CUDA_CHECK(cudaMalloc(&status_, sizeof(DeviceStatus)));
+    CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaDeviceSynchronize());
   }
