@@ -74,7 +74,9 @@ struct DeviceBytes {
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> out(size);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (size) EXPECT_EQ(cudaMemcpy(out.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
+    if (size) {
+      EXPECT_EQ(cudaMemcpy(out.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
     return out;
   }
   void* ptr = nullptr;
@@ -147,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, NcclLarge, ::testing::ValuesIn(largeCases()),
 
 // Error feedback on the device: the same frames, outputs and residuals as on the host.
 TEST(NcclFeedback, DeviceEqualsHost) {
-  const int n = worldSize(), me = worldRank();
+  const int me = worldRank();
   const uint64_t count = 100003;
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
   config.codec = cclzCodecQgrad;

@@ -42,6 +42,10 @@ struct Options {
   uint64_t roundingSeed = 0;
   bool feedback = true;  // qgrad: time the error-feedback encode (cclzEncodeFeedback[Host])
 
+  // Collectives (op_collective.cpp).
+  std::string redOp = "sum";  // sum | avg
+  uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's default (4 MiB)
+
   std::string json;  // --json FILE; empty = none
 };
 
