@@ -5,20 +5,19 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec coll (default: build tests codec). $OUT receives at most 8 files (the
-# device tool's limit): summary.txt, device.log (build and tests), codec.log (benchmark tables),
-# codec_*.json (5 files); the coll stage adds coll.log and coll.json, so run it on its own:
-#   bash scripts/device.sh build coll     (on a machine with 2 or more GPUs)
-# coll: the NCCL collective tests under mpirun on every GPU, then the cclz-perf collective sweep
-# (compressed beside plain NCCL) over NVLink and over NCCL's socket transport on loopback.
+# Stages: build tests codec fp8 qgrad coll (default: build tests codec). $OUT receives at most 8
+# files (the device tool's limit): summary.txt, device.log (build and tests), bench.log (every
+# benchmark's table, in order) and bench.json (one object per benchmark run: stage, name, the
+# command and its rows), whatever stages run.
+# coll (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on 2), then the
+# cclz-perf collective sweep, compressed beside plain NCCL, over NVLink and over NCCL's socket
+# transport on loopback (the stand-in for a slow network between nodes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cclz-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 stages=${*:-build tests codec}
-[[ " $stages " == *" coll "* ]] && [[ " $stages " == *" codec "* ]] &&
-  echo "note: codec and coll together write more than 8 files to \$OUT; run coll on its own" >&2
 build=build-device
 perf=$build/tools/cclz-perf/cclz-perf
 summary=$OUT/summary.txt
@@ -48,77 +47,97 @@ if has tests; then
   rm -f "$OUT/tests.tmp"
 fi
 
+parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
+launcher=()  # what starts cclz-perf: nothing, or mpirun for the collectives
+bench() {  # bench STAGE NAME ARGS...: one cclz-perf run, its table to bench.log
+  local stage=$1 name=$2; shift 2
+  echo "== $stage/$name: ${launcher[*]} cclz-perf $*" >>"$OUT/bench.log"
+  "${launcher[@]}" $perf "$@" \
+    --json "$parts/$(printf '%03d' "$(ls "$parts" | wc -l)")_${stage}__$name.json" \
+    >>"$OUT/bench.log" 2>&1
+  echo "$stage $name: exit $?" >>"$summary"
+  echo "${launcher[*]} cclz-perf $*" >"$parts/cmd_${stage}__$name.txt"
+}
+
 if has codec; then
-  : >"$OUT/codec.log"
-  run() {  # run NAME ARGS...: one benchmark, its table to codec.log, its rows to codec_NAME.json
-    local name=$1; shift
-    echo "== $name: cclz-perf $*" >>"$OUT/codec.log"
-    $perf "$@" --json "$OUT/codec_$name.json" >>"$OUT/codec.log" 2>&1
-    echo "codec $name: exit $?" >>"$summary"
-  }
   for dtype in bf16 fp16 fp32; do
-    run "gaussian_$dtype" --op codec --device gpu -d $dtype -b 4M -e 256M -f 4 -n 20 -w 5
+    bench codec "gaussian_$dtype" --op codec --device gpu -d $dtype -b 4M -e 256M -f 4 -n 20 -w 5
   done
-  run randombits_bf16 --op codec --device gpu -d bf16 --data uniform-bits -b 256M -e 256M -n 10 -w 2
-  run tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
+  bench codec randombits_bf16 --op codec --device gpu -d bf16 --data uniform-bits -b 256M -e 256M -n 10 -w 2
+  bench codec tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
+fi
+
+if has fp8; then
+  # The issue's targets: encode (bf16 in) and decode (bf16 out) >= 2 TB/s at 64-256 MiB, encode
+  # >= 0.8 TB/s at 4 MiB, decode-and-accumulate >= 1.6 TB/s of fp32 output; quality per tensor.
+  bench fp8 e4m3_bf16 --op codec --codec fp8 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench fp8 int8_bf16 --op codec --codec fp8 --fp8-format int8 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  # The scale search's cost: the same without it (1 candidate; NMSE 5.6e-4 instead of 3.8e-4).
+  bench fp8 e4m3_nosearch_bf16 --op codec --codec fp8 --fp8-candidates 1 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench fp8 e4m3_tensors --op codec --codec fp8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
+  bench fp8 int8_tensors --op codec --codec fp8 --fp8-format int8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
+fi
+
+if has qgrad; then
+  # The issue's targets: int4/64 wire size, encode with error feedback (fp32 in) and
+  # decode-and-accumulate into fp32 at 256 MiB; NMSE per real tensor.
+  bench qgrad fp32_ef --op codec --codec qgrad --device gpu -d fp32 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench qgrad bf16_ef --op codec --codec qgrad --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
+  bench qgrad fp32_int2_plain --op codec --codec qgrad --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --feedback 0 --bits 2
+  bench qgrad tensors --op codec --codec qgrad --device gpu --input .data/index.json -n 10 -w 3
 fi
 
 if has coll; then
   ngpu=$(nvidia-smi -L | wc -l)
-  ranks() {  # ranks N CMD...: N processes, one GPU each (the programs pick rank % GPUs)
+  ranks() {  # ranks N ARGS...: N processes, one GPU each (the programs take GPU rank % count)
     local n=$1; shift
     mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" -x NCCL_NVLS_ENABLE "$@"
   }
-  coll_log=$OUT/coll.log
-  : >"$coll_log"
-  # The NCCL tests: one process per GPU, every case compared with the host path.
-  ranks "$ngpu" $build/tests/collective/nccl_tests --gtest_brief=1 >>"$coll_log" 2>&1
-  echo "coll nccl_tests ($ngpu ranks): exit $?" | tee -a "$summary"
-  if [ "$ngpu" -ge 4 ]; then
-    ranks 2 $build/tests/collective/nccl_tests --gtest_brief=1 >>"$coll_log" 2>&1
-    echo "coll nccl_tests (2 ranks): exit $?" | tee -a "$summary"
-  fi
-  mkdir -p "$OUT/.coll"
+  # The NCCL tests: every case on device buffers, compared with the host path byte for byte.
+  for n in "$ngpu" 2; do
+    echo "== nccl_tests, $n ranks" >>"$log"
+    ranks "$n" $build/tests/collective/nccl_tests --gtest_brief=1 >>"$log" 2>&1
+    echo "coll nccl_tests ($n ranks): exit $?" | tee -a "$summary"
+    [ "$ngpu" -gt 2 ] || break
+  done
   socket=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME=lo)
-  sweep() {  # sweep NET NAME ARGS...: one cclz-perf run, its table to coll.log
-    local net=$1 name=$2; shift 2
-    local extra=()
-    [ "$net" = socket ] && extra=("${socket[@]}")
-    echo "== $net $name: cclz-perf $*" >>"$coll_log"
-    ranks "$ngpu" "${extra[@]}" $perf --device gpu "$@" --json "$OUT/.coll/${net}_$name.json" \
-      >>"$coll_log" 2>&1
-    echo "coll $net $name: exit $?" >>"$summary"
-  }
   sizes=(-b 64K -e 256M -f 4 -n 10 -w 3)
   for net in nvlink socket; do
+    launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+              -x NCCL_NVLS_ENABLE)
+    [ $net = socket ] && launcher+=("${socket[@]}")
     for op in allgather reducescatter allreduce; do
-      sweep $net ${op}_none --op $op --codec none "${sizes[@]}"
-      sweep $net ${op}_lossless --op $op --codec lossless "${sizes[@]}"
+      for codec in none lossless fp8; do
+        bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}"
+      done
     done
-    sweep $net allreduce_qgrad4 --op allreduce --codec qgrad --bits 4 "${sizes[@]}"
-    sweep $net reducescatter_qgrad4 --op reducescatter --codec qgrad --bits 4 "${sizes[@]}"
-    sweep $net allgather_qgrad8 --op allgather --codec qgrad --bits 8 "${sizes[@]}"
-    sweep $net alltoall_lossless --op alltoall --codec lossless -b 64K -e 64M -f 16 -n 10 -w 3
-    sweep $net sendrecv_lossless --op sendrecv --codec lossless -b 64K -e 64M -f 16 -n 10 -w 3
+    bench coll "${net}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu "${sizes[@]}"
+    bench coll "${net}_reducescatter_qgrad4" --op reducescatter --codec qgrad --bits 4 --device gpu "${sizes[@]}"
+    bench coll "${net}_alltoall_lossless" --op alltoall --codec lossless --device gpu -b 64K -e 64M -f 16 -n 10 -w 3
+    bench coll "${net}_sendrecv_lossless" --op sendrecv --codec lossless --device gpu -b 64K -e 64M -f 16 -n 10 -w 3
   done
-  # One JSON array, each row tagged with its network.
-  python3 - "$OUT/.coll" "$OUT/coll.json" <<'PY'
-import json, os, sys
-rows = []
-for name in sorted(os.listdir(sys.argv[1])):
-    net = name.split("_", 1)[0]
-    try:
-        for row in json.load(open(os.path.join(sys.argv[1], name))):
-            row["network"] = net
-            rows.append(row)
-    except ValueError:
-        pass
-json.dump(rows, open(sys.argv[2], "w"), indent=1)
-PY
-  rm -rf "$OUT/.coll"
+  launcher=()
 fi
 
+# bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.
+if ls "$parts"/*.json >/dev/null 2>&1; then
+  python3 - "$parts" "$OUT/bench.json" <<'PY'
+import glob, json, os, sys
+parts, out = sys.argv[1], sys.argv[2]
+runs = []
+for path in sorted(glob.glob(os.path.join(parts, "[0-9]*.json"))):
+    stage, name = os.path.basename(path)[4:-5].split("__", 1)
+    with open(os.path.join(parts, f"cmd_{stage}__{name}.txt")) as f:
+        command = f.read().strip()
+    with open(path) as f:
+        rows = json.load(f)
+    runs.append({"stage": stage, "name": name, "command": command, "rows": rows})
+with open(out, "w") as f:
+    json.dump(runs, f, indent=1)
+PY
+fi
+rm -rf "$parts"
+
 cat "$summary"
-if [ -f "$OUT/codec.log" ]; then cat "$OUT/codec.log"; fi
-if [ -f "$OUT/coll.log" ]; then grep -vE "^#  " "$OUT/coll.log" | tail -150; fi
+if [ -f "$OUT/bench.log" ]; then grep -vE '^#   ' "$OUT/bench.log"; fi
 ! grep -qE "exit [1-9]" "$summary"  # the script fails if any stage did

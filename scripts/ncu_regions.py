@@ -7,7 +7,7 @@ import csv
 import sys
 
 
-def main(path):
+def main(path, top=0):
     rows = list(csv.reader(open(path)))
     header = next(i for i, r in enumerate(rows) if "Source" in r)
     names, data = rows[header], rows[header + 1:]
@@ -31,7 +31,12 @@ def main(path):
                 print(f"  {region[0][0][-5:]}-{region[-1][0][-5:]} {100 * e:6.1f}% {100 * s:6.1f}%  {' '.join(ops[:8])}")
             region = []
     print(f"  total warp instructions {total_e:.3e}")
+    if top:
+        print(f"  the {top} instructions with the most stall samples:")
+        for r in sorted(data, key=lambda x: -value(x, samples))[:top]:
+            print(f"  {100 * value(r, samples) / total_s:5.1f}% {r[0][-5:]} {r[src][:90]}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    # ncu_regions.py CSV [N]: N > 0 also lists the N instructions with the most stall samples.
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -71,7 +71,7 @@ typedef enum CCLZ_ENUM_INT {
 typedef enum CCLZ_ENUM_INT {
   cclzCodecNone = 0,     /* the frame carries the bytes as they are (any dtype) */
   cclzCodecLossless = 1, /* exponent entropy coding of bf16/fp16/fp32: bit-exact round trip */
-  /* 2 is reserved for the fp8 codec (being written on another branch). */
+  cclzCodecFp8 = 2,      /* lossy: one 8-bit code per value, dual scales, adaptive Hadamard */
   cclzCodecQgrad = 3, /* gradients: int8/int4/int2 block quantization, for error feedback (lossy) */
   cclzNumCodecs = 4
 } cclzCodecType_t;
@@ -85,6 +85,24 @@ typedef enum CCLZ_ENUM_INT {
 
 /* Where a buffer the library allocates lives. */
 typedef enum CCLZ_ENUM_INT { cclzMemoryHost = 0, cclzMemoryDevice = 1 } cclzMemoryType_t;
+
+/* The grid of the fp8 codec's 8-bit codes (docs/formats.md, "fp8"). */
+typedef enum CCLZ_ENUM_INT {
+  cclzFp8Default = 0, /* E4M3 */
+  cclzFp8E4M3 = 1,    /* 3 mantissa bits, up to 448: the precision of activations */
+  cclzFp8E5M2 = 2,    /* 2 mantissa bits, up to 57344: more range, less precision */
+  cclzFp8Int8 = 3,    /* an integer grid (-126..126), meant for rotated (Gaussianized) blocks */
+  cclzNumFp8Formats = 4
+} cclzFp8Format_t;
+
+/* When the fp8 codec rotates a row's blocks with a Hadamard transform. */
+typedef enum CCLZ_ENUM_INT {
+  cclzFp8RotateDefault = 0,  /* E4M3/E5M2: never; INT8: always */
+  cclzFp8RotateNever = 1,
+  cclzFp8RotateAlways = 2,   /* every row without NaN or Inf */
+  cclzFp8RotateAdaptive = 3, /* rows whose outlier statistic reaches fp8RotateThreshold */
+  cclzNumFp8Rotations = 4
+} cclzFp8Rotation_t;
 
 /* A communicator: a group of ranks that run collectives together (see "Communicators"). */
 typedef struct cclzComm* cclzComm_t;
@@ -150,12 +168,27 @@ typedef struct {
   /* Qgrad, stochastic rounding: the seed of the draws. A rank that knows (seed, step) can
    * reproduce another's choices; give ranks different seeds for independent rounding noise. */
   uint64_t seed;
+  /* Fp8: the grid of the codes; 0 (cclzFp8Default) is E4M3. */
+  cclzFp8Format_t fp8Format;
+  /* Fp8: elements per row, the span of one fp32 coarse scale: pass the tensor's last dimension
+   * (its hidden size). A multiple of 64 and of fp8HadamardSize, at most 2^24; 0 picks 1024. */
+  int fp8RowElems;
+  /* Fp8: values per Hadamard rotation, a power of two in [16, 256]; 0 picks 64. */
+  int fp8HadamardSize;
+  /* Fp8: when rows are rotated (cclzFp8Rotation_t); 0 picks never for E4M3/E5M2, always for INT8. */
+  cclzFp8Rotation_t fp8Rotation;
+  /* Fp8, adaptive rotation: a row is rotated when the mean over its groups of
+   * floor(log2(peak-to-average power)) is at least this, 1..8; 0 picks 4. */
+  int fp8RotateThreshold;
+  /* Fp8: fine-scale candidates searched per 64-value block, 1..32 (1: the smallest scale that
+   * does not saturate, no search); 0 picks 32 for E4M3/E5M2, 1 for INT8. */
+  int fp8ScaleCandidates;
 } cclzCodecConfig_t;
 
 #define CCLZ_CODEC_CONFIG_INITIALIZER                                                           \
   {                                                                                             \
     sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0, \
-        0, 0, cclzRoundNearest, 0                                                               \
+        0, 0, cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0              \
   }
 
 /* Creates a codec handle. It holds the configuration and, once a device call needs it, a small
@@ -168,7 +201,9 @@ cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
 /* *bytes = the largest frame that encoding count elements of dtype can produce: the capacity a
  * destination buffer needs. Incompressible data (chunks that the code would not shrink are stored)
  * grows by at most 112 + 27 bytes per chunk over count*sizeof(dtype): below 1% + 112 bytes for
- * messages of 4097 elements or more at the default chunking. */
+ * messages of 4097 elements or more at the default chunking.
+ * Fp8 frames have a fixed size: about 1.02 bytes per value (0.51x of bf16) plus 64-byte header
+ * and alignment (docs/formats.md, "fp8"). */
 cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
                                      size_t* bytes);
 

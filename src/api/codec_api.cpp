@@ -131,7 +131,9 @@ cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config
                  "config was built against an incompatible cclz.h");
     auto c = std::make_unique<cclzCodec>();
     c->config = *config;
-    codecFor(config->codec).validateConfig(*config);
+    const Codec& impl = codecFor(config->codec);
+    impl.validateConfig(*config);  // first: its messages name the codec's own fields
+    rejectForeignFields(*config);
     *codec = c.release();
   });
 }

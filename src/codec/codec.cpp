@@ -16,6 +16,8 @@ const Codec* findCodec(int type) {
       return &noneCodec();
     case cclzCodecLossless:
       return &losslessCodec();
+    case cclzCodecFp8:
+      return &fp8Codec();
     case cclzCodecQgrad:
       return &qgradCodec();
     default:
@@ -27,6 +29,37 @@ const Codec& codecFor(int type) {
   const Codec* codec = findCodec(type);
   if (!codec) CCLZ_FAIL(cclzInvalidArgument, "unknown codec type " + std::to_string(type));
   return *codec;
+}
+
+void rejectForeignFields(const cclzCodecConfig_t& c) {
+  // Each field group belongs to one codec; a non-zero field of another codec is most likely a
+  // caller who meant that codec, so it is rejected rather than ignored.
+  struct Field {
+    const char* name;
+    int owner;
+    bool set;
+  };
+  const Field fields[] = {
+      {"chunkElems", cclzCodecLossless, c.chunkElems != 0},
+      {"streamsPerChunk", cclzCodecLossless, c.streamsPerChunk != 0},
+      {"maxCodeLength", cclzCodecLossless, c.maxCodeLength != 0},
+      {"bits", cclzCodecQgrad, c.bits != 0},
+      {"blockElems", cclzCodecQgrad, c.blockElems != 0},
+      {"rounding", cclzCodecQgrad, c.rounding != cclzRoundNearest},
+      {"seed", cclzCodecQgrad, c.seed != 0},
+      {"fp8Format", cclzCodecFp8, c.fp8Format != cclzFp8Default},
+      {"fp8RowElems", cclzCodecFp8, c.fp8RowElems != 0},
+      {"fp8HadamardSize", cclzCodecFp8, c.fp8HadamardSize != 0},
+      {"fp8Rotation", cclzCodecFp8, c.fp8Rotation != cclzFp8RotateDefault},
+      {"fp8RotateThreshold", cclzCodecFp8, c.fp8RotateThreshold != 0},
+      {"fp8ScaleCandidates", cclzCodecFp8, c.fp8ScaleCandidates != 0},
+  };
+  for (const Field& f : fields) {
+    CCLZ_REQUIRE(!f.set || f.owner == c.codec, cclzInvalidArgument,
+                 std::string(f.name) + " is a parameter of the " + codecFor(f.owner).name() +
+                     " codec and must be 0 (its default) for the " + codecFor(c.codec).name() +
+                     " codec");
+  }
 }
 
 uint64_t Codec::encodeFeedbackHost(const cclzCodecConfig_t&, int, const void*, uint64_t, float*,

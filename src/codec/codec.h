@@ -121,9 +121,14 @@ const Codec& codecFor(int type);
 // The same, or NULL for a type this build does not know (a frame's codec byte, for instance).
 const Codec* findCodec(int type);
 
+// Throws cclzInvalidArgument when a field that belongs to another codec than config.codec is set
+// (cclzCodecCreate calls it after the codec's own validateConfig).
+void rejectForeignFields(const cclzCodecConfig_t& config);
+
 // Each codec's instance, defined next to its implementation.
 const Codec& noneCodec();
 const Codec& losslessCodec();
 const Codec& qgradCodec();
+const Codec& fp8Codec();
 
 }  // namespace cclz

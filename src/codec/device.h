@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "codec/fp8/format.h"
 #include "codec/lossless/format.h"
 #include "common/error.h"
 
@@ -53,6 +54,15 @@ void encodeDevice(int dtype, const void* src, uint64_t count, uint8_t* dst,
 void decodeDevice(int dtype, const uint8_t* src, uint64_t srcBytes, void* dst, uint64_t count,
                   DeviceStatus* status, cudaStream_t stream);
 }  // namespace none
+
+namespace fp8 {
+// Encodes count values into dst (capacity >= maxEncodedBytes): one pass over the input.
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, cudaStream_t stream);
+// Decodes into dst (dtype), or, when dst is NULL, adds the decoded values to acc (fp32): one pass.
+void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
+                  float* acc, DeviceStatus* status, cudaStream_t stream);
+}  // namespace fp8
 
 }  // namespace cclz
 

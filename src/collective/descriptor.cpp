@@ -17,6 +17,8 @@ const char* codecName(int codec) {
       return "none";
     case cclzCodecLossless:
       return "lossless";
+    case cclzCodecFp8:
+      return "fp8";
     case cclzCodecQgrad:
       return "qgrad";
     default:
@@ -84,7 +86,9 @@ uint64_t configHash(const cclzCodecConfig_t& c) {
   uint64_t h = 14695981039346656037ull;
   for (int64_t v : {int64_t{c.codec}, int64_t{c.chunkElems}, int64_t{c.streamsPerChunk},
                     int64_t{c.maxCodeLength}, int64_t{c.bits}, int64_t{c.blockElems},
-                    int64_t{c.rounding}})
+                    int64_t{c.rounding}, int64_t{c.fp8Format}, int64_t{c.fp8RowElems},
+                    int64_t{c.fp8HadamardSize}, int64_t{c.fp8Rotation},
+                    int64_t{c.fp8RotateThreshold}, int64_t{c.fp8ScaleCandidates}})
     mix(h, v);
   return h;
 }

@@ -99,9 +99,48 @@ TEST(CodecApiErrors, MaxCodeLength) {
 // C callers (and ctypes) can pass any int where cclz.h has an enum. The library must reject such
 // values, and reading them must not be undefined behaviour in its C++ (UBSan's -fsanitize=enum
 // checks this in the CCLZ_SANITIZE build).
+// A field of another codec is rejected with a message that names it, for every codec pair.
+TEST(CodecApiErrors, FieldsOfAnotherCodec) {
+  struct Field {
+    const char* name;
+    cclzCodecType_t owner;
+    void (*set)(cclzCodecConfig_t&);
+  };
+  const Field fields[] = {
+      {"chunkElems", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.chunkElems = 4096; }},
+      {"streamsPerChunk", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.streamsPerChunk = 16; }},
+      {"maxCodeLength", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.maxCodeLength = 10; }},
+      {"bits", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.bits = 8; }},
+      {"blockElems", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.blockElems = 64; }},
+      {"rounding", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.rounding = cclzRoundStochastic; }},
+      {"seed", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.seed = 7; }},
+      {"fp8Format", cclzCodecFp8, [](cclzCodecConfig_t& c) { c.fp8Format = cclzFp8E5M2; }},
+      {"fp8RowElems", cclzCodecFp8, [](cclzCodecConfig_t& c) { c.fp8RowElems = 2048; }},
+      {"fp8HadamardSize", cclzCodecFp8, [](cclzCodecConfig_t& c) { c.fp8HadamardSize = 32; }},
+      {"fp8Rotation", cclzCodecFp8,
+       [](cclzCodecConfig_t& c) { c.fp8Rotation = cclzFp8RotateAlways; }},
+      {"fp8RotateThreshold", cclzCodecFp8, [](cclzCodecConfig_t& c) { c.fp8RotateThreshold = 3; }},
+      {"fp8ScaleCandidates", cclzCodecFp8, [](cclzCodecConfig_t& c) { c.fp8ScaleCandidates = 4; }},
+  };
+  for (cclzCodecType_t codec : {cclzCodecNone, cclzCodecLossless, cclzCodecFp8, cclzCodecQgrad}) {
+    for (const Field& f : fields) {
+      cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+      c.codec = codec;
+      f.set(c);
+      if (f.owner == codec) {
+        EXPECT_EQ(create(c), cclzSuccess) << f.name << " on its own codec " << codec;
+        continue;
+      }
+      EXPECT_EQ(create(c), cclzInvalidArgument) << f.name << " on codec " << codec;
+      EXPECT_NE(std::string(cclzGetLastError(nullptr)).find(f.name), std::string::npos)
+          << cclzGetLastError(nullptr);
+    }
+  }
+}
+
 TEST(CodecApiErrors, EnumValuesOutsideTheEnum) {
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-  for (int type : {-1, 2, 1000}) {
+  for (int type : {-1, static_cast<int>(cclzNumCodecs), 1000}) {
     int raw = type;
     std::memcpy(&config.codec, &raw, sizeof raw);
     EXPECT_EQ(create(config), cclzInvalidArgument) << "codec " << type;

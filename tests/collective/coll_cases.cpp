@@ -35,10 +35,13 @@ double dtypeEpsilon(int dtype) {
                                                                             : std::ldexp(1.0, -24);
 }
 
-// qgrad: the largest error of one quantized value in a block whose largest magnitude is absmax
-// (half a step at nearest rounding; the bf16 scale rounds up by at most 2^-8; a full step covers
-// both and stochastic rounding too).
-double quantStep(const CodecChoice& c, double absmax) {
+// The largest error of one quantized value x in a block whose largest magnitude is absmax.
+// qgrad: half a step at nearest rounding; the bf16 scale rounds up by at most 2^-8; a full step
+// covers both and stochastic rounding too. fp8 (E4M3): 3 mantissa bits give 2^-4 relative at
+// nearest rounding, and values far below the block's scale fall into the subnormal codes, whose
+// spacing is 2^-9 of the block's largest code; both bounds are doubled for the scales' rounding.
+double quantStep(const CodecChoice& c, double absmax, double x = 0) {
+  if (c.codec == cclzCodecFp8) return std::fabs(x) * std::ldexp(1.0, -3) + absmax * std::ldexp(1.0, -8);
   const int bits = c.bits ? c.bits : 4;
   const double qmax = bits == 8 ? 127 : bits == 4 ? 7 : 1;
   return absmax / qmax * (1 + std::ldexp(1.0, -7));
@@ -51,7 +54,8 @@ constexpr uint64_t kBlock = 64;  // qgrad's default block
 // are enough elements for the mean to mean something.
 std::string checkNmse(const CollCase& c, double err, double power, uint64_t elements) {
   if (elements < 512 || power <= 0) return {};
-  const double nmse = err / power, limit = (c.codec.bits == 8 ? 1e-3 : 0.1);
+  const double nmse = err / power,
+               limit = c.codec.codec == cclzCodecFp8 ? 0.01 : c.codec.bits == 8 ? 1e-3 : 0.1;
   if (nmse <= limit) return {};
   return c.name() + ": NMSE " + std::to_string(nmse) + " above " + std::to_string(limit);
 }
@@ -107,6 +111,7 @@ const std::vector<CodecChoice>& codecChoices() {
       {"lossless", cclzCodecLossless, 0, false},
       {"qgrad8", cclzCodecQgrad, 8, true},
       {"qgrad4", cclzCodecQgrad, 4, true},
+      {"fp8", cclzCodecFp8, 0, true},
   };
   return all;
 }
@@ -189,7 +194,7 @@ std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint
       const double want = elementAsFloat(c.dtype, in[r], j);
       const double got = elementAsFloat(c.dtype, out, i);
       const double bound =
-          quantStep(c.codec, blockAbsMax(c.dtype, in[r], start, start + c.count, j)) +
+          quantStep(c.codec, blockAbsMax(c.dtype, in[r], start, start + c.count, j), want) +
           std::fabs(want) * dtypeEpsilon(c.dtype);
       if (!(std::fabs(got - want) <= bound)) return describeMismatch(c, i, got, want, bound);
       err += (got - want) * (got - want), power += want * want;
@@ -228,8 +233,8 @@ std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint
     for (int r = 0; r < n; ++r) {
       const double x = elementAsFloat(c.dtype, in[r], j);
       want += x;
-      bound += quantStep(c.codec, blockAbsMax(c.dtype, in[r], chunkStart,
-                                              chunkStart + chunkSize, j));
+      bound += quantStep(c.codec,
+                         blockAbsMax(c.dtype, in[r], chunkStart, chunkStart + chunkSize, j), x);
       magnitude += std::fabs(x);
     }
     want /= divisor, bound /= divisor, magnitude /= divisor;
@@ -244,7 +249,7 @@ std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint
         for (int r = 0; r < n; ++r) sum += std::fabs(elementAsFloat(c.dtype, in[r], k));
         blockMax = std::max(blockMax, sum / divisor);
       }
-      bound += quantStep(c.codec, blockMax + bound);
+      bound += quantStep(c.codec, blockMax + bound, std::fabs(want) + bound);
     }
     bound += (magnitude + bound) * 2 * dtypeEpsilon(c.dtype);  // fp32 sum, rounding to dtype
     const double got = elementAsFloat(c.dtype, out, i);

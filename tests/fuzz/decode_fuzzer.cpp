@@ -1,39 +1,56 @@
-// libFuzzer harness for the CPU decoders (lossless and none reference decoders, and the C API's
-// host decode and frame-info paths). Built with -fsanitize=fuzzer,address,undefined, so any read
-// outside the frame or write outside the output (exactly count elements on the heap) is a crash.
+// libFuzzer harness for the CPU decoders of every codec (lossless, none, qgrad, fp8), their
+// decode-and-accumulate paths, and the C API's host decode and frame-info paths. Built with
+// -fsanitize=fuzzer,address,undefined, so any read outside the frame or write outside the output
+// (exactly count elements on the heap) is a crash.
 //
 // Input: [byte 0: options] [bytes 1..3: count, 24-bit little-endian] [frame bytes...]
-//   options bit 0    codec: 0 lossless, 1 none
-//   options bits 1-3 dtype (lossless: bf16, fp16, fp32; none: one of eight dtypes)
-//   options bit 4    take count from the frame header instead (when it is small enough)
-//   options bit 5    recompute the header checksum, so that mutated header fields get past it
-//   options bit 6    also decode through the C API and require the same verdict and output
+//   options bits 0, 7  codec: 0 lossless, 1 none, 2 qgrad, 3 fp8 (bit 7 is the high bit)
+//   options bits 1-3   dtype among the codec's (fuzz_input.h)
+//   options bit 4      take count from the frame header instead (when it is small enough)
+//   options bit 5      recompute the header checksum, so that mutated header fields get past it
+//   options bit 6      also decode through the C API and require the same verdict and output
 // tests/fuzz/make_corpus.cpp writes seeds in this format.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <vector>
 
 #include "cclz/cclz.h"
+#include "codec/codec.h"
 #include "codec/frame.h"
-#include "codec/lossless/ref.h"
-#include "codec/none/ref.h"
 #include "fuzz_input.h"
 
 namespace {
 
 using namespace cclz;
 
+cclzCodecConfig_t defaultConfig(int codec) {
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = fuzz::kCodecTypes[codec];
+  return config;
+}
+
 cclzCodec_t apiCodec(int codec) {
-  static cclzCodec_t codecs[2] = {nullptr, nullptr};
+  static cclzCodec_t codecs[fuzz::kNumCodecs] = {};
   if (!codecs[codec]) {
-    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-    config.codec = codec == 0 ? cclzCodecLossless : cclzCodecNone;
+    const cclzCodecConfig_t config = defaultConfig(codec);
     if (cclzCodecCreate(&codecs[codec], &config) != cclzSuccess) std::abort();
   }
   return codecs[codec];
+}
+
+// Decode-and-accumulate: a rejected frame must leave the accumulator as it was, and it must
+// agree with the plain decode on whether the frame is valid.
+void checkAccumulate(const Codec& impl, const cclzCodecConfig_t& config, const uint8_t* frame,
+                     size_t frameBytes, int dtype, uint64_t count, uint32_t decodeErr) {
+  if (dtype != cclzBfloat16 && dtype != cclzFloat16 && dtype != cclzFloat32) return;
+  std::unique_ptr<float[]> acc(new float[count]), before(new float[count]);
+  for (uint64_t i = 0; i < count; ++i) acc[i] = before[i] = static_cast<float>(i % 7) - 3.0f;
+  const uint32_t err = impl.decodeAccumulateHost(config, frame, frameBytes, dtype, count, acc.get());
+  if ((err == kFrameOk) != (decodeErr == kFrameOk)) std::abort();
+  if (err != kFrameOk && count && std::memcmp(acc.get(), before.get(), count * sizeof(float)) != 0)
+    std::abort();  // a corrupt frame must lose nothing
 }
 
 }  // namespace
@@ -60,10 +77,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t outBytes = static_cast<size_t>(count) * esize;
   std::unique_ptr<uint8_t[]> out(new uint8_t[outBytes]);  // exactly count elements
 
-  const uint32_t err = o.codec == 0
-                           ? lossless::decodeRef(frame.get(), frameBytes, o.dtype, count, out.get())
-                           : none::decodeRef(frame.get(), frameBytes, o.dtype, count, out.get());
+  const cclzCodecConfig_t config = defaultConfig(o.codec);
+  const Codec& impl = codecFor(config.codec);
+  const uint32_t err = impl.decodeHost(config, frame.get(), frameBytes, o.dtype, count, out.get());
   if (err >= kFrameNumErrors) std::abort();  // not a FrameError
+  checkAccumulate(impl, config, frame.get(), frameBytes, o.dtype, count, err);
 
   cclzFrameInfo_t info{};
   info.size = sizeof info;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cclz/cclz.h"
 #include "codec/lossless/ref.h"
 #include "codec/none/ref.h"
 #include "fuzz_input.h"
@@ -65,6 +66,60 @@ int main(int argc, char** argv) {
                       seed.size() - fuzz::kPrefixBytes);
       fuzz::writePrefix(seed.data(), 1, d, count, static_cast<int>(count % 8));
       write("none_" + std::string(test::dtypeLabel(dtype)) + "_n" + std::to_string(count), seed);
+    }
+  }
+  // The lossy codecs, through the C API's host encode: a few configurations each.
+  auto writeApiSeed = [&](const std::string& name, int codec, int dtypeIndex,
+                          const cclzCodecConfig_t& config, const std::vector<uint8_t>& input,
+                          size_t count) {
+    const auto dtype = static_cast<cclzDataType_t>(fuzz::dtypeFor(codec, dtypeIndex));
+    cclzCodec_t handle = nullptr;
+    size_t capacity = 0, bytes = 0;
+    if (cclzCodecCreate(&handle, &config) != cclzSuccess ||
+        cclzCodecMaxEncodedSize(handle, count, dtype, &capacity) != cclzSuccess) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), cclzGetLastError(nullptr));
+      std::exit(1);
+    }
+    std::vector<uint8_t> seed(fuzz::kPrefixBytes + capacity);
+    if (cclzEncodeHost(handle, input.data(), count, dtype, seed.data() + fuzz::kPrefixBytes,
+                       capacity, &bytes) != cclzSuccess) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), cclzGetLastError(nullptr));
+      std::exit(1);
+    }
+    cclzCodecDestroy(handle);
+    seed.resize(fuzz::kPrefixBytes + bytes);
+    fuzz::writePrefix(seed.data(), codec, dtypeIndex, count, static_cast<int>(count % 8));
+    write(name, seed);
+  };
+  for (int d = 0; d < 2; ++d) {
+    const int dtype = fuzz::kQgradDtypes[d];
+    for (size_t count : {size_t{1}, size_t{100}, size_t{3000}}) {
+      for (int bits : {8, 4, 2}) {
+        cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+        config.codec = cclzCodecQgrad;
+        config.bits = bits;
+        config.blockElems = bits == 4 ? 64 : 32;
+        const auto input = test::makeData(test::DataKind::kGauss1, dtype, count, 0, count + bits);
+        writeApiSeed("qgrad_" + std::string(test::dtypeLabel(dtype)) + "_n" +
+                         std::to_string(count) + "_b" + std::to_string(bits),
+                     2, d, config, input, count);
+      }
+    }
+  }
+  for (int d = 0; d < 3; ++d) {
+    const int dtype = fuzz::kFp8Dtypes[d];
+    for (size_t count : {size_t{1}, size_t{100}, size_t{3000}}) {
+      for (cclzFp8Format_t format : {cclzFp8E4M3, cclzFp8E5M2, cclzFp8Int8}) {
+        cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+        config.codec = cclzCodecFp8;
+        config.fp8Format = format;
+        config.fp8RowElems = 256;
+        config.fp8Rotation = format == cclzFp8E4M3 ? cclzFp8RotateAdaptive : cclzFp8RotateDefault;
+        const auto input = test::makeData(test::DataKind::kSpecial, dtype, count, 0, count + format);
+        writeApiSeed("fp8_" + std::string(test::dtypeLabel(dtype)) + "_n" + std::to_string(count) +
+                         "_f" + std::to_string(format),
+                     3, d, config, input, count);
+      }
     }
   }
   std::printf("%d seeds in %s\n", written, dir.c_str());

@@ -38,6 +38,7 @@ std::vector<RealTensor> loadRealTensors(const std::string& dir) {
     const auto nbytes = entry.at("nbytes").get<uint64_t>();
     uint64_t elements = 1;
     for (const auto& d : entry.at("shape")) elements *= d.get<uint64_t>();
+    t.cols = entry.at("shape").back().get<uint64_t>();
     if (nbytes != 2 * elements) throw std::runtime_error(t.name + ": nbytes does not match shape");
     std::ifstream file(fs::path(dir) / entry.at("file").get<std::string>(), std::ios::binary);
     file.seekg(static_cast<std::streamoff>(offset));

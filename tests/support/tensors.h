@@ -12,6 +12,7 @@ namespace cclz::test {
 struct RealTensor {
   std::string name;
   std::vector<uint16_t> values;  // bf16 words
+  uint64_t cols = 0;             // the last dimension of its shape (row length)
 };
 
 // The folder to read, or "" when neither place has an index.json.

@@ -68,4 +68,16 @@ uint64_t qgradOutOfBound(cclzDataType_t dtype, std::span<const uint8_t> expected
   return out;
 }
 
+uint64_t classChanges(cclzDataType_t dtype, std::span<const uint8_t> expected,
+                      std::span<const uint8_t> actual) {
+  const size_t size = dtypeSize(dtype), count = std::min(expected.size(), actual.size()) / size;
+  uint64_t changed = expected.size() / size - count;
+  for (size_t i = 0; i < count; ++i) {
+    const double x = elementValue(dtype, &expected[i * size]);
+    const double y = elementValue(dtype, &actual[i * size]);
+    if (std::isnan(x) ? !std::isnan(y) : std::isinf(x) ? y != x : !std::isfinite(y)) ++changed;
+  }
+  return changed;
+}
+
 }  // namespace perf

@@ -28,4 +28,9 @@ uint64_t qgradOutOfBound(cclzDataType_t dtype, std::span<const uint8_t> expected
                          std::span<const uint8_t> actual, int bits, int blockElems,
                          bool stochastic);
 
+// Lossy codecs: elements whose class changed (finite to NaN/Inf, NaN to not NaN, Inf to anything
+// else), which no error bound excuses (docs/formats.md, each codec's NaN/Inf policy).
+uint64_t classChanges(cclzDataType_t dtype, std::span<const uint8_t> expected,
+                      std::span<const uint8_t> actual);
+
 }  // namespace perf

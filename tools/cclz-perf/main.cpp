@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
   app.add_option("--codec", opt.codec, "codec")
-      ->check(CLI::IsMember({"lossless", "none", "qgrad"}))
+      ->check(CLI::IsMember({"lossless", "none", "fp8", "qgrad"}))
       ->capture_default_str();
   app.add_option("--device", device,
                  "cpu or gpu (default: gpu if cclz was built with CUDA and a GPU is visible)")
@@ -179,6 +179,23 @@ int main(int argc, char** argv) {
                  "qgrad: 1 times the error-feedback encode (cclzEncodeFeedback), 0 the plain one")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
+  app.add_option("--fp8-format", opt.fp8Format, "fp8: grid of the codes")
+      ->check(CLI::IsMember({"default", "e4m3", "e5m2", "int8"}))
+      ->capture_default_str();
+  app.add_option("--fp8-row-elems", opt.fp8RowElems,
+                 "fp8: elements per row (the coarse scale's span; 0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fp8-hadamard", opt.fp8Hadamard, "fp8: Hadamard size (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fp8-rotation", opt.fp8Rotation, "fp8: which rows are rotated")
+      ->check(CLI::IsMember({"default", "never", "always", "adaptive"}))
+      ->capture_default_str();
+  app.add_option("--fp8-threshold", opt.fp8Threshold,
+                 "fp8: adaptive rotation threshold (0: default)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fp8-candidates", opt.fp8Candidates,
+                 "fp8: fine-scale candidates searched per block (0: default)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--redop", opt.redOp, "collectives: the reduction, sum or avg")
       ->check(CLI::IsMember({"sum", "avg"}))
       ->capture_default_str();

@@ -1,7 +1,8 @@
 // --op codec: for one input, the encoded size, the encode and decode times (medians), a plain copy
 // of the same bytes as the roofline reference, and a check of the round trip: byte for byte for
-// lossless codecs; for qgrad, every element within the format's error bound, with NMSE and max
-// relative error, and also the error-feedback encode and decode-and-accumulate into fp32.
+// lossless codecs; for the lossy ones NMSE and max relative error, with qgrad every element within
+// the format's error bound and with fp8 no NaN/Inf appearing or vanishing; for both lossy codecs
+// decode-and-accumulate into fp32, and for qgrad the error-feedback encode.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -15,6 +16,36 @@
 #include "timing.h"
 
 namespace perf {
+
+// The codec configuration the flags ask for (shared with op_collective.cpp).
+cclzCodecConfig_t codecConfig(const Options& opt) {
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = opt.codec == "none"    ? cclzCodecNone
+                 : opt.codec == "qgrad" ? cclzCodecQgrad
+                 : opt.codec == "fp8"   ? cclzCodecFp8
+                                        : cclzCodecLossless;
+  config.chunkElems = opt.chunkElems;
+  config.streamsPerChunk = opt.streams;
+  config.maxCodeLength = opt.maxCodeLength;
+  config.bits = opt.bits;
+  config.blockElems = opt.blockElems;
+  config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
+  config.seed = opt.roundingSeed;
+  config.fp8Format = opt.fp8Format == "e4m3"   ? cclzFp8E4M3
+                     : opt.fp8Format == "e5m2" ? cclzFp8E5M2
+                     : opt.fp8Format == "int8" ? cclzFp8Int8
+                                               : cclzFp8Default;
+  config.fp8RowElems = opt.fp8RowElems;
+  config.fp8HadamardSize = opt.fp8Hadamard;
+  config.fp8Rotation = opt.fp8Rotation == "never"      ? cclzFp8RotateNever
+                       : opt.fp8Rotation == "always"   ? cclzFp8RotateAlways
+                       : opt.fp8Rotation == "adaptive" ? cclzFp8RotateAdaptive
+                                                       : cclzFp8RotateDefault;
+  config.fp8RotateThreshold = opt.fp8Threshold;
+  config.fp8ScaleCandidates = opt.fp8Candidates;
+  return config;
+}
+
 namespace {
 
 // The handle, destroyed on every path out (cclzCodecDestroy waits for its device work).
@@ -40,17 +71,7 @@ int qgradBlock(const Options& opt) { return opt.blockElems ? opt.blockElems : 64
 class Codec {
  public:
   explicit Codec(const Options& opt) {
-    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-    config.codec = opt.codec == "none"    ? cclzCodecNone
-                   : opt.codec == "qgrad" ? cclzCodecQgrad
-                                          : cclzCodecLossless;
-    config.chunkElems = opt.chunkElems;
-    config.streamsPerChunk = opt.streams;
-    config.maxCodeLength = opt.maxCodeLength;
-    config.bits = opt.bits;
-    config.blockElems = opt.blockElems;
-    config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
-    config.seed = opt.roundingSeed;
+    const cclzCodecConfig_t config = codecConfig(opt);
     PERF_CCLZ_CHECK(cclzCodecCreate(&handle_, &config));
   }
   ~Codec() { (void)cclzCodecDestroy(handle_); }
@@ -84,14 +105,19 @@ void setCheck(Row& r, const Options& opt, std::span<const uint8_t> input,
   r.wrong = c.wrong;
   r.nmse = c.nmse;
   r.maxRelErr = c.maxRelErr;
-  r.lossy = isQgrad(opt);
+  r.lossy = opt.lossy();
   if (!r.lossy) {
     r.exact = c.wrong == 0;
     return;
   }
+  r.brokenClass = classChanges(opt.dtype, input, output);
+  if (!isQgrad(opt)) {  // fp8 has no per-element bound: only NaN/Inf must survive as they were
+    r.exact = r.brokenClass == 0;
+    return;
+  }
   r.outOfBound = qgradOutOfBound(opt.dtype, input, output, qgradBits(opt), qgradBlock(opt),
                                  opt.stochastic);
-  r.exact = r.outOfBound == 0;
+  r.exact = r.outOfBound == 0 && r.brokenClass == 0;
 }
 
 Row runHost(const Context& ctx, const Input& in) {
@@ -129,7 +155,7 @@ Row runHost(const Context& ctx, const Input& in) {
         cclzDecodeHost(codec.get(), frame.data(), encoded, out.data(), r.count, opt.dtype));
   });
   if (opt.check) setCheck(r, opt, in.bytes, out);
-  if (isQgrad(opt)) {
+  if (opt.lossy()) {
     std::vector<float> acc(r.count, 0.0f);
     r.accumulateUs = timeHost(opt.warmup, opt.iters, [&] {
       PERF_CCLZ_CHECK(cclzDecodeAccumulateHost(codec.get(), frame.data(), encoded, acc.data(),
@@ -234,12 +260,14 @@ Row runDevice(const Context& ctx, const Input& in) {
       PERF_CUDA_CHECK(cudaStreamSynchronize(s));
       Row c = r;
       setCheck(c, opt, in.bytes, host);
-      if (k == 0 || c.outOfBound > worst.outOfBound || c.wrong > worst.wrong) worst = c;
+      if (k == 0 || c.outOfBound > worst.outOfBound || c.brokenClass > worst.brokenClass ||
+          c.wrong > worst.wrong)
+        worst = c;
     }
     r = worst;
   }
 
-  if (isQgrad(opt)) {  // decode-and-accumulate into one fp32 buffer per set
+  if (opt.lossy()) {  // decode-and-accumulate into one fp32 buffer per set
     const size_t accPitch = roundUp(r.count * sizeof(float), 256);
     gpu::Buffer accs(sets * accPitch);
     PERF_CUDA_CHECK(cudaMemsetAsync(accs.data(), 0, accs.size(), s));

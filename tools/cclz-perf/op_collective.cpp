@@ -116,20 +116,6 @@ int worldSize() {
   return n;
 }
 
-cclzCodecConfig_t codecConfig(const Options& opt) {
-  cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
-  c.codec = opt.codec == "none" ? cclzCodecNone : opt.codec == "qgrad" ? cclzCodecQgrad
-                                                                        : cclzCodecLossless;
-  c.chunkElems = opt.chunkElems;
-  c.streamsPerChunk = opt.streams;
-  c.maxCodeLength = opt.maxCodeLength;
-  c.bits = opt.bits;
-  c.blockElems = opt.blockElems;
-  c.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
-  c.seed = opt.roundingSeed;
-  return c;
-}
-
 // Seeded N(0,1) rounded to the dtype, different on every rank.
 std::vector<uint8_t> gaussian(uint64_t elems, cclzDataType_t dtype, uint64_t seed) {
   std::vector<uint8_t> out(elems * dtypeSize(dtype));
@@ -282,6 +268,7 @@ cclzResult_t callCclz(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op, cclz
 // The NMSE above which a lossy row counts as wrong: far above what the codec gives on Gaussian
 // data (bench/results/2026-11-22-qgrad-quality), far below what garbage gives.
 double nmseLimit(const Options& opt) {
+  if (opt.codec == "fp8") return 0.02;  // E4M3 ~4e-4, INT8 less, E5M2 ~1.5e-3 on Gaussian data
   if (opt.codec != "qgrad") return 0;
   const int bits = opt.bits ? opt.bits : 4;
   return bits == 8 ? 1e-3 : bits == 4 ? 0.1 : 1.0;
@@ -351,7 +338,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     const cclzRedOp_t redOp = opt.redOp == "avg" ? cclzAvg : cclzSum;
     const bool reduces = kind == Kind::ReduceScatter || kind == Kind::AllReduce;
     const cclzCodecConfig_t config = codecConfig(opt);
-    const bool lossy = opt.codec == "qgrad";
+    const bool lossy = opt.lossy();
     if (rank == 0) {
       fmt::print("# cclz-perf: op {}, {} ranks, device {}, dtype {}, codec {}{}, piece {} B\n",
                  opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,

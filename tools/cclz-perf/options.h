@@ -15,7 +15,7 @@ enum class DataKind { Gaussian, UniformBits };
 
 struct Options {
   std::string op = "codec";
-  std::string codec = "lossless";  // lossless | none | qgrad
+  std::string codec = "lossless";  // lossless | none | fp8 | qgrad
   cclzDataType_t dtype = cclzBfloat16;
   Device device = Device::Cpu;  // resolved in main: gpu when built with CUDA and a GPU is present
 
@@ -42,11 +42,25 @@ struct Options {
   uint64_t roundingSeed = 0;
   bool feedback = true;  // qgrad: time the error-feedback encode (cclzEncodeFeedback[Host])
 
+  // fp8 (cclzCodecConfig_t.fp8*): grid, row length, Hadamard size, rotation, threshold,
+  // fine-scale candidates; 0 / "default" keeps the library's default.
+  std::string fp8Format = "default";  // default | e4m3 | e5m2 | int8
+  int fp8RowElems = 0;
+  int fp8Hadamard = 0;
+  std::string fp8Rotation = "default";  // default | never | always | adaptive
+  int fp8Threshold = 0;
+  int fp8Candidates = 0;
+
+  bool lossy() const { return codec == "fp8" || codec == "qgrad"; }
+
   // Collectives (op_collective.cpp).
   std::string redOp = "sum";  // sum | avg
   uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's default (4 MiB)
 
   std::string json;  // --json FILE; empty = none
 };
+
+// The cclzCodecConfig_t of --codec and the codec flags (op_codec.cpp).
+cclzCodecConfig_t codecConfig(const Options& opt);
 
 }  // namespace perf

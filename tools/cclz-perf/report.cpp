@@ -16,6 +16,7 @@ std::string configText(int value) { return value ? std::to_string(value) : "defa
 
 std::string exactText(const Row& r) {
   if (!r.exact) return "-";
+  if (r.lossy && r.codec == "fp8") return *r.exact ? "lossy" : "BROKEN";
   if (r.lossy) return *r.exact ? "bound" : "OUT";
   return *r.exact ? "true" : "false";
 }
@@ -44,6 +45,12 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
                configText(opt_.bits), configText(opt_.blockElems),
                opt_.stochastic ? "stochastic" : "nearest", opt_.roundingSeed,
                opt_.feedback ? "with error feedback" : "plain");
+  else if (opt_.codec == "fp8")
+    fmt::print(
+        "#   codec config: fp8-format {}, fp8-row-elems {}, fp8-hadamard {}, fp8-rotation {}, "
+        "fp8-threshold {}, fp8-candidates {}\n",
+        opt_.fp8Format, configText(opt_.fp8RowElems), configText(opt_.fp8Hadamard),
+        opt_.fp8Rotation, configText(opt_.fp8Threshold), configText(opt_.fp8Candidates));
   else
     fmt::print("#   codec config: chunk-elems {}, streams {}, max-code-length {}\n",
                configText(opt_.chunkElems), configText(opt_.streams),
@@ -59,8 +66,8 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
       "{:>9}\n",
       name, "size(B)", "count", "type", "codec", "ratio", "enc(us)", "enc(GB/s)", "dec(us)",
       "dec(GB/s)", "copy(GB/s)", "exact", "acc(GB/s)", "nmse", "maxrel");
-  fmt::print("#   exact: true = bit-exact round trip; for lossy codecs, bound = every element within "
-             "the format's error bound. acc(GB/s) = fp32 accumulator bytes / decode-and-accumulate "
+  fmt::print("#   exact: true = bit-exact round trip; qgrad: bound = every element within "
+             "the format's error bound; fp8: lossy = no NaN/Inf appeared or vanished. acc(GB/s) = fp32 accumulator bytes / decode-and-accumulate "
              "time; maxrel = max|error| / max|x|\n");
   std::fflush(stdout);
 }
@@ -97,13 +104,19 @@ void Report::printSummary() const {
     copy += r.gbps(r.copyUs);
   }
   const double n = rows_.empty() ? 1 : double(rows_.size());
+  double logNmse = 0;  // the geometric mean over the rows with an error to report
+  int nmseRows = 0;
+  for (const auto& r : rows_)
+    if (std::isfinite(r.nmse) && r.nmse > 0) logNmse += std::log(r.nmse), ++nmseRows;
   const std::string check =
       !opt_.check  ? "not checked"
       : failures()
-          ? fmt::format("FAILED: {} rows not exact or out of bound, {} wrong elements",
+          ? fmt::format("FAILED: {} rows not exact, out of bound or with NaN/Inf changed, {} "
+                        "wrong elements",
                         failures(), wrong)
-      : !rows_.empty() && rows_.front().lossy ? "all within the error bound"
-                                              : "all exact";
+      : opt_.lossy() ? fmt::format("all within the codec's check, geo-mean nmse {:.3e}",
+                                   nmseRows ? std::exp(logNmse / nmseRows) : 0.0)
+                     : "all exact";
   fmt::print(
       "# summary: {} {} {} on {}: {} rows, {}; overall ratio {:.3f}; mean GB/s encode {:.2f}, "
       "decode {:.2f}, {} {:.2f}\n",
@@ -136,6 +149,10 @@ void Report::writeJson(const std::string& path) const {
     j["encode_GBps"] = r.gbps(r.encodeUs);
     j["decode_GBps"] = r.gbps(r.decodeUs);
     j["copy_GBps"] = r.gbps(r.copyUs);
+    if (r.accumulateUs > 0) {
+      j["accumulate_us"] = r.accumulateUs;
+      j["accumulate_fp32_out_GBps"] = r.accumulateGbps();
+    }
     j["baseline"] = r.baseline;
     j["algbw_GBps"] = nullptr;  // collectives only
     j["busbw_GBps"] = nullptr;
@@ -152,6 +169,15 @@ void Report::writeJson(const std::string& path) const {
     j["accumulate_GBps"] =
         r.accumulateUs > 0 ? nlohmann::ordered_json(r.accumulateGbps()) : nullptr;
     j["feedback"] = r.feedback;
+    j["nan_inf_changed"] = r.lossy && r.exact ? nlohmann::ordered_json(r.brokenClass) : nullptr;
+    if (r.codec == "fp8") {
+      j["fp8_format"] = opt_.fp8Format;
+      j["fp8_row_elems"] = opt_.fp8RowElems;
+      j["fp8_hadamard"] = opt_.fp8Hadamard;
+      j["fp8_rotation"] = opt_.fp8Rotation;
+      j["fp8_threshold"] = opt_.fp8Threshold;
+      j["fp8_candidates"] = opt_.fp8Candidates;
+    }
     j["iters"] = opt_.iters;
     j["warmup"] = opt_.warmup;
     j["buffer_sets"] = r.bufferSets;

@@ -21,13 +21,14 @@ struct Row {
   uint64_t count = 0;                  // elements
   uint64_t encodedBytes = 0;           // the frame, header included
   double encodeUs = 0, decodeUs = 0, copyUs = 0;  // medians
-  double accumulateUs = 0;  // decode-and-accumulate into fp32 (qgrad); 0: not measured
+  double accumulateUs = 0;  // decode-and-accumulate into fp32 (lossy codecs); 0: not measured
   bool feedback = false;    // encodeUs timed the error-feedback encode
-  // The check (empty with -c 0): lossless codecs, the round trip is exact; lossy ones (qgrad),
-  // every element is within the format's error bound (outOfBound counts those that are not).
+  // The check (empty with -c 0): lossless codecs, the round trip is exact; qgrad, every element
+  // is within the format's error bound (outOfBound counts those that are not); fp8, no element
+  // changed class (brokenClass: a NaN or Inf appeared or vanished).
   std::optional<bool> exact;
   bool lossy = false;
-  uint64_t wrong = 0, outOfBound = 0;
+  uint64_t wrong = 0, outOfBound = 0, brokenClass = 0;
   double nmse = 0, maxRelErr = 0;
   int bufferSets = 1;  // input/output copies rotated to defeat the cache
 

@@ -1,0 +1,412 @@
+// The fp8 frame (docs/formats.md, "fp8"): layout constants and the scalar helpers the CPU
+// reference and the kernels share, so that both compute the same bits. Every helper is IEEE fp32
+// with each operation rounded on its own: the mulRn/addRn/subRn wrappers keep nvcc from fusing a
+// multiply and an add into an FMA, which would round differently from the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "cclz/cclz.h"
+#include "codec/frame.h"
+#include "common/float_bits.h"
+#include "common/hd.h"
+
+namespace cclz::fp8 {
+
+constexpr uint32_t kBlockElems = 64;  // values per fine scale
+constexpr uint32_t kMaxRowElems = 1u << 24;
+constexpr uint64_t kMaxCount = 1ull << 48;
+constexpr uint32_t kMaxCandidates = 32;  // one octave of fine-scale codes
+constexpr uint32_t kMinLog2Hadamard = 4, kMaxLog2Hadamard = 8;
+constexpr uint32_t kMaxThreshold = 8;
+
+// Frame values of params[0] (the grid) and params[2] (the rotation policy).
+enum Grid : uint32_t { kE4M3 = 0, kE5M2 = 1, kInt8 = 2, kNumGrids };
+enum Policy : uint32_t { kRotateNever = 0, kRotateAlways = 1, kRotateAdaptive = 2, kNumPolicies };
+
+// Special codes: sign-magnitude, magnitude 0x7F is Inf, "-0" is NaN.
+constexpr uint8_t kCodeNaN = 0x80, kCodePosInf = 0x7F, kCodeNegInf = 0xFF;
+
+// A row whose largest |value| reaches 2^100 is never rotated, and a decoder rejects a rotated row
+// whose coarse scale reaches 2^102: rotated sums then stay far from fp32 overflow (no Inf - Inf).
+constexpr float kMaxRotatedInput = 1.2676506002282294e30f;   // 2^100
+constexpr float kMaxRotatedCoarse = 5.0706024009129176e30f;  // 2^102
+// A coarse scale below 2^-100 is stored as 0 (the row decodes as zeros): inverses stay finite.
+constexpr float kMinCoarse = 7.888609052210118e-31f;  // 2^-100
+
+struct Params {
+  uint32_t grid = kE4M3;
+  uint32_t log2Hadamard = 6;
+  uint32_t policy = kRotateNever;
+  uint32_t candidates = kMaxCandidates;
+  uint32_t threshold = 4;  // adaptive: mean floor(log2 PAPR) per group at which a row rotates
+  uint32_t rowElems = 1024;
+};
+
+CCLZ_HD bool validParams(const Params& p) {
+  const uint32_t h = 1u << (p.log2Hadamard & 31);
+  return p.grid < kNumGrids && p.log2Hadamard >= kMinLog2Hadamard &&
+         p.log2Hadamard <= kMaxLog2Hadamard && p.policy < kNumPolicies && p.candidates >= 1 &&
+         p.candidates <= kMaxCandidates && p.threshold >= 1 && p.threshold <= kMaxThreshold &&
+         p.rowElems >= kBlockElems && p.rowElems <= kMaxRowElems && p.rowElems % kBlockElems == 0 &&
+         p.rowElems % h == 0;
+}
+
+CCLZ_HD bool isSupportedDtype(int dtype) {
+  return dtype == cclzBfloat16 || dtype == cclzFloat16 || dtype == cclzFloat32;
+}
+
+// Where each part of a frame lies (docs/formats.md, "Layout").
+struct Layout {
+  uint64_t numRows, numBlocks;
+  uint64_t codes, fine, coarse, flags, frameBytes;
+};
+
+CCLZ_HD Layout frameLayout(uint64_t count, uint32_t rowElems) {
+  Layout l;
+  l.numRows = (count + rowElems - 1) / rowElems;
+  l.numBlocks = (count + kBlockElems - 1) / kBlockElems;
+  l.codes = kFrameHeaderBytes;
+  l.fine = alignUp(l.codes + count, 16);
+  l.coarse = alignUp(l.fine + l.numBlocks, 16);
+  l.flags = alignUp(l.coarse + 4 * l.numRows, 16);
+  l.frameBytes = alignUp(l.flags + l.numRows, 16);
+  return l;
+}
+
+// ---- fp32 arithmetic, one rounding per operation --------------------------------------------
+
+CCLZ_HD float mulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CCLZ_HD float addRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+// acc + x in decode-and-accumulate. A NaN sum is stored as 0x7FFFFFFF, the NaN the GPU's adder
+// makes: x86 would carry an operand's payload instead, and the two accumulators would differ.
+CCLZ_HD float accumulateRn(float acc, float x) {
+  const float sum = addRn(acc, x);
+  return sum != sum ? bitsToFloat(0x7fffffffu) : sum;
+}
+CCLZ_HD float subRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CCLZ_HD float reciprocal(float a) {
+#if defined(__CUDA_ARCH__)
+  return __frcp_rn(a);
+#else
+  return 1.0f / a;
+#endif
+}
+// Round to the nearest integer, ties to even (exact for |v| < 2^23 in both).
+CCLZ_HD float roundEven(float v) {
+#if defined(__CUDA_ARCH__)
+  return rintf(v);
+#else
+  return __builtin_rintf(v);  // the default rounding mode: to nearest even
+#endif
+}
+CCLZ_HD bool isFiniteBits(uint32_t u) { return (u & 0x7F800000u) != 0x7F800000u; }
+CCLZ_HD float absf(float v) { return bitsToFloat(floatToBits(v) & 0x7FFFFFFFu); }
+CCLZ_HD float maxf(float a, float b) { return a > b ? a : b; }  // NaN-free inputs only
+
+// ---- Grids ------------------------------------------------------------------------------------
+
+// The largest magnitude of a grid (its "top").
+CCLZ_HD float gridTop(uint32_t grid) {
+  return grid == kE4M3 ? 448.0f : grid == kE5M2 ? 57344.0f : 126.0f;
+}
+
+// A minifloat with `mant` mantissa bits and exponent bias `bias`: the 7-bit magnitude code of a
+// finite v >= 0, rounded to nearest even (subnormals included) and saturated at maxCode.
+CCLZ_HD uint32_t minifloatCode(float v, uint32_t mant, uint32_t bias, uint32_t maxCode) {
+  const uint32_t u = floatToBits(v);
+  const uint32_t minNormalBits = (128u - bias) << 23;  // 2^(1-bias)
+  if (u >= minNormalBits) {
+    // Keep `mant` mantissa bits, rounding the dropped ones to nearest even; a carry moves into
+    // the exponent, which is what rounding up to the next binade means.
+    const uint32_t shift = 23u - mant;
+    const uint32_t rounded = (u + (1u << (shift - 1)) - 1u + ((u >> shift) & 1u)) >> shift;
+    const uint32_t code = rounded - ((127u - bias) << mant);
+    return code < maxCode ? code : maxCode;
+  }
+  // Subnormal: units of 2^(1-bias-mant); 2^mant means the smallest normal, whose code it also is.
+  const float units = mulRn(v, bitsToFloat((127u + bias - 1u + mant) << 23));
+  return static_cast<uint32_t>(roundEven(units));
+}
+
+CCLZ_HD float minifloatValue(uint32_t m, uint32_t mant, uint32_t bias) {
+  const uint32_t e = m >> mant, f = m & ((1u << mant) - 1u);
+  if (e == 0) return mulRn(static_cast<float>(f), bitsToFloat((127u + 1u - bias - mant) << 23));
+  return bitsToFloat(((e + 127u - bias) << 23) | (f << (23u - mant)));
+}
+
+// Magnitude code (0..126) of a finite v >= 0 on a grid.
+CCLZ_HD uint32_t magnitudeCode(uint32_t grid, float v) {
+  if (grid == kE4M3) return minifloatCode(v, 3, 7, 0x7E);
+  if (grid == kE5M2) return minifloatCode(v, 2, 15, 0x7B);
+  return v >= 126.0f ? 126u : static_cast<uint32_t>(roundEven(v));
+}
+
+CCLZ_HD float magnitudeValue(uint32_t grid, uint32_t m) {
+  if (grid == kE4M3) return minifloatValue(m, 3, 7);
+  if (grid == kE5M2) return minifloatValue(m, 2, 15);
+  return static_cast<float>(m);
+}
+
+// magnitudeValue(grid, magnitudeCode(grid, v)) for a finite v >= 0, computed without building
+// the code: the scale search evaluates it for 3 values x 32 candidates per block, so it is on the
+// encoder's critical path. The same rounding (nearest even, saturating), so the same value.
+CCLZ_HD float roundMagnitude(uint32_t grid, float v) {
+  if (grid == kInt8) return v >= 126.0f ? 126.0f : roundEven(v);
+  const uint32_t mant = grid == kE4M3 ? 3 : 2, bias = grid == kE4M3 ? 7 : 15;
+  const uint32_t u = floatToBits(v);
+  if (u >= (128u - bias) << 23) {
+    const uint32_t shift = 23u - mant, mask = (1u << shift) - 1u;
+    const uint32_t rounded = (u + (mask >> 1) + ((u >> shift) & 1u)) & ~mask;
+    const uint32_t topBits = floatToBits(gridTop(grid));
+    return bitsToFloat(rounded < topBits ? rounded : topBits);
+  }
+  // Subnormal: a whole number of units 2^(1-bias-mant) (2^mant units is the smallest normal).
+  const float units = roundEven(mulRn(v, bitsToFloat((127u + bias - 1u + mant) << 23)));
+  return mulRn(units, bitsToFloat((127u + 1u - bias - mant) << 23));
+}
+
+// The code of a finite scaled value v (= x * inv). Zero is always 0x00, never the NaN code.
+CCLZ_HD uint8_t quantize(uint32_t grid, float v) {
+  const uint32_t u = floatToBits(v);
+  const uint32_t m = magnitudeCode(grid, bitsToFloat(u & 0x7FFFFFFFu));
+  return static_cast<uint8_t>(m == 0 ? 0u : (m | ((u >> 24) & 0x80u)));
+}
+
+// The code of an element that is NaN or Inf (bits u).
+CCLZ_HD uint8_t specialCode(uint32_t u) {
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return kCodeNaN;
+  return (u >> 31) ? kCodeNegInf : kCodePosInf;
+}
+
+CCLZ_HD bool isSpecialCode(uint8_t code) { return code == kCodeNaN || (code & 0x7Fu) == 0x7Fu; }
+
+// The value of a special code, in fp32.
+CCLZ_HD float specialValue(uint8_t code) {
+  if (code == kCodeNaN) return bitsToFloat(0x7FC00000u);
+  return bitsToFloat(code == kCodePosInf ? 0x7F800000u : 0xFF800000u);
+}
+
+// The unscaled value of a finite code.
+CCLZ_HD float codeValue(uint32_t grid, uint8_t code) {
+  const float m = magnitudeValue(grid, code & 0x7Fu);
+  return (code & 0x80u) ? -m : m;
+}
+
+// ---- Scales -----------------------------------------------------------------------------------
+
+// Fine scale code k: 2^((k >> 5) - 7) * (1 + (k & 31)/32), exact in fp32.
+CCLZ_HD float fineScale(uint32_t k) {
+  return bitsToFloat((((k >> 5) + 120u) << 23) | ((k & 31u) << 18));
+}
+
+// A row's coarse scale from its largest finite |value| a.
+CCLZ_HD float coarseScale(uint32_t grid, float a) {
+  const float c = a / gridTop(grid);
+  return c < kMinCoarse ? 0.0f : c;
+}
+
+// Block scale s = c * f(k) and its inverse.
+struct BlockScale {
+  float s, inv;
+};
+CCLZ_HD BlockScale blockScale(float coarse, uint32_t k) {
+  const float s = mulRn(coarse, fineScale(k));
+  return BlockScale{s, s > 0.0f ? reciprocal(s) : 0.0f};
+}
+
+// The smallest k at which the block's largest |value| a does not exceed the grid's top
+// (docs/formats.md, "Choosing k"). v(k) = a * inv(k) does not increase with k, so a guess from
+// the exponents, corrected one code at a time, finds the same k as a search from 0 would.
+CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
+  if (coarse == 0.0f || a == 0.0f) return 0;
+  const float top = gridTop(grid);
+  auto fits = [&](uint32_t k) { return mulRn(a, blockScale(coarse, k).inv) <= top; };
+  // need = a / (top * coarse) in (0, ~1]; its exponent and top 5 mantissa bits are the guess.
+  const uint32_t nb = floatToBits(a / mulRn(top, coarse));
+  const int e = static_cast<int>(nb >> 23) - 127;  // floor(log2 need)
+  int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
+  while (k > 0 && fits(static_cast<uint32_t>(k - 1))) --k;
+  while (k < 255 && !fits(static_cast<uint32_t>(k))) ++k;
+  return static_cast<uint32_t>(k);
+}
+
+// Squared error of |value| t after quantizing with scale (s, inv).
+CCLZ_HD float squaredError(uint32_t grid, float t, BlockScale sc) {
+  const float d = subRn(t, mulRn(roundMagnitude(grid, mulRn(t, sc.inv)), sc.s));
+  return mulRn(d, d);
+}
+
+// The search's error of candidate k for the block's three largest magnitudes t[0] >= t[1] >= t[2].
+CCLZ_HD float candidateError(uint32_t grid, float coarse, uint32_t k, const float* t) {
+  const BlockScale sc = blockScale(coarse, k);
+  float e = squaredError(grid, t[0], sc);
+  e = addRn(e, squaredError(grid, t[1], sc));
+  return addRn(e, squaredError(grid, t[2], sc));
+}
+
+// Fine-scale candidates of a block: k0 .. last.
+CCLZ_HD uint32_t lastCandidate(uint32_t k0, uint32_t candidates) {
+  const uint32_t last = k0 + candidates - 1;
+  return last < 255 ? last : 255;
+}
+
+// The block's fine-scale code: the first candidate with the smallest error.
+CCLZ_HD uint32_t chooseFineCode(uint32_t grid, float coarse, const float* t, uint32_t candidates) {
+  const uint32_t k0 = startCode(grid, coarse, t[0]);
+  if (coarse == 0.0f || t[0] == 0.0f) return k0;
+  const uint32_t last = lastCandidate(k0, candidates);
+  uint32_t best = k0;
+  float bestErr = candidateError(grid, coarse, k0, t);
+  for (uint32_t k = k0 + 1; k <= last; ++k) {
+    const float e = candidateError(grid, coarse, k, t);
+    if (e < bestErr) bestErr = e, best = k;
+  }
+  return best;
+}
+
+// Keeps t[0] >= t[1] >= t[2] the three largest of the magnitudes offered.
+CCLZ_HD void offerTop3(float* t, float v) {
+  if (v > t[2]) {
+    if (v > t[1]) {
+      t[2] = t[1];
+      if (v > t[0])
+        t[1] = t[0], t[0] = v;
+      else
+        t[1] = v;
+    } else {
+      t[2] = v;
+    }
+  }
+}
+
+// ---- Rotation ---------------------------------------------------------------------------------
+
+// y = W y for the unnormalized Sylvester-Hadamard W of size n, in the fixed order of the spec.
+CCLZ_HD void hadamardInPlace(float* y, uint32_t n) {
+  for (uint32_t len = 1; len < n; len <<= 1)
+    for (uint32_t i = 0; i < n; ++i)
+      if ((i & len) == 0) {
+        const float a = y[i], b = y[i + len];
+        y[i] = addRn(a, b);
+        y[i + len] = subRn(a, b);
+      }
+}
+
+// 1/H as an fp32 (a power of two).
+CCLZ_HD float inverseHadamardScale(uint32_t log2H) { return bitsToFloat((127u - log2H) << 23); }
+
+// A group's contribution to the adaptive statistic: floor(log2(H a^2 / e)), at least 0; a and e
+// come from values scaled by the power of two that brings the group's largest into [1, 2), so
+// that neither overflows nor loses the group to underflow.
+CCLZ_HD uint32_t groupOutlierLog2(float a, float e, uint32_t log2H) {
+  if (e == 0.0f) return 0;
+  const float papr = mulRn(mulRn(a, a), bitsToFloat((127u + log2H) << 23)) / e;
+  const int exponent = static_cast<int>(floatToBits(papr) >> 23) - 127;
+  return exponent > 0 ? static_cast<uint32_t>(exponent) : 0u;
+}
+
+// The power of two that scales a group whose largest |value| is a (finite, > 0) into [1, 2).
+CCLZ_HD float statisticScale(float a) {
+  const int e = static_cast<int>(floatToBits(a) >> 23) - 127;  // a subnormal counts as 2^-127
+  const int s = e < -126 ? 126 : e > 126 ? -126 : -e;          // 2^s stays a normal fp32
+  return bitsToFloat(static_cast<uint32_t>(s + 127) << 23);
+}
+
+// Sum of squares of 8 consecutive values, sequentially: the leaves of the statistic's tree.
+CCLZ_HD float sumSquares8(const float* x) {
+  float e = mulRn(x[0], x[0]);
+  for (int i = 1; i < 8; ++i) e = addRn(e, mulRn(x[i], x[i]));
+  return e;
+}
+
+// ---- Decoding ---------------------------------------------------------------------------------
+
+// The largest finite value of a dtype, to which decoded values saturate.
+CCLZ_HD float dtypeMaxFinite(int dtype) {
+  if (dtype == cclzFloat16) return 65504.0f;
+  if (dtype == cclzBfloat16) return bitsToFloat(0x7F7F0000u);
+  return bitsToFloat(0x7F7FFFFFu);
+}
+
+CCLZ_HD float saturate(float v, float maxFinite) {
+  return v > maxFinite ? maxFinite : v < -maxFinite ? -maxFinite : v;
+}
+
+// Checks of the per-row side data (docs/formats.md, "Validation").
+CCLZ_HD bool validCoarse(float c, uint8_t flag) {
+  const uint32_t u = floatToBits(c);
+  if ((u >> 31) != 0 || !isFiniteBits(u)) return false;
+  return flag == 0 || (flag == 1 && c < kMaxRotatedCoarse);
+}
+
+// Checks the fp8 fields of a header that passed checkFrameHeader; fills p.
+CCLZ_HD uint32_t checkFp8Header(const FrameHeader& h, Params* p) {
+  if (h.codec != cclzCodecFp8 || !isSupportedDtype(h.dtype) || h.flags != 0 || h.count > kMaxCount)
+    return kFrameBadField;
+  for (int i = 5; i < 8; ++i)
+    if (h.params[i] != 0) return kFrameBadField;
+  Params q;
+  q.grid = h.params[0];
+  q.log2Hadamard = h.params[1];
+  q.policy = h.params[2];
+  q.candidates = h.params[3];
+  q.threshold = h.params[4];
+  q.rowElems = h.chunkElems;
+  if (!validParams(q)) return kFrameBadField;
+  const Layout l = frameLayout(h.count, q.rowElems);
+  if (l.numRows > 0xFFFFFFFFull) return kFrameBadField;
+  if (h.numChunks != l.numRows || h.frameBytes != l.frameBytes) return kFrameBadField;
+  if (p) *p = q;
+  return kFrameOk;
+}
+
+CCLZ_HD FrameHeader makeHeader(const Params& p, int dtype, uint64_t count) {
+  FrameHeader h{};
+  h.magic = kFrameMagic;
+  h.version = kFrameVersion;
+  h.codec = cclzCodecFp8;
+  h.dtype = static_cast<uint8_t>(dtype);
+  h.count = count;
+  const Layout l = frameLayout(count, p.rowElems);
+  h.frameBytes = l.frameBytes;
+  h.chunkElems = p.rowElems;
+  h.numChunks = static_cast<uint32_t>(l.numRows);
+  h.params[0] = static_cast<uint8_t>(p.grid);
+  h.params[1] = static_cast<uint8_t>(p.log2Hadamard);
+  h.params[2] = static_cast<uint8_t>(p.policy);
+  h.params[3] = static_cast<uint8_t>(p.candidates);
+  h.params[4] = static_cast<uint8_t>(p.threshold);
+  h.checksum = headerChecksum(h);
+  return h;
+}
+
+// Stores fp32 v as element i of a bf16, fp16 or fp32 array.
+CCLZ_HD void storeFromFloat(void* data, int dtype, uint64_t i, float v) {
+  if (dtype == cclzBfloat16)
+    static_cast<uint16_t*>(data)[i] = floatToBf16(v);
+  else if (dtype == cclzFloat16)
+    static_cast<uint16_t*>(data)[i] = floatToHalf(v);
+  else
+    static_cast<float*>(data)[i] = v;
+}
+
+}  // namespace cclz::fp8

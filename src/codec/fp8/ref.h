@@ -1,0 +1,28 @@
+// The fp8 codec's CPU reference: the definition of its bytes (docs/formats.md, "fp8"). The
+// kernels produce the same bytes; the tests compare them with memcmp.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/fp8/format.h"
+
+namespace cclz::fp8 {
+
+// The size of every frame of count elements under p (fp8 frames have a fixed size).
+uint64_t maxEncodedBytes(const Params& p, uint64_t count);
+
+// Encodes count bf16/fp16/fp32 values (host memory) into dst (capacity bytes). Returns the frame
+// size. Throws cclz::Error on invalid arguments.
+uint64_t encodeRef(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                   uint64_t capacity);
+
+// Decodes a frame into count values of dtype at dst. Returns kFrameOk or a FrameError; a rejected
+// frame writes nothing.
+uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst);
+
+// acc[i] += decoded element i (as decodeRef would store it, in fp32). A rejected frame leaves acc
+// unchanged.
+uint32_t decodeAccumulateRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count,
+                             float* acc);
+
+}  // namespace cclz::fp8

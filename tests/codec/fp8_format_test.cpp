@@ -1,0 +1,192 @@
+// The fp8 format's scalar pieces, checked against definitions written here independently: the
+// three grids (every value, rounding to nearest even, saturation), the fine scales, the Hadamard
+// transform alone, the scale search's invariants.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "codec/fp8/format.h"
+#include "support/stress.h"
+
+namespace cclz::fp8 {
+namespace {
+
+// Every non-negative magnitude of a grid, in code order, from the grid's definition.
+std::vector<double> gridValues(uint32_t grid) {
+  std::vector<double> v;
+  if (grid == kInt8) {
+    for (int m = 0; m <= 126; ++m) v.push_back(m);
+    return v;
+  }
+  const int mant = grid == kE4M3 ? 3 : 2, bias = grid == kE4M3 ? 7 : 15;
+  const int maxCode = grid == kE4M3 ? 0x7E : 0x7B;
+  for (int m = 0; m <= maxCode; ++m) {
+    const int e = m >> mant, f = m & ((1 << mant) - 1);
+    v.push_back(e == 0 ? std::ldexp(f, 1 - bias - mant)
+                       : std::ldexp(1.0 + std::ldexp(f, -mant), e - bias));
+  }
+  return v;
+}
+
+// The code of the nearest grid value, ties to the even code, saturating at the top.
+uint32_t nearestCode(const std::vector<double>& grid, double v) {
+  if (v >= grid.back()) return static_cast<uint32_t>(grid.size() - 1);
+  const auto hi = std::upper_bound(grid.begin(), grid.end(), v);
+  const uint32_t up = static_cast<uint32_t>(hi - grid.begin()), down = up - 1;
+  const double dUp = grid[up] - v, dDown = v - grid[down];
+  if (dDown < dUp) return down;
+  if (dUp < dDown) return up;
+  return (down % 2 == 0) ? down : up;
+}
+
+class Fp8Grid : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(Fp8Grid, CodesAndValuesMatchTheDefinition) {
+  const uint32_t grid = GetParam();
+  const std::vector<double> values = gridValues(grid);
+  for (uint32_t m = 0; m < values.size(); ++m) {
+    EXPECT_EQ(double(magnitudeValue(grid, m)), values[m]) << m;
+    EXPECT_EQ(magnitudeCode(grid, magnitudeValue(grid, m)), m) << m;
+  }
+  EXPECT_EQ(double(gridTop(grid)), values.back());
+}
+
+TEST_P(Fp8Grid, RoundsToNearestEvenAndSaturates) {
+  const uint32_t grid = GetParam();
+  const std::vector<double> values = gridValues(grid);
+  // Every bf16 magnitude from 2^-40 to 2^20, plus every midpoint between grid values and its
+  // neighbours one fp32 ulp away: the ties and the near-ties.
+  std::vector<float> probes;
+  for (uint32_t b = 0x2B80; b <= 0x4980; ++b) probes.push_back(bitsToFloat(b << 16));
+  for (size_t i = 0; i + 1 < values.size(); ++i) {
+    const float mid = static_cast<float>((values[i] + values[i + 1]) / 2);
+    probes.insert(probes.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)});
+  }
+  probes.insert(probes.end(), {0.0f, 1e30f, 3.4e38f});
+  for (float v : probes) {
+    const uint32_t want = nearestCode(values, v);
+    ASSERT_EQ(magnitudeCode(grid, v), want) << "v = " << v;
+    const uint8_t pos = quantize(grid, v), neg = quantize(grid, -v);
+    EXPECT_EQ(pos, want);
+    EXPECT_EQ(neg, want == 0 ? 0u : (want | 0x80u)) << "negative values take the sign bit";
+    EXPECT_FALSE(isSpecialCode(pos) || isSpecialCode(neg)) << v;
+  }
+}
+
+// The search's shortcut rounds exactly as the codes do, over every bf16 magnitude (all of the
+// grid's range and far beyond) and a stride through all fp32 magnitudes below 2^20.
+TEST_P(Fp8Grid, RoundMagnitudeEqualsCodeThenValue) {
+  const uint32_t grid = GetParam();
+  auto check = [&](float v) {
+    return roundMagnitude(grid, v) == magnitudeValue(grid, magnitudeCode(grid, v));
+  };
+  for (uint32_t b = 0; b < 0x7F80u; ++b) ASSERT_TRUE(check(bitsToFloat(b << 16))) << b;
+  for (uint32_t u = 0; u < 0x49800000u; u += 997) ASSERT_TRUE(check(bitsToFloat(u))) << u;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Grids, Fp8Grid, ::testing::Values(kE4M3, kE5M2, kInt8), [](const auto& info) {
+      return std::string(info.param == kE4M3 ? "e4m3" : info.param == kE5M2 ? "e5m2" : "int8");
+    });
+
+TEST(Fp8Format, SpecialCodes) {
+  EXPECT_EQ(specialCode(0x7FC00000u), kCodeNaN);
+  EXPECT_EQ(specialCode(0xFF800001u), kCodeNaN);
+  EXPECT_EQ(specialCode(0x7F800000u), kCodePosInf);
+  EXPECT_EQ(specialCode(0xFF800000u), kCodeNegInf);
+  EXPECT_TRUE(std::isnan(specialValue(kCodeNaN)));
+  EXPECT_EQ(specialValue(kCodePosInf), INFINITY);
+  EXPECT_EQ(specialValue(kCodeNegInf), -INFINITY);
+  int specials = 0;
+  for (int c = 0; c < 256; ++c) specials += isSpecialCode(static_cast<uint8_t>(c));
+  EXPECT_EQ(specials, 3);
+}
+
+TEST(Fp8Format, FineScales) {
+  EXPECT_EQ(fineScale(0), std::ldexp(1.0f, -7));
+  EXPECT_EQ(fineScale(224), 1.0f);
+  EXPECT_EQ(fineScale(255), 1.96875f);
+  for (uint32_t k = 0; k < 256; ++k) {
+    const double want = std::ldexp(1.0 + (k & 31) / 32.0, static_cast<int>(k >> 5) - 7);
+    EXPECT_EQ(double(fineScale(k)), want) << k;
+  }
+}
+
+TEST(Fp8Format, LayoutIsAlignedAndSized) {
+  for (uint64_t count : {0ull, 1ull, 63ull, 64ull, 65ull, 786432ull, 1000001ull}) {
+    const Layout l = frameLayout(count, 768);
+    EXPECT_EQ(l.numRows, (count + 767) / 768);
+    EXPECT_EQ(l.numBlocks, (count + 63) / 64);
+    EXPECT_EQ(l.fine % 16, 0u);
+    EXPECT_EQ(l.coarse % 16, 0u);
+    EXPECT_EQ(l.flags % 16, 0u);
+    EXPECT_GE(l.fine, 64 + count);
+    EXPECT_GE(l.coarse, l.fine + l.numBlocks);
+    EXPECT_GE(l.flags, l.coarse + 4 * l.numRows);
+    EXPECT_EQ(l.frameBytes, (l.flags + l.numRows + 15) / 16 * 16);
+  }
+  // The budget: at most 0.52x of bf16 for rows of 768.
+  const Layout l = frameLayout(786432, 768);
+  EXPECT_LE(double(l.frameBytes) / (2.0 * 786432), 0.52);
+}
+
+// The transform alone round-trips to within fp32 rounding, and exactly where no rounding happens.
+TEST(Fp8Format, HadamardRoundTrip) {
+  uint64_t state = 7;
+  for (uint32_t log2H = kMinLog2Hadamard; log2H <= kMaxLog2Hadamard; ++log2H) {
+    const uint32_t n = 1u << log2H;
+    std::vector<float> x(n), y(n);
+    for (auto& v : x) v = static_cast<float>(test::normalFrom(state));
+    y = x;
+    hadamardInPlace(y.data(), n);
+    // W is orthogonal up to sqrt(n): the energy scales by n.
+    double ex = 0, ey = 0;
+    for (uint32_t i = 0; i < n; ++i) ex += double(x[i]) * x[i], ey += double(y[i]) * y[i];
+    EXPECT_NEAR(ey / ex, n, 1e-4 * n);
+    hadamardInPlace(y.data(), n);
+    const float inv = inverseHadamardScale(log2H);
+    double worst = 0, amax = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      worst = std::max(worst, std::fabs(double(mulRn(y[i], inv)) - x[i]));
+      amax = std::max(amax, std::fabs(double(x[i])));
+    }
+    EXPECT_LE(worst, amax * log2H * std::ldexp(1.0, -22)) << "H = " << n;
+    // Small integers: every sum is exact, so the round trip is too.
+    for (uint32_t i = 0; i < n; ++i) x[i] = static_cast<float>(int(i * 37 % 19) - 9), y[i] = x[i];
+    hadamardInPlace(y.data(), n);
+    hadamardInPlace(y.data(), n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(mulRn(y[i], inv), x[i]) << "H = " << n;
+  }
+}
+
+// startCode is the smallest code that does not saturate; chooseFineCode stays within the
+// candidates and never saturates the block maximum; one candidate means no search.
+TEST(Fp8Format, ScaleSearchInvariants) {
+  uint64_t state = 11;
+  for (uint32_t grid : {kE4M3, kE5M2, kInt8}) {
+    for (int trial = 0; trial < 2000; ++trial) {
+      const float rowMax = static_cast<float>(
+          std::ldexp(1.0 + test::uniformFrom(state), int(test::uniformFrom(state) * 60) - 30));
+      const float c = coarseScale(grid, rowMax);
+      float t[3] = {
+          rowMax * static_cast<float>(std::ldexp(1.0, -int(test::uniformFrom(state) * 10))), 0, 0};
+      t[1] = t[0] * static_cast<float>(test::uniformFrom(state));
+      t[2] = t[1] * static_cast<float>(test::uniformFrom(state));
+      const uint32_t k0 = startCode(grid, c, t[0]);
+      EXPECT_LE(mulRn(t[0], blockScale(c, k0).inv), gridTop(grid));
+      if (k0 > 0) {
+        EXPECT_GT(mulRn(t[0], blockScale(c, k0 - 1).inv), gridTop(grid));
+      }
+      EXPECT_EQ(chooseFineCode(grid, c, t, 1), k0);
+      const uint32_t k = chooseFineCode(grid, c, t, kMaxCandidates);
+      EXPECT_GE(k, k0);
+      EXPECT_LE(k, lastCandidate(k0, kMaxCandidates));
+      EXPECT_LE(candidateError(grid, c, k, t), candidateError(grid, c, k0, t));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cclz::fp8

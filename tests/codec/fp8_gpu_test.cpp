@@ -1,0 +1,308 @@
+// The fp8 codec on the GPU against its CPU reference: frames equal byte for byte (memcmp), decode
+// and decode-and-accumulate outputs equal bit for bit, corrupt frames reported. Built where CUDA
+// is; registered with the ctest label "gpu"; every test skips when no device is visible.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "codec/fp8/format.h"
+#include "common/float_bits.h"
+#include "support/codec_handle.h"
+#include "support/data.h"
+#include "support/stress.h"
+#include "support/tensors.h"
+
+namespace cclz::test {
+namespace {
+
+bool haveGpu() {
+  static const bool have = [] {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return e == cudaSuccess && n > 0;
+  }();
+  return have;
+}
+
+// Device memory with 256 guard bytes on each side (data() stays 256-byte aligned).
+class DeviceBuffer {
+ public:
+  static constexpr size_t kGuard = 256;
+  static constexpr uint8_t kPattern = 0xC3;
+  explicit DeviceBuffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 16)) {
+    if (cudaMalloc(&base_, bytes_ + 2 * kGuard) != cudaSuccess) base_ = nullptr;
+    if (base_) cudaMemset(base_, kPattern, bytes_ + 2 * kGuard);
+    cudaDeviceSynchronize();
+  }
+  ~DeviceBuffer() { cudaFree(base_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  bool ok() const { return base_ != nullptr; }
+  uint8_t* data() { return static_cast<uint8_t*>(base_) + kGuard; }
+  void upload(const void* src, size_t bytes, size_t offset = 0) {
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(data() + offset, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) {
+    std::vector<uint8_t> out(bytes);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (bytes) {
+      EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, bytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+    return out;
+  }
+  bool guardsIntact() {
+    std::vector<uint8_t> all(bytes_ + 2 * kGuard);
+    if (cudaDeviceSynchronize() != cudaSuccess) return false;
+    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      return false;
+    for (size_t i = 0; i < kGuard; ++i)
+      if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
+    return true;
+  }
+
+ private:
+  void* base_ = nullptr;
+  size_t bytes_;
+};
+
+struct GpuSetup {
+  const char* name;
+  cclzFp8Format_t format;
+  int rowElems, hadamard;
+  cclzFp8Rotation_t rotation;
+  int candidates;
+  cclzCodecConfig_t config() const {
+    cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+    c.codec = cclzCodecFp8;
+    c.fp8Format = format;
+    c.fp8RowElems = rowElems;
+    c.fp8HadamardSize = hadamard;
+    c.fp8Rotation = rotation;
+    c.fp8ScaleCandidates = candidates;
+    return c;
+  }
+};
+
+const std::vector<GpuSetup>& setups() {
+  static const std::vector<GpuSetup> s = {
+      {"default", cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0},
+      {"row768", cclzFp8E4M3, 768, 0, cclzFp8RotateNever, 0},
+      {"adaptive", cclzFp8E4M3, 768, 0, cclzFp8RotateAdaptive, 0},
+      {"always_h16", cclzFp8E4M3, 256, 16, cclzFp8RotateAlways, 0},
+      {"always_h256_k5", cclzFp8E4M3, 1024, 256, cclzFp8RotateAlways, 5},
+      {"e5m2_adaptive_h128", cclzFp8E5M2, 768, 128, cclzFp8RotateAdaptive, 0},
+      {"int8", cclzFp8Int8, 768, 0, cclzFp8RotateDefault, 0},
+      {"int8_k32_row64", cclzFp8Int8, 64, 32, cclzFp8RotateAdaptive, 32},
+  };
+  return s;
+}
+
+std::vector<uint8_t> toDtype(const std::vector<float>& x, int dtype) {
+  std::vector<uint8_t> out(x.size() * elementSize(dtype));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (dtype == cclzFloat32) {
+      std::memcpy(&out[4 * i], &x[i], 4);
+    } else {
+      const uint16_t h = dtype == cclzBfloat16 ? cclz::floatToBf16(x[i]) : cclz::floatToHalf(x[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+// Inputs: Gaussian with NaN/Inf sprinkled in, a spiky one (outlier rows and blocks), the stress
+// set, and one real tensor when the data is there.
+struct Input {
+  std::string name;
+  std::vector<float> x;
+};
+std::vector<Input> inputs(size_t count) {
+  std::vector<Input> in;
+  uint64_t state = count * 7919 + 1;
+  Input g{"gauss_specials", std::vector<float>(count)};
+  for (size_t i = 0; i < count; ++i) g.x[i] = float(normalFrom(state));
+  for (size_t i = 5; i < count; i += 4099) g.x[i] = NAN;
+  for (size_t i = 77; i < count; i += 6151) g.x[i] = (i & 1) ? INFINITY : -INFINITY;
+  in.push_back(std::move(g));
+  Input s{"spiky", std::vector<float>(count)};
+  for (size_t i = 0; i < count; ++i) {
+    s.x[i] = float(normalFrom(state) * 1e-3);
+    if (uniformFrom(state) < 3e-3) s.x[i] *= float(1e3 * uniformFrom(state));
+  }
+  in.push_back(std::move(s));
+  return in;
+}
+
+void expectSameBytes(const std::vector<uint8_t>& gpu, const std::vector<uint8_t>& cpu,
+                     const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  const size_t at = firstMismatch(gpu.data(), cpu.data(), cpu.size());
+  EXPECT_EQ(at, SIZE_MAX) << what << ": GPU differs from the CPU reference at byte " << at << " of "
+                          << cpu.size();
+}
+
+// Everything for one input: device encode vs host encode (aligned and offset source), device
+// decode vs host decode, device accumulate vs host accumulate.
+void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x,
+              const std::string& what) {
+  SCOPED_TRACE(what + " / " + setup.name + " / " + dtypeLabel(dtype) + " / n " +
+               std::to_string(x.size()));
+  CodecPtr codec = makeCodec(setup.config());
+  ASSERT_TRUE(codec);
+  const auto type = static_cast<cclzDataType_t>(dtype);
+  const size_t count = x.size(), esize = elementSize(dtype);
+  const std::vector<uint8_t> input = toDtype(x, dtype);
+  const HostFrame cpu = encodeHost(codec.get(), dtype, input, count);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto* cs = reinterpret_cast<cclzStream_t>(stream);
+
+  for (size_t offset : {size_t{0}, size_t{1}}) {  // 1: a source that is not 16-byte aligned
+    DeviceBuffer src((count + offset) * esize), dst(cpu.capacity), size(8);
+    ASSERT_TRUE(src.ok() && dst.ok() && size.ok());
+    src.upload(input.data(), input.size(), offset * esize);
+    ASSERT_EQ(cclzEncode(codec.get(), src.data() + offset * esize, count, type, dst.data(),
+                         cpu.capacity, reinterpret_cast<size_t*>(size.data()), cs),
+              cclzSuccess)
+        << cclzGetLastError(nullptr);
+    size_t last = 0;
+    ASSERT_EQ(cclzCodecSynchronize(codec.get(), &last), cclzSuccess) << cclzGetLastError(nullptr);
+    EXPECT_EQ(last, cpu.bytes.size());
+    size_t deviceSize = 0;
+    std::memcpy(&deviceSize, size.download(8).data(), 8);
+    EXPECT_EQ(deviceSize, cpu.bytes.size());
+    expectSameBytes(dst.download(cpu.bytes.size()), cpu.bytes,
+                    "encode, source offset " + std::to_string(offset));
+    EXPECT_TRUE(dst.guardsIntact() && src.guardsIntact());
+  }
+
+  std::vector<uint8_t> hostOut(count * esize);
+  ASSERT_EQ(
+      cclzDecodeHost(codec.get(), cpu.bytes.data(), cpu.bytes.size(), hostOut.data(), count, type),
+      cclzSuccess);
+  DeviceBuffer frame(cpu.bytes.size()), out(count * esize), acc(count * 4);
+  frame.upload(cpu.bytes.data(), cpu.bytes.size());
+  ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size(), out.data(), count, type, cs),
+            cclzSuccess);
+  ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess) << cclzGetLastError(nullptr);
+  expectSameBytes(out.download(count * esize), hostOut, "decode");
+  EXPECT_TRUE(out.guardsIntact());
+
+  uint64_t state = count + 3;
+  std::vector<float> hostAcc(count);
+  for (auto& a : hostAcc) a = float(normalFrom(state));
+  acc.upload(hostAcc.data(), 4 * count);
+  ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), cpu.bytes.data(), cpu.bytes.size(),
+                                     hostAcc.data(), count, type),
+            cclzSuccess);
+  ASSERT_EQ(cclzDecodeAccumulate(codec.get(), frame.data(), cpu.bytes.size(),
+                                 reinterpret_cast<float*>(acc.data()), count, type, cs),
+            cclzSuccess);
+  ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess) << cclzGetLastError(nullptr);
+  std::vector<uint8_t> hostAccBytes(4 * count);
+  if (count) std::memcpy(hostAccBytes.data(), hostAcc.data(), 4 * count);
+  expectSameBytes(acc.download(4 * count), hostAccBytes, "decode-and-accumulate");
+  EXPECT_TRUE(acc.guardsIntact());
+  cudaStreamDestroy(stream);
+}
+
+class Fp8Gpu : public testing::TestWithParam<std::tuple<int, size_t>> {
+ protected:
+  void SetUp() override {
+    if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(Fp8Gpu, MatchesTheReference) {
+  const auto [dtype, count] = GetParam();
+  for (const Input& in : inputs(count))
+    for (const GpuSetup& s : setups()) checkAll(s, dtype, in.x, in.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, Fp8Gpu,
+    testing::Combine(testing::Values(int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)),
+                     testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{64}, size_t{65},
+                                     size_t{1000}, size_t{4097}, size_t{100003}, size_t{1000001})),
+    [](const auto& info) {
+      return std::string(dtypeLabel(std::get<0>(info.param))) + "_n" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (const auto& t : makeStressTensors(0))
+    for (const GpuSetup& s : setups()) checkAll(s, cclzBfloat16, t.values, t.name);
+  const std::string dir = realTensorDir();
+  if (dir.empty()) return;
+  for (const auto& t : loadRealTensors(dir)) {
+    std::vector<float> x(t.values.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = bf16ToFloat(t.values[i]);
+    for (size_t k : {size_t{0}, size_t{2}, size_t{6}})  // default, adaptive, int8
+      checkAll(setups()[k], cclzBfloat16, x, t.name);
+  }
+}
+
+// The device decoder reports what the host decoder rejects and writes nothing outside.
+TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  const GpuSetup setup{"always", cclzFp8E4M3, 256, 0, cclzFp8RotateAlways, 0};
+  CodecPtr codec = makeCodec(setup.config());
+  uint64_t state = 5;
+  std::vector<float> x(5000);
+  for (auto& v : x) v = float(normalFrom(state));
+  const HostFrame cpu = encodeHost(codec.get(), cclzBfloat16, toDtype(x, cclzBfloat16), x.size());
+  const fp8::Layout l = fp8::frameLayout(x.size(), 256);
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad;
+  auto edit = [&](const std::string& name, size_t at, uint8_t value) {
+    std::vector<uint8_t> b = cpu.bytes;
+    b[at] = value;
+    bad.emplace_back(name, b);
+  };
+  edit("magic", 0, 0);
+  edit("checksum", 60, cpu.bytes[60] ^ 1);
+  edit("coarse sign", l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15]);
+  edit("flag", l.flags + 2, 7);
+  edit("special code in a rotated group", l.codes + 600, fp8::kCodeNaN);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto* cs = reinterpret_cast<cclzStream_t>(stream);
+  for (const auto& [name, bytes] : bad) {
+    std::vector<uint8_t> hostOut(2 * x.size());
+    EXPECT_EQ(cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut.data(), x.size(),
+                             cclzBfloat16),
+              cclzCorruptFrame)
+        << name;
+    DeviceBuffer frame(bytes.size()), out(2 * x.size());
+    frame.upload(bytes.data(), bytes.size());
+    ASSERT_EQ(
+        cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(), cclzBfloat16, cs),
+        cclzSuccess);
+    EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
+    EXPECT_TRUE(out.guardsIntact()) << name;
+  }
+  DeviceBuffer frame(cpu.bytes.size()), out(2 * x.size());
+  frame.upload(cpu.bytes.data(), cpu.bytes.size());
+  ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size() - 16, out.data(), x.size(),
+                       cclzBfloat16, cs),
+            cclzSuccess);
+  EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << "truncated";
+  ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size(), out.data(), x.size(),
+                       cclzBfloat16, cs),
+            cclzSuccess);
+  EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess) << "the next valid decode";
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace cclz::test
