@@ -4,6 +4,9 @@
 // Every value goes through the CCLZ_HD helpers of format.h that the CPU reference uses, and every
 // reduction gives the reference's result (max and top-3 do not depend on order; the sums of the
 // adaptive statistic follow the spec's tree), so the bytes are the reference's.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -112,6 +115,88 @@ __device__ __forceinline__ uint32_t groupStatistic(const float* v, uint32_t lane
   return groupOutlierLog2(mulRn(a, scale), e, log2H);
 }
 
+// ---- Encode's fast paths. Each gives the bits of the format.h helper it stands for (the GPU tests
+// compare the frames with the CPU reference byte for byte); they only compute them with fewer
+// instructions.
+
+// The block scales of one row, for every fine-scale code k: s[k] = blockScale(c, k).s and
+// inv[k] = blockScale(c, k).inv (a reciprocal per code and row instead of one per candidate).
+struct ScaleTable {
+  float s[256], inv[256];
+};
+
+__device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint32_t lane) {
+#pragma unroll
+  for (uint32_t k = lane; k < 256; k += 32) {
+    const BlockScale sc = blockScale(coarse, k);
+    t.s[k] = sc.s, t.inv[k] = sc.inv;
+  }
+  __syncwarp();
+}
+
+// startCode(grid, coarse, a) from the table: the smallest k whose scale fits a. The first guess
+// may be rough (a fast division): the corrections move it to that k from either side.
+__device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, float a,
+                                                  const ScaleTable& t) {
+  if (coarse == 0.0f || a == 0.0f) return 0;
+  const float top = gridTop(grid);
+  const uint32_t nb = floatToBits(__fdividef(a, top * coarse));
+  const int e = static_cast<int>(nb >> 23) - 127;
+  int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
+  while (k > 0 && mulRn(a, t.inv[k - 1]) <= top) --k;
+  while (k < 255 && !(mulRn(a, t.inv[k]) <= top)) ++k;
+  return static_cast<uint32_t>(k);
+}
+
+__device__ __forceinline__ __nv_fp8_interpretation_t fp8Kind(uint32_t grid) {
+  return grid == kE4M3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+// roundMagnitude(grid, a) and (grid, b) for finite a, b >= 0 on an E4M3/E5M2 grid: the
+// hardware's conversion to the grid (nearest even, saturating at the top) and back (exact).
+__device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float b) {
+  const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
+                                                          fp8Kind(grid));
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, fp8Kind(grid))));
+}
+
+// candidateError(grid, coarse, k, t) from the table.
+__device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTable& table,
+                                                    uint32_t k, const float* t) {
+  const float s = table.s[k], inv = table.inv[k];
+  float q[3];
+  if (grid == kInt8) {
+#pragma unroll
+    for (int j = 0; j < 3; ++j) q[j] = roundMagnitude(grid, mulRn(t[j], inv));
+  } else {
+    const float2 q01 = roundMagnitude2(grid, mulRn(t[0], inv), mulRn(t[1], inv));
+    q[0] = q01.x, q[1] = q01.y;
+    q[2] = roundMagnitude2(grid, mulRn(t[2], inv), 0.0f).x;
+  }
+  float e = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    const float d = subRn(t[j], mulRn(q[j], s));
+    e = j == 0 ? mulRn(d, d) : addRn(e, mulRn(d, d));
+  }
+  return e;
+}
+
+// The codes of 8 finite values on an E4M3/E5M2 grid, 4 to a word: quantize(grid, v[j]) by the
+// hardware's conversion (nearest even, saturating), with a value that rounds to zero coded 0x00
+// whatever its sign, as quantize does.
+__device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uint32_t* packed) {
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * w], v[4 * w + 1]),
+                                                 __NV_SATFINITE, fp8Kind(grid));
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * w + 2], v[4 * w + 3]),
+                                                 __NV_SATFINITE, fp8Kind(grid));
+    const uint32_t word = lo | (hi << 16);
+    packed[w] = word & ~__vcmpeq4(word & 0x7F7F7F7Fu, 0u);
+  }
+}
+
 __device__ __forceinline__ uint32_t validIn(uint32_t first, uint32_t n) {
   return first < n ? min(kLaneElems, n - first) : 0u;
 }
@@ -120,6 +205,8 @@ template <int Dtype>
 __global__ void __launch_bounds__(kThreads)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status) {
+  __shared__ ScaleTable tables[kThreads / 32];
+  ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     *reinterpret_cast<FrameHeader*>(dst) = header;
@@ -178,6 +265,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (rotate) rowMax = warpMax(rotatedMax);
     const float c = coarseScale(p.grid, rowMax);
+    const bool fast = finite && p.grid != kInt8;  // uniform: hardware conversions, no specials
+    __syncwarp();  // the previous row's last reads of the table are done
+    fillScaleTable(table, c, lane);
 
     // Pass 2: per 64-value block (8 lanes), the top-3 magnitudes, the fine scale, the codes.
     for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
@@ -197,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
       float t[3] = {0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (uint32_t j = 0; j < kLaneElems; ++j)
-        if (isFiniteBits(floatToBits(v[j]))) offerTop3(t, absf(v[j]));
+        if (finite || isFiniteBits(floatToBits(v[j]))) offerTop3(t, absf(v[j]));
 #pragma unroll
       for (int d = 1; d < 8; d <<= 1) {
         const float o0 = __shfl_xor_sync(kFullMask, t[0], d);
@@ -205,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
         const float o2 = __shfl_xor_sync(kFullMask, t[2], d);
         offerTop3(t, o0), offerTop3(t, o1), offerTop3(t, o2);
       }
-      const uint32_t k0 = startCode(p.grid, c, t[0]);
+      const uint32_t k0 = startCodeFast(p.grid, c, t[0], table);
       // NOTE: the candidates are spread over the block's 8 lanes (at most 4 each), then the
       // first smallest error wins, as in the reference's sequential loop.
       const bool search = p.candidates > 1 && c != 0.0f && t[0] != 0.0f;
@@ -214,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
       if (search) {
         const uint32_t last = lastCandidate(k0, p.candidates);
         for (uint32_t k = k0 + (lane & 7); k <= last; k += 8) {
-          const float e = candidateError(p.grid, c, k, t);
+          const float e = candidateErrorFast(p.grid, table, k, t);
           if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
         }
       }
@@ -227,14 +317,21 @@ __global__ void __launch_bounds__(kThreads)
         if (takeOther) bestErr = oe, best = ok;
       }
       const uint32_t k = search ? best : k0;
-      const BlockScale sc = blockScale(c, k);
+      const float inv = table.inv[k];
       uint32_t packed[2] = {0, 0};
+      if (fast) {
+        float scaled[kLaneElems];
 #pragma unroll
-      for (uint32_t j = 0; j < kLaneElems; ++j) {
-        const uint32_t u = floatToBits(v[j]);
-        const uint32_t code =
-            isFiniteBits(u) ? quantize(p.grid, mulRn(v[j], sc.inv)) : specialCode(u);
-        packed[j / 4] |= code << (8 * (j % 4));
+        for (uint32_t j = 0; j < kLaneElems; ++j) scaled[j] = mulRn(v[j], inv);
+        quantize8Fast(p.grid, scaled, packed);
+      } else {
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j) {
+          const uint32_t u = floatToBits(v[j]);
+          const uint32_t code =
+              isFiniteBits(u) ? quantize(p.grid, mulRn(v[j], inv)) : specialCode(u);
+          packed[j / 4] |= code << (8 * (j % 4));
+        }
       }
       uint8_t* codes = dst + l.codes + begin + first;
       if (valid == kLaneElems) {
@@ -254,63 +351,208 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Stores (or adds) the lane's 8 decoded values at element i.
+// True when one of the word's four codes is special: NaN (0x80) or +-Inf (0x7F, 0xFF).
+__device__ __forceinline__ bool hasSpecialCode(uint32_t w) {
+  return (__vcmpeq4(w, 0x80808080u) | __vcmpeq4(w & 0x7F7F7F7Fu, 0x7F7F7F7Fu)) != 0;
+}
+
+// Two finite fp32 values rounded to nearest even into the dtype's 16-bit words (lo in the low
+// half): one conversion instruction for both, the same bits as storeFromFloat for finite values.
+template <int Dtype>
+__device__ __forceinline__ uint32_t packFinite2(float lo, float hi) {
+  uint32_t w;
+  if constexpr (Dtype == cclzBfloat16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&w, &h, 4);
+  } else {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&w, &h, 4);
+  }
+  return w;
+}
+
+template <int Dtype>
+__device__ __forceinline__ float unpackHalfWord(uint32_t w) {
+  return Dtype == cclzBfloat16 ? bitsToFloat(w << 16) : halfToFloat(static_cast<uint16_t>(w));
+}
+
+// acc[i + j] += add[j] for the lane's valid values.
+__device__ __forceinline__ void accumulate8(float* acc, uint64_t i, uint32_t valid,
+                                            const float* add) {
+  if (valid == kLaneElems) {
+    float4* p = reinterpret_cast<float4*>(acc + i);
+    float4 a = p[0], b = p[1];
+    a.x = accumulateRn(a.x, add[0]), a.y = accumulateRn(a.y, add[1]);
+    a.z = accumulateRn(a.z, add[2]), a.w = accumulateRn(a.w, add[3]);
+    b.x = accumulateRn(b.x, add[4]), b.y = accumulateRn(b.y, add[5]);
+    b.z = accumulateRn(b.z, add[6]), b.w = accumulateRn(b.w, add[7]);
+    p[0] = a, p[1] = b;
+  } else {
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j)
+      if (j < valid) acc[i + j] = accumulateRn(acc[i + j], add[j]);
+  }
+}
+
+// store8 for bf16 / fp16: the 16-bit words decode would store.
+template <int Dtype, bool Accumulate>
+__device__ __forceinline__ void storeHalf8(void* dst, float* acc, uint64_t i, uint32_t valid,
+                                           const float* v, bool finite) {
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (finite) {
+      w[j] = packFinite2<Dtype>(v[2 * j], v[2 * j + 1]);
+    } else {
+      uint16_t lo, hi;
+      storeFromFloat(&lo, Dtype, 0, v[2 * j]);
+      storeFromFloat(&hi, Dtype, 0, v[2 * j + 1]);
+      w[j] = lo | (static_cast<uint32_t>(hi) << 16);
+    }
+  }
+  if constexpr (Accumulate) {
+    float add[kLaneElems];  // what decode would store, back in fp32
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      add[2 * j] = unpackHalfWord<Dtype>(w[j] & 0xFFFFu);
+      add[2 * j + 1] = unpackHalfWord<Dtype>(w[j] >> 16);
+    }
+    accumulate8(acc, i, valid, add);
+  } else if (valid == kLaneElems) {
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + i) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j)
+      if (j < valid) static_cast<uint16_t*>(dst)[i + j] = static_cast<uint16_t>(w[j / 2] >> (16 * (j % 2)));
+  }
+}
+
+// Stores (or adds) the lane's 8 decoded values at element i. `finite`: no value is NaN or Inf,
+// so the conversions can take the hardware's paired path.
 template <int Dtype, bool Accumulate>
 __device__ __forceinline__ void store8(void* dst, float* acc, uint64_t i, uint32_t valid,
-                                       const float* v) {
-  if constexpr (Accumulate) {
-    float add[kLaneElems];
-#pragma unroll
-    for (uint32_t j = 0; j < kLaneElems; ++j) {
-      uint32_t word = 0;  // what decode would store, back in fp32
-      storeFromFloat(&word, Dtype, 0, v[j]);
-      add[j] = loadAsFloat(&word, Dtype, 0);
-    }
-    if (valid == kLaneElems) {
-      float4* p = reinterpret_cast<float4*>(acc + i);
-      float4 a = p[0], b = p[1];
-      a.x = accumulateRn(a.x, add[0]), a.y = accumulateRn(a.y, add[1]);
-      a.z = accumulateRn(a.z, add[2]), a.w = accumulateRn(a.w, add[3]);
-      b.x = accumulateRn(b.x, add[4]), b.y = accumulateRn(b.y, add[5]);
-      b.z = accumulateRn(b.z, add[6]), b.w = accumulateRn(b.w, add[7]);
-      p[0] = a, p[1] = b;
-    } else {
-#pragma unroll
-      for (uint32_t j = 0; j < kLaneElems; ++j)
-        if (j < valid) acc[i + j] = accumulateRn(acc[i + j], add[j]);
-    }
-  } else if (valid == kLaneElems) {
-    if constexpr (Dtype == cclzFloat32) {
+                                       const float* v, bool finite) {
+  if constexpr (Dtype == cclzFloat32) {
+    if constexpr (Accumulate) {
+      accumulate8(acc, i, valid, v);
+    } else if (valid == kLaneElems) {
       float4* p = reinterpret_cast<float4*>(static_cast<float*>(dst) + i);
       p[0] = make_float4(v[0], v[1], v[2], v[3]);
       p[1] = make_float4(v[4], v[5], v[6], v[7]);
     } else {
-      uint32_t w[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint16_t lo, hi;
-        storeFromFloat(&lo, Dtype, 0, v[2 * j]);
-        storeFromFloat(&hi, Dtype, 0, v[2 * j + 1]);
-        w[j] = lo | (static_cast<uint32_t>(hi) << 16);
-      }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + i) =
-          make_uint4(w[0], w[1], w[2], w[3]);
+      for (uint32_t j = 0; j < kLaneElems; ++j)
+        if (j < valid) static_cast<float*>(dst)[i + j] = v[j];
     }
   } else {
-#pragma unroll
-    for (uint32_t j = 0; j < kLaneElems; ++j)
-      if (j < valid) storeFromFloat(dst, Dtype, i + j, v[j]);
+    storeHalf8<Dtype, Accumulate>(dst, acc, i, valid, v, finite);
   }
 }
 
+// What a lane reads for its 8 values of one 256-value tile: its codes and its row's and block's
+// side data. Loaded for two tiles before either is decoded, so that more bytes are in flight.
+struct TileLoad {
+  uint64_t first;  // the lane's first element
+  uint32_t valid;  // how many of its 8 exist
+  uint2 codes;     // byte j of (x, y) is code j; codes past `valid` are 0
+  float coarse;
+  uint8_t flag, fine;
+};
+
+__device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l, uint32_t rowElems,
+                                             uint64_t count, uint64_t tile, uint32_t lane) {
+  TileLoad t;
+  t.first = tile * kTileElems + lane * kLaneElems;
+  t.valid = t.first >= count               ? 0u
+            : count - t.first < kLaneElems ? static_cast<uint32_t>(count - t.first)
+                                           : kLaneElems;
+  t.codes = make_uint2(0, 0);
+  t.coarse = 0.0f, t.flag = 0, t.fine = 0;
+  if (t.valid == 0) return t;
+  const uint64_t row = t.first / rowElems;  // < numRows: first < count
+  t.coarse = *reinterpret_cast<const float*>(src + l.coarse + 4 * row);
+  t.flag = src[l.flags + row];
+  t.fine = src[l.fine + t.first / kBlockElems];
+  if (t.valid == kLaneElems) {
+    t.codes = *reinterpret_cast<const uint2*>(src + l.codes + t.first);
+  } else {
+    uint32_t c[2] = {0, 0};
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j)
+      if (j < t.valid) c[j / 4] |= static_cast<uint32_t>(src[l.codes + t.first + j]) << (8 * (j % 4));
+    t.codes = make_uint2(c[0], c[1]);
+  }
+  return t;
+}
+
+// Decodes one loaded tile (every lane of the warp calls it: the rotation shuffles span the warp).
+// Returns false when the tile failed validation (reported; nothing stored).
+template <int Dtype, bool Accumulate>
+__device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, uint64_t count,
+                                           const float* codeTable, void* dst, float* acc,
+                                           uint32_t lane, DeviceStatus* status) {
+  const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
+  bool bad = false, rotated = false, special = false;
+  float v[kLaneElems];
+  const uint32_t words[2] = {t.codes.x, t.codes.y};
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = 0.0f;
+  if (t.valid > 0) {
+    bad = !validCoarse(t.coarse, t.flag) || (t.flag != 0 && p.policy == kRotateNever);
+    const uint64_t rowEnd = min(count, (t.first / p.rowElems + 1) * p.rowElems);
+    rotated = t.flag != 0 && (t.first / h * h + h <= rowEnd);
+    const float s = mulRn(t.coarse, fineScale(t.fine));
+    special = hasSpecialCode(words[0]) || hasSpecialCode(words[1]);
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j)
+      v[j] = mulRn(codeTable[(words[j / 4] >> (8 * (j % 4))) & 0xFFu], s);
+    if (special) {  // rare: NaN and Inf keep their value, and a rotated group must hold none
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j) {
+        const uint8_t code = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
+        if (isSpecialCode(code)) {
+          v[j] = specialValue(code);
+          if (rotated && j < t.valid) bad = true;
+        }
+      }
+    }
+  }
+  if (__any_sync(kFullMask, rotated)) {
+    const float invH = inverseHadamardScale(p.log2Hadamard);
+    float y[kLaneElems];
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
+    hadamardWarp(y, lane, groupLanes);
+    if (rotated)
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = mulRn(y[j], invH);
+  }
+  // A bad lane may have spread garbage through its rotated group: the whole tile is skipped.
+  if (__any_sync(kFullMask, bad)) {
+    if (bad) atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
+    return false;
+  }
+  const float maxFinite = dtypeMaxFinite(Dtype);
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j)
+    if (!special || !isSpecialCode(static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)))))
+      v[j] = saturate(v[j], maxFinite);
+  if (t.valid > 0) store8<Dtype, Accumulate>(dst, acc, t.first, t.valid, v, !special);
+  return true;
+}
+
 // Decodes into dst (dtype) or, with Accumulate, adds to acc. Every block checks the header before
-// it reads the payload; a tile whose side data or codes fail validation is reported and skipped.
+// it reads the payload and builds the value table of the frame's grid (one entry per code; the
+// special codes' entries are overwritten per value). A tile whose side data or codes fail
+// validation is reported and skipped. Each warp takes two tiles per step, loaded together.
 template <int Dtype, bool Accumulate>
 __global__ void __launch_bounds__(kThreads)
     decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, float* acc,
                  DeviceStatus* status) {
+  static_assert(kThreads == 256, "one thread per code builds the table");
   __shared__ FrameHeader header;
   __shared__ uint32_t headerError;
+  __shared__ float codeTable[256];
   if (threadIdx.x == 0) {
     uint32_t err = kFrameTruncated;
     if (srcBytes >= kFrameHeaderBytes) {
@@ -326,65 +568,21 @@ __global__ void __launch_bounds__(kThreads)
   if (headerError != kFrameOk) return;
   Params p;
   checkFp8Header(header, &p);
+  const uint8_t code = static_cast<uint8_t>(threadIdx.x);
+  codeTable[threadIdx.x] = isSpecialCode(code) ? 0.0f : codeValue(p.grid, code);
+  __syncthreads();
   const Layout l = frameLayout(count, p.rowElems);
   const uint32_t lane = threadIdx.x & 31;
-  const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
-  const float invH = inverseHadamardScale(p.log2Hadamard), maxFinite = dtypeMaxFinite(Dtype);
   const uint64_t tiles = (count + kTileElems - 1) / kTileElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       tile < tiles; tile += warps) {
-    const uint64_t first = tile * kTileElems + lane * kLaneElems;
-    const uint32_t valid = first >= count               ? 0u
-                           : count - first < kLaneElems ? static_cast<uint32_t>(count - first)
-                                                        : kLaneElems;
-    const uint64_t lastRow = l.numRows ? l.numRows - 1 : 0;
-    const uint64_t row = first / p.rowElems < lastRow ? first / p.rowElems : lastRow;
-    bool bad = false, rotated = false;
-    float v[kLaneElems] = {};
-    uint8_t codes[kLaneElems] = {};
-    if (valid > 0) {
-      const float c = *reinterpret_cast<const float*>(src + l.coarse + 4 * row);
-      const uint8_t flag = src[l.flags + row];
-      bad = !validCoarse(c, flag) || (flag != 0 && p.policy == kRotateNever);
-      const uint64_t rowEnd = count < (row + 1) * p.rowElems ? count : (row + 1) * p.rowElems;
-      rotated = flag != 0 && (first / h * h + h <= rowEnd);
-      const float s = mulRn(c, fineScale(src[l.fine + first / kBlockElems]));
-      if (valid == kLaneElems) {
-        const uint2 w = *reinterpret_cast<const uint2*>(src + l.codes + first);
-#pragma unroll
-        for (uint32_t j = 0; j < kLaneElems; ++j)
-          codes[j] = static_cast<uint8_t>((j < 4 ? w.x : w.y) >> (8 * (j % 4)));
-      } else {
-#pragma unroll
-        for (uint32_t j = 0; j < kLaneElems; ++j)
-          if (j < valid) codes[j] = src[l.codes + first + j];
-      }
-#pragma unroll
-      for (uint32_t j = 0; j < kLaneElems; ++j) {
-        const bool special = isSpecialCode(codes[j]);
-        if (special && rotated && j < valid) bad = true;
-        v[j] = special ? specialValue(codes[j]) : mulRn(codeValue(p.grid, codes[j]), s);
-      }
-    }
-    if (__any_sync(kFullMask, rotated)) {
-      float y[kLaneElems];
-#pragma unroll
-      for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
-      hadamardWarp(y, lane, groupLanes);
-      if (rotated)
-#pragma unroll
-        for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = mulRn(y[j], invH);
-    }
-    // A bad lane may have spread garbage through its rotated group: the whole tile is skipped.
-    if (__any_sync(kFullMask, bad)) {
-      if (bad) atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
-      continue;
-    }
-#pragma unroll
-    for (uint32_t j = 0; j < kLaneElems; ++j)
-      if (!isSpecialCode(codes[j])) v[j] = saturate(v[j], maxFinite);
-    if (valid > 0) store8<Dtype, Accumulate>(dst, acc, first, valid, v);
+       tile < tiles; tile += 2 * warps) {
+    const bool second = tile + warps < tiles;  // uniform across the warp
+    const TileLoad a = loadTile(src, l, p.rowElems, count, tile, lane);
+    TileLoad b;
+    if (second) b = loadTile(src, l, p.rowElems, count, tile + warps, lane);
+    decodeTile<Dtype, Accumulate>(a, p, count, codeTable, dst, acc, lane, status);
+    if (second) decodeTile<Dtype, Accumulate>(b, p, count, codeTable, dst, acc, lane, status);
   }
 }
 
@@ -420,7 +618,7 @@ void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, u
 
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
                   float* acc, DeviceStatus* status, cudaStream_t stream) {
-  const unsigned blocks = gridFor((count + kTileElems - 1) / kTileElems);
+  const unsigned blocks = gridFor((count + 2 * kTileElems - 1) / (2 * kTileElems));  // 2 tiles a warp
   const bool accumulate = dst == nullptr;
 #define CCLZ_FP8_DECODE(DT)                                                      \
   (accumulate ? decodeKernel<DT, true>                                           \
