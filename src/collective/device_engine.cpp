@@ -17,6 +17,7 @@
 #include "codec/device.h"
 #include "collective/device_kernels.h"
 #include "collective/engine.h"
+#include "common/dtype.h"
 #include "common/error.h"
 
 namespace cclz {
@@ -135,16 +136,34 @@ class DeviceEngine final : public Engine {
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t,
               uint64_t* sizeSlot, float* residual, uint64_t step) override {
     const DeviceWorkspace ws = workspace();
-    if (residual)
-      c.codec->encodeFeedbackDevice(c.config, c.dtype, src, count, residual, step, dst, sizeSlot,
-                                    ws, current_);
-    else
+    if (!residual) {
       c.codec->encodeDevice(c.config, c.dtype, src, count, dst, sizeSlot, ws, current_);
+      return;
+    }
+    // A residual at an offset that is not 32-byte aligned goes through an aligned copy.
+    const bool aligned = reinterpret_cast<uintptr_t>(residual) % 32 == 0;
+    float* r = aligned ? residual : reinterpret_cast<float*>(area(Area::Residual));
+    const uint64_t bytes = count * sizeof(float);
+    if (!aligned)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(r, residual, bytes, cudaMemcpyDeviceToDevice, current_));
+    c.codec->encodeFeedbackDevice(c.config, c.dtype, src, count, r, step, dst, sizeSlot, ws,
+                                  current_);
+    if (!aligned)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(residual, r, bytes, cudaMemcpyDeviceToDevice, current_));
   }
 
+  // An output that is not 16-byte aligned (a rank's part of the receive buffer at an odd offset)
+  // is decoded into an aligned piece and copied.
   void decode(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
               void* dst) override {
-    c.codec->decodeDevice(c.config, src, srcBytes, c.dtype, count, dst, workspace(), current_);
+    if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      c.codec->decodeDevice(c.config, src, srcBytes, c.dtype, count, dst, workspace(), current_);
+      return;
+    }
+    uint8_t* decoded = area(Area::Decoded);
+    c.codec->decodeDevice(c.config, src, srcBytes, c.dtype, count, decoded, workspace(), current_);
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst, decoded, count * elementBytes(c.dtype),
+                                    cudaMemcpyDeviceToDevice, current_));
   }
 
   // Codecs without a fused device decode-and-accumulate (lossless, none) decode into a
@@ -209,6 +228,10 @@ class DeviceEngine final : public Engine {
 
  private:
   static constexpr unsigned kEventFlags = cudaEventDisableTiming;
+
+  static uint64_t elementBytes(int dtype) {
+    return dtypeSize(static_cast<cclzDataType_t>(dtype));
+  }
 
   std::vector<cudaEvent_t*> allEvents() {
     std::vector<cudaEvent_t*> all = {&start_, &finished_};

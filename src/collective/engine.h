@@ -29,9 +29,11 @@ enum class Stage { Encode, Move, Decode };
 constexpr int kSlots = 2;
 constexpr int kNoSlot = -1;  // a stage with no slot buffers (control messages)
 
-// Scratch areas, one per purpose, kept between calls. Decoded: a piece decoded in its dtype, per
-// slot, where a codec has no fused device decode-and-accumulate. CodecScratch: what a device
-// encode asks for (Codec::encodeScratchBytes).
+// Scratch areas, one per purpose, kept between calls. Decoded (device): one piece in its dtype,
+// for codecs without a fused decode-and-accumulate and for outputs that are not 16-byte aligned
+// (the device decoders store 16 bytes at a time). Residual (device): one piece of fp32 residual,
+// where the caller's is not 32-byte aligned (qgrad's encode loads 32 bytes at a time).
+// CodecScratch: what a device encode asks for (Codec::encodeScratchBytes).
 enum class Area {
   SendFrames,
   RecvFrames,
@@ -40,6 +42,7 @@ enum class Area {
   Shard,
   Control,
   Decoded,
+  Residual,
   CodecScratch,
   Count
 };

@@ -43,8 +43,11 @@ struct Pipeline {
   uint64_t* sizes(int slot) const {
     return reinterpret_cast<uint64_t*>(e.area(Area::Sizes)) + static_cast<uint64_t>(slot) * 2 * n;
   }
+  // Each slot's accumulator starts 256-byte aligned (the device decoders store 16 bytes at once).
+  static uint64_t accumulatorStride(uint64_t pieceElems) { return (pieceElems + 63) / 64 * 64; }
   float* accumulator(int slot) const {
-    return reinterpret_cast<float*>(e.area(Area::Accumulator)) + slot * pieceElems;
+    return reinterpret_cast<float*>(e.area(Area::Accumulator)) +
+           slot * accumulatorStride(pieceElems);
   }
   const uint8_t* at(const void* base, uint64_t elem) const {
     return static_cast<const uint8_t*>(base) + elem * elemBytes;

@@ -286,13 +286,14 @@ void runCollective(Communicator& comm, const CollArgs& a) {
     bytes[static_cast<int>(Area::RecvFrames)] = slots;
     bytes[static_cast<int>(Area::Sizes)] = kSlots * 2 * n * sizeof(uint64_t);
     if (reduces(a.op))
-      bytes[static_cast<int>(Area::Accumulator)] = kSlots * plan.pieceElems * sizeof(float);
+      bytes[static_cast<int>(Area::Accumulator)] =
+          kSlots * Pipeline::accumulatorStride(plan.pieceElems) * sizeof(float);
     if (a.op == CollOp::AllReduce)
       bytes[static_cast<int>(Area::Shard)] = plan.chunks[me].count * plan.elemBytes;
 #ifdef CCLZ_HAVE_CUDA
     if (e.memory() == MemoryKind::Device) {
-      if (reduces(a.op))
-        bytes[static_cast<int>(Area::Decoded)] = kSlots * plan.pieceElems * plan.elemBytes;
+      bytes[static_cast<int>(Area::Decoded)] = plan.pieceElems * plan.elemBytes;
+      if (a.step) bytes[static_cast<int>(Area::Residual)] = plan.pieceElems * sizeof(float);
       bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
         return plan.use.codec->encodeScratchBytes(plan.use.config, plan.use.dtype, count);
       });
