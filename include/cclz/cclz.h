@@ -378,9 +378,9 @@ cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * destination), each piece encoded into one frame; on the device, encoding piece i+1, moving
  * piece i and decoding piece i-1 overlap on separate streams.
  *
- * Codecs: none takes any dtype for the calls that do not reduce; lossless, qgrad (and fp8) take
- * what their codec takes (bf16, fp16, fp32 for lossless; bf16, fp32 for qgrad); reductions take
- * bf16, fp16 and fp32. Lossless and none are exact: the result equals plain NCCL's up to the
+ * Codecs: none takes any dtype for the calls that do not reduce; lossless, fp8 and qgrad take
+ * what their codec takes (bf16, fp16, fp32 for lossless and fp8; bf16, fp32 for qgrad);
+ * reductions take bf16, fp16 and fp32. Lossless and none are exact: the result equals plain NCCL's up to the
  * order of the fp32 sum. Lossy codecs quantize each value once on its way to the reducing rank;
  * all-reduce quantizes the reduced shard once more for its all-gather.
  *
