@@ -18,6 +18,7 @@
 #include "coll_cases.h"
 #include "coll_runner.h"
 #include "collective/communicator.h"
+#include "common/error.h"
 #include "support/data.h"
 #include "transport/loopback.h"
 
@@ -377,6 +378,48 @@ TEST(LoopbackErrors, FeedbackNeedsQgradAndItsSize) {
         << cclzGetLastError(comm);
     cclzFeedbackDestroy(fb);
   });
+}
+
+// The settings every rank reads when a communicator is created.
+TEST(CommSettingsTest, FromEnvironment) {
+  setenv("CCLZ_PIECE_BYTES", "64K", 1);
+  setenv("CCLZ_CHECK_CALLS", "first", 1);
+  CommSettings s = CommSettings::fromEnvironment();
+  EXPECT_EQ(s.pieceBytes, 64u << 10);
+  EXPECT_FALSE(s.checkEveryCall);
+  for (const char* bad : {"abc", "0", "2G", "12Q"}) {
+    setenv("CCLZ_PIECE_BYTES", bad, 1);
+    try {
+      CommSettings::fromEnvironment();
+      ADD_FAILURE() << "CCLZ_PIECE_BYTES=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), cclzInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CCLZ_PIECE_BYTES"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("CCLZ_PIECE_BYTES");
+  setenv("CCLZ_CHECK_CALLS", "sometimes", 1);
+  EXPECT_THROW(CommSettings::fromEnvironment(), Error);
+  unsetenv("CCLZ_CHECK_CALLS");
+  s = CommSettings::fromEnvironment();
+  EXPECT_EQ(s.pieceBytes, 4u << 20);
+  EXPECT_TRUE(s.checkEveryCall);
+}
+
+// CCLZ_CHECK_CALLS=first: the first call of each kind is checked, later ones are not.
+TEST(CommSettingsTest, CheckFirstCallOfEachKind) {
+  auto hub = std::make_shared<LoopbackHub>(1);
+  CommSettings s;
+  s.checkEveryCall = false;
+  Communicator comm(std::make_unique<LoopbackTransport>(hub, 0), s);
+  EXPECT_TRUE(comm.shouldCheck(CollOp::AllGather));
+  EXPECT_FALSE(comm.shouldCheck(CollOp::AllGather));
+  EXPECT_TRUE(comm.shouldCheck(CollOp::AllReduce));
+  EXPECT_FALSE(comm.shouldCheck(CollOp::AllReduce));
+  s.checkEveryCall = true;
+  Communicator always(std::make_unique<LoopbackTransport>(hub, 0), s);
+  EXPECT_TRUE(always.shouldCheck(CollOp::Send));
+  EXPECT_TRUE(always.shouldCheck(CollOp::Send));
 }
 
 }  // namespace
