@@ -5,10 +5,11 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec fp8 qgrad coll collsock (default: build tests codec). $OUT receives at most 8
-# files (the device tool's limit): summary.txt, device.log (build and tests), bench.log (every
-# benchmark's table, in order) and bench.json (one object per benchmark run: stage, name, the
-# command and its rows), whatever stages run.
+# Stages: build tests codec lossless2 fp8 qgrad coll collsock (default: build tests codec). $OUT
+# receives at most 8 files (the device tool's limit): summary.txt, device.log (build and tests),
+# bench.log (every benchmark's table, in order) and bench.json (one object per benchmark run:
+# stage, name, the command and its rows), whatever stages run. lossless2: the lossless payload
+# versions 1 and 2 side by side.
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
@@ -67,6 +68,15 @@ if has codec; then
   bench codec tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
 fi
 
+if has lossless2; then
+  # Lossless payload versions 1 and 2 side by side (issue 2's speed targets).
+  for version in 1 2; do
+    bench lossless2 "bf16_v$version" --op codec --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5 --format-version $version
+    bench lossless2 "fp32_v$version" --op codec --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --format-version $version
+    bench lossless2 "tensors_v$version" --op codec --device gpu --input .data/index.json -n 20 -w 5 --format-version $version
+  done
+fi
+
 if has fp8; then
   # The issue's targets: encode (bf16 in) and decode (bf16 out) >= 2 TB/s at 64-256 MiB, encode
   # >= 0.8 TB/s at 4 MiB, decode-and-accumulate >= 1.6 TB/s of fp32 output; quality per tensor.
@@ -107,6 +117,7 @@ collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NC
       bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}"
     done
   done
+  bench coll "${net}_allgather_lossless2" --op allgather --codec lossless --format-version 2 --device gpu "${sizes[@]}"
   for codec in none lossless; do
     bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}"
   done

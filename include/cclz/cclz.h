@@ -183,12 +183,17 @@ typedef struct {
   /* Fp8: fine-scale candidates searched per 64-value block, 1..32 (1: the smallest scale that
    * does not saturate, no search); 0 picks 32 for E4M3/E5M2, 1 for INT8. */
   int fp8ScaleCandidates;
+  /* Lossless: payload format version, 1 or 2; 0 picks the default (1). Version 2 (static codes,
+   * one GPU warp per chunk; docs/formats.md) takes chunkElems 1024, 2048 or 4096 (0 picks 4096)
+   * and no streamsPerChunk or maxCodeLength (they must be 0). Host decoders read both versions;
+   * a device decode needs the version of the handle that encoded. Other codecs: must be 0. */
+  int formatVersion;
 } cclzCodecConfig_t;
 
 #define CCLZ_CODEC_CONFIG_INITIALIZER                                                           \
   {                                                                                             \
     sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0, \
-        0, 0, cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0              \
+        0, 0, cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0, 0           \
   }
 
 /* Creates a codec handle. It holds the configuration and, once a device call needs it, a small

@@ -46,6 +46,16 @@ void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, u
 void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream);
 
+namespace v2 {
+// Payload version 2 (encode_v2_kernel.cu, decode_v2_kernel.cu): the same contracts, with the
+// chunk size as the only parameter. Scratch as encodeScratchBytes above.
+void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
+                  cudaStream_t stream);
+void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
+                  uint64_t count, DeviceStatus* status, cudaStream_t stream);
+}  // namespace v2
+
 }  // namespace lossless
 
 namespace none {

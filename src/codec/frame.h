@@ -11,6 +11,14 @@ namespace cclz {
 
 constexpr uint32_t kFrameMagic = 0x5A4C4343u;  // "CCLZ" in little-endian byte order
 constexpr uint8_t kFrameVersion = 1;
+// The lossless codec also writes version 2: its payload version 2 (docs/formats.md). Other
+// codecs have only version 1.
+constexpr uint8_t kLosslessVersion2 = 2;
+
+// The newest frame version a codec has; a decoder rejects later ones (kFrameBadVersion).
+CCLZ_HD uint8_t newestFrameVersion(uint8_t codec) {
+  return codec == cclzCodecLossless ? kLosslessVersion2 : kFrameVersion;
+}
 constexpr uint32_t kFrameHeaderBytes = 64;
 
 struct FrameHeader {
@@ -61,7 +69,7 @@ enum FrameError : uint32_t {
 CCLZ_HD uint32_t checkFrameHeaderSum(const FrameHeader& h, uint32_t checksum,
                                      uint64_t availableBytes) {
   if (h.magic != kFrameMagic) return kFrameBadMagic;
-  if (h.version != kFrameVersion) return kFrameBadVersion;
+  if (h.version < kFrameVersion || h.version > newestFrameVersion(h.codec)) return kFrameBadVersion;
   if (checksum != h.checksum) return kFrameBadChecksum;
   for (int i = 0; i < 20; ++i)
     if (h.reserved[i] != 0) return kFrameBadField;  // a later format, or corruption

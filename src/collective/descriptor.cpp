@@ -88,7 +88,8 @@ uint64_t configHash(const cclzCodecConfig_t& c) {
                     int64_t{c.maxCodeLength}, int64_t{c.bits}, int64_t{c.blockElems},
                     int64_t{c.rounding}, int64_t{c.fp8Format}, int64_t{c.fp8RowElems},
                     int64_t{c.fp8HadamardSize}, int64_t{c.fp8Rotation},
-                    int64_t{c.fp8RotateThreshold}, int64_t{c.fp8ScaleCandidates}})
+                    int64_t{c.fp8RotateThreshold}, int64_t{c.fp8ScaleCandidates},
+                    int64_t{c.formatVersion}})
     mix(h, v);
   return h;
 }

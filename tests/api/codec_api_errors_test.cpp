@@ -110,6 +110,7 @@ TEST(CodecApiErrors, FieldsOfAnotherCodec) {
       {"chunkElems", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.chunkElems = 4096; }},
       {"streamsPerChunk", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.streamsPerChunk = 16; }},
       {"maxCodeLength", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.maxCodeLength = 10; }},
+      {"formatVersion", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.formatVersion = 1; }},
       {"bits", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.bits = 8; }},
       {"blockElems", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.blockElems = 64; }},
       {"rounding", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.rounding = cclzRoundStochastic; }},

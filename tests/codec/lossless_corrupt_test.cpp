@@ -131,7 +131,7 @@ TEST_P(LosslessCorrupt, RandomCorruptionStaysInBounds) {
         at = kHeaderBytes + rng() % (8 * v.numChunks);
       } else if (target == 1) {
         const uint32_t k = static_cast<uint32_t>(rng() % v.numChunks);
-        at = viewBlock(frame_.bytes.data(), v, k).offset + rng() % 64;
+        at = v.blocksOffset + (k ? v.chunkEnds[k - 1] : 0) + rng() % 64;  // any version's block
       } else {
         at = kHeaderBytes + rng() % (size - kHeaderBytes);
       }
@@ -316,7 +316,10 @@ std::vector<HeaderEdit> headerEdits() {
       {"params[7]=1", [](uint8_t* h, const ValidFrame&) { h[kOffParams + 7] = 1; }, sameCount,
        true},
       {"flags=1", [](uint8_t* h, const ValidFrame&) { h[kOffFlags] = 1; }, sameCount, true},
-      {"version=2", [](uint8_t* h, const ValidFrame&) { h[kOffVersion] = 2; }, sameCount, true},
+      // The other payload version: version 1's params are not version 2's (all 0) and back.
+      {"version=other", [](uint8_t* h, const ValidFrame&) { h[kOffVersion] ^= 3; }, sameCount,
+       true},
+      {"version=3", [](uint8_t* h, const ValidFrame&) { h[kOffVersion] = 3; }, sameCount, true},
       {"version=0", [](uint8_t* h, const ValidFrame&) { h[kOffVersion] = 0; }, sameCount, true},
       {"magic", [](uint8_t* h, const ValidFrame&) { h[kOffMagic] = 'X'; }, sameCount, true},
       {"codec=none", [](uint8_t* h, const ValidFrame&) { h[kOffCodec] = cclzCodecNone; }, sameCount,
@@ -367,11 +370,46 @@ TEST_P(LosslessCorrupt, HostDecodeAcceptsOtherChunking) {
 INSTANTIATE_TEST_SUITE_P(All, LosslessCorrupt,
                          testing::Combine(testing::ValuesIn(losslessDtypes()),
                                           testing::Values(losslessSetups()[0], losslessSetups()[1],
-                                                          losslessSetups()[2])),
+                                                          losslessSetups()[2], v2Setup(),
+                                                          v2SmallSetup())),
                          [](const testing::TestParamInfo<CorruptParam>& info) {
                            return std::string(dtypeLabel(std::get<0>(info.param))) + "_" +
                                   std::get<1>(info.param).name;
                          });
+
+// Version 2 blocks made bad by hand on a valid frame (docs/formats.md, version 2): each is
+// rejected, never read or written out of bounds.
+TEST(LosslessCorruptBlocks, HandMadeBadVersion2BlocksAreRejected) {
+  const ValidFrame f = makeFrame(cclzBfloat16, v2SmallSetup(), 1024, DataKind::kGauss1);
+  const FrameView v = viewFrame(f.bytes.data());
+  const size_t block = v.blocksOffset;
+  ASSERT_EQ(f.bytes[block], 1) << "a coded block";
+  ASSERT_EQ(f.bytes[block + 1] & 0x80, 0) << "without escapes";
+  auto expectRejected = [&](const char* what, const std::function<void(uint8_t*)>& edit) {
+    SCOPED_TRACE(what);
+    std::vector<uint8_t> bad = f.bytes;
+    edit(bad.data() + block);
+    EXPECT_EQ(decodeGuarded(bad, bad.size(), f.dtype, f.count), kFrameBadChunk);
+  };
+  expectRejected("mode 3", [](uint8_t* b) { b[0] = 3; });
+  expectRejected("reserved table bits", [](uint8_t* b) { b[1] |= 0x08; });
+  expectRejected("width 17", [](uint8_t* b) { b[3] = 17; });
+  expectRejected("byte 6 not 0", [](uint8_t* b) { b[6] = 1; });
+  expectRejected("base one bit more: the sizes no longer add up to the block",
+                 [](uint8_t* b) { b[4] += 64; });
+  expectRejected("top 0: offsets below symbol 0", [](uint8_t* b) { b[2] = 0; });
+  expectRejected("a constant block of 32 bytes", [](uint8_t* b) { b[0] = 2; });
+  // A constant block is 16 bytes with bytes 2..3 zero; a stored one holds 4 + n bytes.
+  const ValidFrame c = makeFrame(cclzBfloat16, v2SmallSetup(), 1024, DataKind::kConstant);
+  std::vector<uint8_t> bad = c.bytes;
+  const size_t cb = viewFrame(c.bytes.data()).blocksOffset;
+  ASSERT_EQ(bad[cb], 2);
+  bad[cb + 2] = 1;
+  EXPECT_EQ(decodeGuarded(bad, bad.size(), c.dtype, c.count), kFrameBadChunk);
+  bad = c.bytes;
+  bad[cb] = 0;  // stored, but 16 bytes cannot hold 1024 symbols
+  EXPECT_EQ(decodeGuarded(bad, bad.size(), c.dtype, c.count), kFrameBadChunk);
+}
 
 // Blocks whose code lengths are not a prefix code, or exceed the frame's maximum, or whose
 // stream sizes disagree with what the streams hold, are rejected; built by hand on a valid frame.

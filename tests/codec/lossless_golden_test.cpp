@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/lossless/format_v2.h"
 #include "codec/lossless/ref.h"
 #include "support/codec_handle.h"
 #include "support/configs.h"
@@ -190,6 +191,119 @@ INSTANTIATE_TEST_SUITE_P(All, LosslessGolden, testing::ValuesIn(kGolden),
                          [](const testing::TestParamInfo<Golden>& info) {
                            return std::string(info.param.name);
                          });
+
+
+// Payload version 2 (docs/formats.md, "lossless payload, version 2"), chunkElems 1024: the same
+// inputs, pinned the same way.
+struct GoldenV2 {
+  const char* name;
+  int dtype;
+  size_t count;
+  uint64_t frameBytes;
+  uint64_t fnv1a64;
+};
+
+// clang-format off
+const GoldenV2 kGoldenV2[] = {
+  // bf16_3000 is stored (6144 bytes > 6000): a NaN in every chunk puts the top at 255, where
+  // every other offset escapes (docs/formats.md, version 2, "Limits").
+  {"bf16_3000", cclzBfloat16, 3000, 6144, 0xdc5eabffe3332121ull},
+  {"fp16_1500", cclzFloat16,  1500, 3104, 0x1888420b8bc68cb0ull},
+  {"fp32_2000", cclzFloat32,  2000, 6832, 0x9b34f35d810e4d97ull},
+};
+// clang-format on
+
+class LosslessGoldenV2 : public testing::TestWithParam<GoldenV2> {};
+
+TEST_P(LosslessGoldenV2, FrameBytesArePinned) {
+  const GoldenV2& g = GetParam();
+  const std::vector<uint8_t> input = goldenInput(g.dtype, g.count);
+  const lossless::Params p{1024, 0, 0, 2};
+  std::vector<uint8_t> frame(lossless::maxEncodedBytes(p, g.dtype, g.count));
+  const uint64_t bytes =
+      lossless::encodeRef(p, g.dtype, input.data(), g.count, frame.data(), frame.size());
+  const uint64_t hash = fnv1a64(frame.data(), bytes);
+  std::printf("golden v2 %s: frameBytes=%llu fnv1a64=0x%016llxull\n", g.name,
+              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(hash));
+  EXPECT_EQ(bytes, g.frameBytes);
+  EXPECT_EQ(hash, g.fnv1a64);
+  const uint8_t* f = frame.data();
+  EXPECT_EQ(f[kOffVersion], 2);
+  for (size_t i = kOffParams; i < kOffChecksum; ++i) EXPECT_EQ(f[i], 0) << "byte " << i;
+  // Every coded block's size follows from its header and size deltas.
+  const FrameView v = viewFrame(f);
+  for (uint32_t k = 0; k < v.numChunks; ++k) {
+    SCOPED_TRACE("chunk " + std::to_string(k));
+    const uint64_t begin = k ? v.chunkEnds[k - 1] : 0;
+    const uint8_t* b = f + v.blocksOffset + begin;
+    if (b[0] != 1) continue;
+    const uint32_t width = b[3], base = readLE<uint16_t>(b + 4);
+    uint64_t bits = 0;
+    for (uint32_t lane = 0; lane < 32; ++lane) {
+      uint32_t delta = 0;
+      for (uint32_t i = 0; i < width; ++i) {
+        const uint32_t bit = 64 + lane * width + i;
+        delta |= ((b[bit / 8] >> (bit % 8)) & 1u) << i;
+      }
+      bits += base + delta;
+    }
+    EXPECT_EQ(align16(8 + 4 * width + (bits + 7) / 8), v.chunkEnds[k] - begin);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LosslessGoldenV2, testing::ValuesIn(kGoldenV2),
+                         [](const testing::TestParamInfo<GoldenV2>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// A version 2 frame checked by hand: 1024 bf16 elements, 1.0 (exponent 127) except element 8
+// (lane 1's first element), 0.5 (exponent 126). The chunk's top is 127; lane 1 codes offset 1
+// once and offset 0 31 times, the other lanes offset 0 32 times. Code 0 (the first line of
+// v2_tables.h) is the cheapest: offset 0 has 5 bits, offset 1 has 2.
+TEST(LosslessGoldenV2, HandCheckedBlock) {
+  constexpr size_t kCount = 1024;
+  std::vector<uint8_t> input(2 * kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    const uint16_t w = i == 8 ? 0x3F00 : 0x3F80;
+    std::memcpy(&input[2 * i], &w, 2);
+  }
+  const lossless::Params p{1024, 0, 0, 2};
+  std::vector<uint8_t> frame(lossless::maxEncodedBytes(p, cclzBfloat16, kCount));
+  const uint64_t bytes =
+      lossless::encodeRef(p, cclzBfloat16, input.data(), kCount, frame.data(), frame.size());
+  const FrameView v = viewFrame(frame.data());
+  ASSERT_EQ(v.numChunks, 1u);
+  const uint8_t* b = frame.data() + v.blocksOffset;
+  // Lane sizes: 31 lanes of 32 x 5 = 160 bits; lane 1: 31 x 5 + 2 = 157. Base 157, width
+  // bitWidth(3) = 2, deltas 3 except lane 1's 0. Streams: 8 + 8 bytes of header and deltas,
+  // then 31 x 160 + 157 = 5117 bits = 640 bytes: a block of 656 bytes.
+  EXPECT_EQ(b[0], 1);
+  EXPECT_EQ(b[1], 0) << "code 0, no escape";
+  EXPECT_EQ(b[2], 127);
+  EXPECT_EQ(b[3], 2);
+  EXPECT_EQ(readLE<uint16_t>(b + 4), 157);
+  EXPECT_EQ(b[6] | b[7], 0);
+  // Deltas, 2 bits each from bit 64: lane 0 = 3, lane 1 = 0, lanes 2.. = 3.
+  EXPECT_EQ(b[8], 0xF3);  // lanes 3, 2, 1, 0: 11 11 00 11
+  for (int i = 9; i < 16; ++i) EXPECT_EQ(b[i], 0xFF) << "byte " << i;
+  EXPECT_EQ(v.chunkEnds[0], 656u);
+  EXPECT_EQ(v.blocksOffset + 656, bytes);
+  // Canonical code 0: the 2-bit codes are offsets 1, 2, 3 (00, 01, 10 read most significant bit
+  // first), so offset 1's code is 00; offset 0's 5-bit code follows the 3-bit (offset 4) and
+  // the shorter ones. Lane 0 (bit 128 on) codes 32 times offset 0; lane 1 (bit 288 on) starts
+  // with offset 1: two zero bits.
+  const lossless::v2::Codes codes = lossless::v2::makeCodes();
+  const uint32_t c0 = codes.code[0][0][0], c1 = codes.code[0][0][1];
+  EXPECT_EQ(c0 >> 16, 5u);
+  EXPECT_EQ(c1, 2u << 16) << "offset 1: the first 2-bit code, 00";
+  uint32_t first5 = 0;
+  for (int i = 0; i < 5; ++i) first5 |= ((b[16 + i / 8] >> (i % 8)) & 1u) << i;
+  EXPECT_EQ(first5, c0 & 0xFFFF) << "lane 0 opens with offset 0's code";
+  EXPECT_EQ((b[16 + 160 / 8] >> 0) & 3u, 0u) << "lane 1 opens with offset 1's code, 00";
+  std::vector<uint8_t> out(2 * kCount);
+  ASSERT_EQ(lossless::decodeRef(frame.data(), bytes, cclzBfloat16, kCount, out.data()), kFrameOk);
+  EXPECT_EQ(out, input);
+}
 
 }  // namespace
 }  // namespace cclz::test

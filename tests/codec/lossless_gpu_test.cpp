@@ -193,7 +193,7 @@ TEST_P(LosslessGpu, MatchesReference) {
 std::vector<GpuParam> gpuParams() {
   std::vector<GpuParam> params;
   const std::vector<CodecSetup> setups = {losslessSetups()[0], losslessSetups()[1],
-                                          losslessSetups()[2]};
+                                          losslessSetups()[2], v2Setup(), v2SmallSetup()};
   for (int dtype : losslessDtypes())
     for (size_t count : testSizes())
       for (const CodecSetup& setup : setups)
@@ -234,6 +234,28 @@ TEST(LosslessGpuMismatch, OtherConfigurationIsCorrupt) {
   EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
 }
 
+// A device decoder of one payload version rejects the other's frames (host decoders read both).
+TEST(LosslessGpuMismatch, OtherFormatVersionIsCorrupt) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  CodecPtr v1 = makeCodec(losslessSetups()[0].apiConfig());
+  CodecPtr v2 = makeCodec(v2Setup().apiConfig());
+  ASSERT_TRUE(v1 && v2);
+  StreamHolder stream;
+  std::vector<uint8_t> out;
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("frames of version " + std::to_string(version));
+    CodecPtr& encoder = version == 1 ? v1 : v2;
+    CodecPtr& other = version == 1 ? v2 : v1;
+    Case c{cclzBfloat16, 10000, makeData(DataKind::kGauss1, cclzBfloat16, 10000, 4096, 5), {}, 0};
+    ASSERT_NO_FATAL_FAILURE(prepare(encoder, c));
+    EXPECT_EQ(deviceDecode(other, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+              cclzCorruptFrame);
+    ASSERT_EQ(deviceDecode(encoder, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+              cclzSuccess);
+    EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+  }
+}
+
 // The real tensors, through both directions, default and smallest chunking.
 TEST(LosslessGpuRealTensors, MatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
@@ -242,7 +264,8 @@ TEST(LosslessGpuRealTensors, MatchReference) {
   const std::vector<RealTensor> tensors = loadRealTensors(dir);
   ASSERT_FALSE(tensors.empty());
   StreamHolder stream;
-  for (const CodecSetup& setup : {losslessSetups()[0], losslessSetups()[1]}) {
+  for (const CodecSetup& setup :
+       {losslessSetups()[0], losslessSetups()[1], v2Setup(), v2SmallSetup()}) {
     CodecPtr codec = makeCodec(setup.apiConfig());
     ASSERT_TRUE(codec);
     for (const RealTensor& t : tensors) {

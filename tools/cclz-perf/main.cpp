@@ -163,6 +163,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-code-length", opt.maxCodeLength,
                  "cclzCodecConfig_t.maxCodeLength (0: default)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--format-version", opt.formatVersion,
+                 "lossless: cclzCodecConfig_t.formatVersion, 1 or 2 (0: default)")
+      ->check(CLI::Range(0, 2));
   app.add_option("--bits", opt.bits, "qgrad: cclzCodecConfig_t.bits, 8, 4 or 2 (0: default 4)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--block-elems", opt.blockElems,

@@ -27,6 +27,7 @@ cclzCodecConfig_t codecConfig(const Options& opt) {
   config.chunkElems = opt.chunkElems;
   config.streamsPerChunk = opt.streams;
   config.maxCodeLength = opt.maxCodeLength;
+  config.formatVersion = opt.formatVersion;
   config.bits = opt.bits;
   config.blockElems = opt.blockElems;
   config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;

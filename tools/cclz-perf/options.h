@@ -36,6 +36,7 @@ struct Options {
   int chunkElems = 0;
   int streams = 0;
   int maxCodeLength = 0;
+  int formatVersion = 0;  // lossless payload version: 1, 2 (0: the library's default)
   int bits = 0;        // qgrad
   int blockElems = 0;  // qgrad
   bool stochastic = false;

@@ -27,7 +27,13 @@ uint32_t defaultChunkElems(uint64_t count) {
   return chunk;
 }
 
+constexpr uint32_t kDefaultV2ChunkElems = 4096;
+
 lossless::Params losslessParams(const cclzCodecConfig_t& c, uint64_t count) {
+  if (c.formatVersion == 2)  // static codes: the chunk size is its only parameter
+    return lossless::Params{c.chunkElems ? static_cast<uint32_t>(c.chunkElems)
+                                         : kDefaultV2ChunkElems,
+                            0, 0, 2};
   const uint32_t chunk =
       c.chunkElems ? static_cast<uint32_t>(c.chunkElems) : defaultChunkElems(count);
   const uint32_t streams = c.streamsPerChunk ? static_cast<uint32_t>(c.streamsPerChunk)
@@ -46,6 +52,16 @@ class LosslessCodec final : public Codec {
   void validateConfig(const cclzCodecConfig_t& c) const override {
     CCLZ_REQUIRE(c.chunkElems >= 0 && c.streamsPerChunk >= 0 && c.maxCodeLength >= 0,
                  cclzInvalidArgument, "codec parameters must not be negative");
+    CCLZ_REQUIRE(c.formatVersion >= 0 && c.formatVersion <= 2, cclzInvalidArgument,
+                 "lossless formatVersion must be 1, 2 or 0 (the default)");
+    if (c.formatVersion == 2) {
+      CCLZ_REQUIRE(c.streamsPerChunk == 0 && c.maxCodeLength == 0, cclzInvalidArgument,
+                   "lossless format version 2 has static codes and one stream per warp lane: "
+                   "streamsPerChunk and maxCodeLength must be 0");
+      CCLZ_REQUIRE(lossless::validParams(losslessParams(c, 0)), cclzInvalidArgument,
+                   "lossless format version 2 takes chunkElems 1024, 2048 or 4096 (or 0)");
+      return;
+    }
     CCLZ_REQUIRE(c.streamsPerChunk == 0 || lossless::isPowerOfTwo(c.streamsPerChunk),
                  cclzInvalidArgument, "streamsPerChunk must be a power of two");
     for (uint64_t count : {uint64_t{0}, uint64_t{1} << 40}) {  // smallest and largest chunk
@@ -91,15 +107,23 @@ class LosslessCodec final : public Codec {
   void encodeDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                     uint8_t* dst, uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::encodeDevice(losslessParams(c, count), dtype, src, count, dst, encodedBytesOut,
-                           ws.status, ws.scratch, stream);
+    const lossless::Params p = losslessParams(c, count);
+    if (p.version == 2)
+      lossless::v2::encodeDevice(p.chunkElems, dtype, src, count, dst, encodedBytesOut, ws.status,
+                                 ws.scratch, stream);
+    else
+      lossless::encodeDevice(p, dtype, src, count, dst, encodedBytesOut, ws.status, ws.scratch,
+                             stream);
   }
 
   void decodeDevice(const cclzCodecConfig_t& c, const uint8_t* src, uint64_t srcBytes, int dtype,
                     uint64_t count, void* dst, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::decodeDevice(losslessParams(c, count), dtype, src, srcBytes, dst, count, ws.status,
-                           stream);
+    const lossless::Params p = losslessParams(c, count);
+    if (p.version == 2)
+      lossless::v2::decodeDevice(p.chunkElems, dtype, src, srcBytes, dst, count, ws.status, stream);
+    else
+      lossless::decodeDevice(p, dtype, src, srcBytes, dst, count, ws.status, stream);
   }
 #endif
 };

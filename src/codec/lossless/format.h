@@ -21,9 +21,10 @@ constexpr uint32_t kBlockAlign = 16;  // chunk blocks start and end 16-byte alig
 constexpr uint32_t kBlockHeaderBytes = 4;
 
 struct Params {
-  uint32_t chunkElems;   // power of two
-  uint32_t log2Streams;  // streams per chunk = 1 << log2Streams
-  uint32_t maxCodeLength;
+  uint32_t chunkElems;     // power of two
+  uint32_t log2Streams;    // version 1: streams per chunk = 1 << log2Streams; version 2: 0
+  uint32_t maxCodeLength;  // version 1: 8..12; version 2: 0 (its codes are static)
+  uint32_t version = 1;    // payload version, the header's version byte: 1 or 2
 };
 
 // ---- Elements: each value is split into an 8-bit symbol (entropy coded) and raw bits. ----
@@ -85,8 +86,13 @@ constexpr uint64_t kMaxCount = 1ull << 48;  // keeps every offset computation fa
 
 CCLZ_HD bool isPowerOfTwo(uint64_t x) { return x && !(x & (x - 1)); }
 
-// True if the parameters are ones the format allows (docs/formats.md).
+// True if the parameters are ones the format allows (docs/formats.md). Version 2 has only its
+// chunk size (a power of two in [1024, 4096]); its header params bytes are all 0.
 CCLZ_HD bool validParams(const Params& p) {
+  if (p.version == 2)
+    return isPowerOfTwo(p.chunkElems) && p.chunkElems >= kMinChunkElems && p.chunkElems <= 4096 &&
+           p.log2Streams == 0 && p.maxCodeLength == 0;
+  if (p.version != 1) return false;
   if (!isPowerOfTwo(p.chunkElems) || p.chunkElems < kMinChunkElems || p.chunkElems > kMaxChunkElems)
     return false;
   if (p.log2Streams > 16) return false;
@@ -96,7 +102,7 @@ CCLZ_HD bool validParams(const Params& p) {
 }
 
 CCLZ_HD Params headerParams(const FrameHeader& h) {
-  return Params{h.chunkElems, h.params[0], h.params[1]};
+  return Params{h.chunkElems, h.params[0], h.params[1], h.version};
 }
 
 // Checks the lossless fields of a header that passed checkFrameHeader.

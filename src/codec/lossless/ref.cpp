@@ -224,6 +224,7 @@ uint64_t encodeRef(const Params& p, int dtype, const void* src, uint64_t count, 
   CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
   CCLZ_REQUIRE(capacity >= maxEncodedBytes(p, dtype, count), cclzBufferTooSmall,
                "destination capacity is below the maximum encoded size");
+  if (p.version == kLosslessVersion2) return v2::encodeFrame(p, dtype, src, count, dst);
 
   const Layout l = frameLayout(dtype, count, p.chunkElems);
   std::memset(dst, 0, l.blocksOffset);  // header, table and plane padding
@@ -262,6 +263,7 @@ uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t co
   if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecLossless, dtype, count);
   if (err == kFrameOk) err = checkLosslessHeader(h);
   if (err != kFrameOk) return err;
+  if (h.version == kLosslessVersion2) return v2::decodeFrame(h, src, dtype, count, dst);
 
   const Params p = headerParams(h);
   const Layout l = frameLayout(dtype, count, p.chunkElems);

@@ -20,4 +20,13 @@ uint64_t encodeRef(const Params& params, int dtype, const void* src, uint64_t co
 // that made it reject the frame; it never reads or writes outside the given buffers.
 uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst);
 
+namespace v2 {
+// Version 2 (ref_v2.cpp), called by encodeRef and decodeRef once they have checked the
+// arguments and the header: the frame's blocks, chunk table, planes and header.
+uint64_t encodeFrame(const Params& params, int dtype, const void* src, uint64_t count,
+                     uint8_t* dst);
+uint32_t decodeFrame(const FrameHeader& header, const uint8_t* src, int dtype, uint64_t count,
+                     void* dst);
+}  // namespace v2
+
 }  // namespace cclz::lossless

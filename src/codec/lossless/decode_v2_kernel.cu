@@ -1,0 +1,334 @@
+// Lossless decode, payload version 2, on the device: one warp per chunk, each lane decodes one
+// stream, no block-wide barrier.
+//
+// A warp checks the frame header once, then for each of its chunks: checks the chunk-table
+// entry, stages the block in its shared memory (cp.async), reads the 32 size deltas (one per
+// lane; a warp scan gives each lane its stream's bit offset), copies the chunk's static decode
+// table to shared memory when it differs from the previous chunk's, and each lane decodes its
+// groups with the raw planes read straight from the frame a group ahead. Every check of
+// ref_v2.cpp is made here too; the first error goes to DeviceStatus::decodeError. Reads stay
+// inside the frame, writes inside the count elements of the destination.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include <type_traits>
+
+#include "codec/lossless/device_v2.cuh"
+
+namespace cclz::lossless::v2 {
+namespace {
+
+using namespace device;
+
+struct DecodeArgs {
+  const uint8_t* src;
+  uint64_t srcBytes;
+  void* dst;
+  uint64_t count;
+  DeviceStatus* status;
+  Layout layout;
+  uint32_t chunkElems;
+  int dtype;
+};
+
+// Lane 0: the frame header, as decodeRef checks it, and the handle's chunking.
+__device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
+  if (a.srcBytes < kFrameHeaderBytes) return kFrameTruncated;
+  FrameHeader h;
+  const uint32_t checksum = lossless::device::headerChecksumFromGlobal(a.src, &h);
+  uint32_t err = checkFrameHeaderSum(h, checksum, a.srcBytes);
+  if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecLossless, a.dtype, a.count);
+  if (err == kFrameOk) err = checkLosslessHeader(h);
+  if (err != kFrameOk) return err;
+  if (h.version != kLosslessVersion2 || h.chunkElems != a.chunkElems) return kFrameMismatch;
+  *frameBytes = h.frameBytes;
+  return kFrameOk;
+}
+
+// Reads a lane's stream from the staged block, least significant bit first. Reads past the
+// staged words repeat the last one: such bits only ever feed a code that ends past the lane's
+// stream, which the size check rejects.
+struct BitReader {
+  const uint32_t* words;
+  uint32_t lastWord;
+  uint32_t next;    // next word to load
+  uint64_t buffer;  // valid bits at positions 0..bits-1
+  uint32_t bits;
+
+  __device__ BitReader(const uint32_t* w, uint32_t blockBytes, uint32_t bitPos)
+      : words(w), lastWord(blockBytes / 4 - 1), next(bitPos / 32) {
+    buffer = w[min(next++, lastWord)] >> (bitPos % 32);
+    bits = 32 - bitPos % 32;
+  }
+  // Keeps at least 32 bits: two symbols of at most 16. Without a branch, since the lanes of a
+  // warp need refills at different times.
+  __device__ void refill() {
+    const uint32_t w = words[min(next, lastWord)];
+    const bool need = bits < 32;
+    buffer |= need ? static_cast<uint64_t>(w) << bits : 0;
+    next += need;
+    bits += need ? 32 : 0;
+  }
+  __device__ uint32_t consumed(uint32_t bitPos) const { return 32 * next - bitPos - bits; }
+};
+
+// One symbol. kEscapes: the chunk has escapes (its header says so); `check` gathers what the
+// end-of-stream test needs: without escapes the largest entry (an escape entry has bit 15, and
+// the offset field orders the others), with escapes the largest offset field.
+template <bool kEscapes>
+__device__ inline uint32_t decodeSymbol(BitReader& r, const uint16_t* table, uint32_t top,
+                                        uint32_t& check) {
+  const uint32_t e = table[static_cast<uint32_t>(r.buffer) & ((1u << kCodeBits) - 1)];
+  const uint32_t c = entryBits(e);
+  uint32_t sym = top - entryOffset(e);
+  if constexpr (kEscapes) {
+    const uint32_t escaped = static_cast<uint32_t>(r.buffer >> ((c - kEscapeBits) & 63u));
+    sym = entryIsEscape(e) ? escaped : sym;
+    check = max(check, e & 0x3F00u);
+  } else {
+    check = max(check, e);
+  }
+  r.buffer >>= c;
+  r.bits -= c;
+  return sym & 0xFFu;
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
+  constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
+  using Joiner = lossless::device::Joiner<kSplit>;
+  using E = Elements<D>;
+  using Word = typename E::Word;
+  __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
+  __shared__ __align__(16) uint16_t tableAll[kWarpsPerBlock][1u << kCodeBits];
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint8_t* stage = stageAll[warp];
+  const uint32_t* stageWords = reinterpret_cast<const uint32_t*>(stage);
+  uint16_t* table = tableAll[warp];
+  const uint32_t chunkElems = a.chunkElems;
+  const int fam = family(D);
+
+  uint64_t frameBytes = 0;
+  uint32_t err = kFrameOk;
+  if (lane == 0) err = checkHeader(a, &frameBytes);
+  err = __shfl_sync(kFullMask, err, 0);
+  if (err != kFrameOk) {
+    if (lane == 0 && blockIdx.x == 0 && warp == 0) lossless::device::reportError(a.status, err);
+    return;
+  }
+  frameBytes = __shfl_sync(kFullMask, frameBytes, 0);
+  const uint64_t blocksBytes = frameBytes - a.layout.blocksOffset;
+  const uint64_t* chunkTable = reinterpret_cast<const uint64_t*>(a.src + a.layout.tableOffset);
+  const uint8_t* planeAll = a.src + a.layout.planeAOffset;
+  const uint16_t* planeBAll = reinterpret_cast<const uint16_t*>(a.src + a.layout.planeBOffset);
+  uint32_t cachedTable = ~0u;  // the code whose decode table is in shared memory
+
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
+  for (uint64_t k = blockIdx.x * uint64_t{kWarpsPerBlock} + warp; k < a.layout.numChunks;
+       k += warps) {
+    const uint64_t first = k * chunkElems;
+    const uint32_t n =
+        static_cast<uint32_t>(min(static_cast<uint64_t>(chunkElems), a.count - first));
+    const uint64_t begin = k ? chunkTable[k - 1] : 0, end = chunkTable[k];
+    if (end < begin || end > blocksBytes || (end - begin) % kBlockAlign != 0 ||
+        (k + 1 == a.layout.numChunks && end != blocksBytes) || end - begin > maxBlockBytes(n)) {
+      if (lane == 0) lossless::device::reportError(a.status, kFrameBadChunkTable);
+      continue;
+    }
+    const uint32_t blockBytes = static_cast<uint32_t>(end - begin);
+    const uint8_t* block = a.src + a.layout.blocksOffset + begin;
+    for (uint32_t i = lane * 16; i < blockBytes; i += 32 * 16)
+      lossless::device::copyAsync16(stage + i, block + i);
+    lossless::device::copyAsyncCommit();
+    lossless::device::copyAsyncWaitAll();
+    __syncwarp();
+
+    const uint32_t header = blockBytes >= 4 ? stageWords[0] : 0xFFu;
+    const uint32_t mode = header & 0xFFu;
+    bool bad = blockBytes < kBlockHeaderBytes;
+    if (mode == kModeStored)
+      bad |= blockBytes < kBlockHeaderBytes + n;
+    else if (mode == kModeConstant)
+      bad |= blockBytes != kBlockAlign || (header >> 16) != 0;
+    else if (mode == kModeHuffman)
+      bad |= blockBytes < kHeaderBytes || (header & 0x7800u) || (header >> 24) > kMaxWidth ||
+             (stageWords[1] >> 16) != 0 || streamsOffset(header >> 24) > blockBytes;
+    else
+      bad = true;
+    if (bad) {
+      if (lane == 0) lossless::device::reportError(a.status, kFrameBadChunk);
+      __syncwarp();
+      continue;
+    }
+
+    const uint8_t* planeA = planeAll + first;
+    const uint16_t* planeB = planeBAll + first;
+    Word* out = static_cast<Word*>(a.dst) + first;
+    const uint32_t groupsPerLane = chunkElems / (kGroup * kLanes);
+    // The raw planes, read straight from the frame: whole vectors even for a short last group
+    // (the planes are padded to 16 bytes inside the frame).
+    auto loadRaw = [&](uint32_t g, uint2& ra, uint4& rb) {
+      ra = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
+      if constexpr (E::kHasPlaneB) rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
+    };
+    auto emit = [&](uint32_t g, uint32_t valid, uint32_t symLo, uint32_t symHi, uint2 ra,
+                    const uint4& rb) {
+      uint32_t words[Joiner::kWords];
+      Joiner::join(symLo, symHi, ra, rb, words);
+      Word* to = out + g * kGroup;
+      if (valid == kGroup) {
+#pragma unroll
+        for (int v = 0; v < Joiner::kWords / 4; ++v)
+          reinterpret_cast<uint4*>(to)[v] =
+              make_uint4(words[4 * v], words[4 * v + 1], words[4 * v + 2], words[4 * v + 3]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kGroup; ++i) {
+          if (i >= static_cast<int>(valid)) break;
+          to[i] = static_cast<Word>(sizeof(Word) == 2 ? words[i / 2] >> (16 * (i % 2)) : words[i]);
+        }
+      }
+    };
+
+    if (mode != kModeHuffman) {  // stored or constant: the symbols are bytes of the block
+      const uint32_t fill = (header >> 8) & 0xFFu;
+      for (uint32_t j = 0; j < groupsPerLane; ++j) {
+        const uint32_t g = lane + kLanes * j, valid = groupValid(n, g);
+        if (!valid) break;
+        uint32_t sym[2] = {fill * 0x01010101u, fill * 0x01010101u};
+        if (mode == kModeStored) {
+          sym[0] = sym[1] = 0;
+#pragma unroll
+          for (int i = 0; i < kGroup; ++i)
+            if (i < static_cast<int>(valid))
+              sym[i / 4] |= static_cast<uint32_t>(stage[kBlockHeaderBytes + g * kGroup + i])
+                            << (8 * (i % 4));
+        }
+        uint2 ra;
+        uint4 rb = make_uint4(0, 0, 0, 0);
+        loadRaw(g, ra, rb);
+        emit(g, valid, sym[0], sym[1], ra, rb);
+      }
+      __syncwarp();
+      continue;
+    }
+
+    // ---- The static code: sizes, the table, the lane's stream. ----
+    const uint32_t tableIndex = (header >> 8) & 0x7u, top = (header >> 16) & 0xFFu;
+    const uint32_t width = header >> 24, base = stageWords[1] & 0xFFFFu;
+    const bool escapes = (header >> 8) & kEscapeFlag;
+    uint32_t myBits = base;
+    if (width) {
+      const uint32_t bit = 8 * kHeaderBytes + lane * width, last = blockBytes / 4 - 1;
+      const uint64_t two = stageWords[bit / 32] |
+                           (static_cast<uint64_t>(stageWords[min(bit / 32 + 1, last)]) << 32);
+      myBits += static_cast<uint32_t>(two >> (bit % 32)) & ((1u << width) - 1);
+    }
+    const uint32_t inclusive = warpInclusiveScan(myBits, lane);
+    const uint32_t total = __shfl_sync(kFullMask, inclusive, 31);
+    if (alignUp(streamsOffset(width) + (total + 7) / 8, kBlockAlign) != blockBytes) {
+      if (lane == 0) lossless::device::reportError(a.status, kFrameBadChunk);
+      __syncwarp();
+      continue;
+    }
+    if (tableIndex != cachedTable) {  // 2 KiB: four 16-byte vectors per lane
+      const uint4* from = reinterpret_cast<const uint4*>(kDeviceCodes.decode[fam][tableIndex]);
+      for (uint32_t i = lane; i < (2u << kCodeBits) / 16; i += 32)
+        reinterpret_cast<uint4*>(table)[i] = from[i];
+      cachedTable = tableIndex;
+      __syncwarp();
+    }
+
+    const uint32_t start = 8 * streamsOffset(width) + inclusive - myBits;
+    auto decodeLane = [&](auto escapesFlag) {
+      constexpr bool kEscapes = decltype(escapesFlag)::value;
+      BitReader r(stageWords, blockBytes, start);
+      uint32_t check = 0;
+      uint2 nextA = make_uint2(0, 0);
+      uint4 nextB = make_uint4(0, 0, 0, 0);
+      if (groupValid(n, lane)) loadRaw(lane, nextA, nextB);
+      for (uint32_t j = 0; j < groupsPerLane; ++j) {
+        const uint32_t g = lane + kLanes * j, valid = groupValid(n, g);
+        if (!valid) break;
+        const uint2 ra = nextA;
+        const uint4 rb = nextB;
+        if (j + 1 < groupsPerLane && groupValid(n, g + kLanes)) loadRaw(g + kLanes, nextA, nextB);
+        uint32_t sym[2] = {0, 0};
+        if (valid == kGroup) {
+#pragma unroll
+          for (int i = 0; i < kGroup; i += 2) {
+            r.refill();
+            sym[i / 4] |= decodeSymbol<kEscapes>(r, table, top, check) << (8 * (i % 4));
+            sym[i / 4] |= decodeSymbol<kEscapes>(r, table, top, check) << (8 * (i % 4 + 1));
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kGroup; ++i) {
+            if (i >= static_cast<int>(valid)) break;
+            r.refill();
+            sym[i / 4] |= decodeSymbol<kEscapes>(r, table, top, check) << (8 * (i % 4));
+          }
+        }
+        emit(g, valid, sym[0], sym[1], ra, rb);
+      }
+      // The lane used exactly its bits, no escape the header did not announce, and no offset
+      // below symbol 0.
+      bool ok = r.consumed(start) == myBits;
+      if constexpr (kEscapes)
+        ok &= (check >> 8) <= top;
+      else
+        ok &= !(check & kEntryEscape) && entryOffset(check) <= top;
+      if (!ok) lossless::device::reportError(a.status, kFrameBadChunk);
+    };
+    if (escapes)
+      decodeLane(std::true_type{});
+    else
+      decodeLane(std::false_type{});
+    __syncwarp();  // the stage is rewritten by the next chunk
+  }
+}
+
+// Blocks that keep every multiprocessor busy; warps loop over the remaining chunks.
+unsigned decodeBlocks(uint64_t numChunks) {
+  static std::atomic<int> multiprocessors{0};
+  int sms = multiprocessors.load(std::memory_order_relaxed);
+  if (sms == 0) {
+    int device = 0;
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    multiprocessors.store(sms, std::memory_order_relaxed);
+  }
+  const uint64_t wanted = (numChunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>(wanted, 16ull * sms)));
+}
+
+template <int D>
+void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
+  decodeKernel<D><<<decodeBlocks(args.layout.numChunks), kThreads, 0, stream>>>(args);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
+                  uint64_t count, DeviceStatus* status, cudaStream_t stream) {
+  DecodeArgs args{src,    srcBytes, dst, count, status, frameLayout(dtype, count, chunkElems),
+                  chunkElems, dtype};
+  CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
+  switch (dtype) {
+    case cclzBfloat16:
+      launchDecode<cclzBfloat16>(args, stream);
+      break;
+    case cclzFloat16:
+      launchDecode<cclzFloat16>(args, stream);
+      break;
+    case cclzFloat32:
+      launchDecode<cclzFloat32>(args, stream);
+      break;
+    default:
+      CCLZ_FAIL(cclzNotSupported, "the lossless codec takes bf16, fp16 or fp32");
+  }
+}
+
+}  // namespace cclz::lossless::v2
