@@ -5,10 +5,14 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 fp8 qgrad (default: build tests codec). $OUT receives at most 8 files
-# (the device tool's limit): summary.txt, device.log (build and tests), bench.log (every
-# benchmark's table, in order) and bench.json (one object per benchmark run: stage, name, the
-# command and its rows), whatever stages run. lossless2: the lossless payload versions 1 and 2 side by side.
+# Stages: build tests codec lossless2 fp8 qgrad coll collsock (default: build tests codec). $OUT
+# receives at most 8 files (the device tool's limit): summary.txt, device.log (build and tests),
+# bench.log (every benchmark's table, in order) and bench.json (one object per benchmark run:
+# stage, name, the command and its rows), whatever stages run. lossless2: the lossless payload
+# versions 1 and 2 side by side.
+# coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
+# 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
+# over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cclz-out}
@@ -45,13 +49,15 @@ if has tests; then
 fi
 
 parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
+launcher=()  # what starts cclz-perf: nothing, or mpirun for the collectives
 bench() {  # bench STAGE NAME ARGS...: one cclz-perf run, its table to bench.log
   local stage=$1 name=$2; shift 2
-  echo "== $stage/$name: cclz-perf $*" >>"$OUT/bench.log"
-  $perf "$@" --json "$parts/$(printf '%03d' "$(ls "$parts" | wc -l)")_${stage}__$name.json" \
+  echo "== $stage/$name: ${launcher[*]} cclz-perf $*" >>"$OUT/bench.log"
+  "${launcher[@]}" $perf "$@" \
+    --json "$parts/$(printf '%03d' "$(ls "$parts" | wc -l)")_${stage}__$name.json" \
     >>"$OUT/bench.log" 2>&1
   echo "$stage $name: exit $?" >>"$summary"
-  echo "cclz-perf $*" >"$parts/cmd_${stage}__$name.txt"
+  echo "${launcher[*]} cclz-perf $*" >"$parts/cmd_${stage}__$name.txt"
 }
 
 if has codec; then
@@ -89,6 +95,51 @@ if has qgrad; then
   bench qgrad bf16_ef --op codec --codec qgrad --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
   bench qgrad fp32_int2_plain --op codec --codec qgrad --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --feedback 0 --bits 2
   bench qgrad tensors --op codec --codec qgrad --device gpu --input .data/index.json -n 10 -w 3
+fi
+
+# The collectives need 2 or more GPUs (nvidia-h200-x4). Each stage fits one 10-minute call:
+#   coll:     the NCCL tests (every GPU, then 2 ranks) and the sweep over NVLink;
+#   collsock: the same sweep over NCCL's socket transport on loopback (run after coll, on the same
+#             machine, without build: bash scripts/device.sh collsock).
+ranks() {  # ranks N ARGS...: N processes, one GPU each (the programs take GPU rank % count)
+  local n=$1; shift
+  mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" -x NCCL_NVLS_ENABLE "$@"
+}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NCCL, -c 1
+  local net=$1
+  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
+  [ "$net" = socket ] && launcher+=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1
+                                    -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME=lo)
+  local sizes=(-b 64K -e 256M -f 16 -n 5 -w 2)
+  for op in allgather reducescatter; do
+    for codec in none lossless fp8; do
+      bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}"
+    done
+  done
+  bench coll "${net}_allgather_lossless2" --op allgather --codec lossless --format-version 2 --device gpu "${sizes[@]}"
+  for codec in none lossless; do
+    bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}"
+  done
+  bench coll "${net}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu "${sizes[@]}"
+  bench coll "${net}_alltoall_lossless" --op alltoall --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2
+  bench coll "${net}_sendrecv_lossless" --op sendrecv --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2
+  launcher=()
+}
+
+if has coll; then
+  # The NCCL tests: every case on device buffers, compared with the host path byte for byte.
+  for n in "$ngpu" 2; do
+    echo "== nccl_tests, $n ranks" >>"$log"
+    ranks "$n" $build/tests/collective/nccl_tests --gtest_brief=1 >>"$log" 2>&1
+    echo "coll nccl_tests ($n ranks): exit $?" | tee -a "$summary"
+    [ "$ngpu" -gt 2 ] || break
+  done
+  collsweep nvlink
+fi
+
+if has collsock; then
+  collsweep socket
 fi
 
 # bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.

@@ -104,8 +104,7 @@ typedef enum CCLZ_ENUM_INT {
   cclzNumFp8Rotations = 4
 } cclzFp8Rotation_t;
 
-/* Communicators arrive with the collectives; the handle type is declared now so that
- * cclzGetLastError has its final signature. */
+/* A communicator: a group of ranks that run collectives together (see "Communicators"). */
 typedef struct cclzComm* cclzComm_t;
 typedef struct cclzCodec* cclzCodec_t;
 
@@ -117,8 +116,9 @@ cclzResult_t cclzGetVersion(int* version);
 /* A static, human-readable name for a result code. Never NULL. */
 const char* cclzGetErrorString(cclzResult_t result);
 
-/* The message of the last failed call made by this thread (comm may be NULL; it is reserved for
- * per-communicator errors). An empty string when there was none. Valid until the next call. */
+/* The message of the last failed call. comm NULL: the last failed call made by this thread.
+ * comm given: the last failed call on that communicator (from any thread). An empty string when
+ * there was none. Valid until the next call. */
 const char* cclzGetLastError(cclzComm_t comm);
 
 typedef struct {
@@ -311,6 +311,143 @@ cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, cons
 cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
                                     size_t count, cclzDataType_t dtype, void* dst,
                                     size_t dstCapacity, size_t* encodedBytes);
+
+/* ---- Communicators ------------------------------------------------------------------------- */
+
+/* A communicator moves either device buffers (NCCL: every buffer a collective takes is device
+ * memory, work is queued on the stream) or host buffers (MPI: every buffer is host memory, the
+ * stream is ignored and the call returns when its work is complete). The codecs run where the
+ * buffers are: CUDA kernels or the CPU reference, which produce the same bytes.
+ *
+ * Every collective below is called by every rank of the communicator with the same count, dtype,
+ * reduction and codec configuration (the qgrad rounding seed may differ). cclz checks that before
+ * it moves data (docs/collectives.md, "Checking the call"): a rank that passes different
+ * arguments makes the call fail on every rank with cclzInvalidUsage and a message naming the
+ * field and the ranks, and a rank that rejects its own arguments (a NULL buffer, an unsupported
+ * dtype) makes the others fail too, instead of leaving them waiting. */
+
+#define CCLZ_UNIQUE_ID_BYTES 128
+/* NCCL-style bootstrap: rank 0 creates it, every rank receives a copy (through MPI, a file, a
+ * socket: the caller's choice) and passes it to cclzCommInitRank. Same size as ncclUniqueId. */
+typedef struct {
+  char internal[CCLZ_UNIQUE_ID_BYTES];
+} cclzUniqueId;
+
+/* Reductions. The numbering is NCCL's (ncclSum = 0, ncclAvg = 4). Sums are computed in fp32 over
+ * the decoded contributions, in rank order (so every rank of an all-reduce gets the same bits);
+ * avg divides that sum by the rank count before rounding to the dtype. */
+typedef enum CCLZ_ENUM_INT { cclzSum = 0, cclzAvg = 4 } cclzRedOp_t;
+
+/* Creates a unique id for cclzCommInitRank (NCCL builds only; else cclzNotSupported). */
+cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
+
+/* Creates a device (NCCL) communicator of nranks ranks, this one being `rank`, on the current
+ * CUDA device; collective over the ranks, like ncclCommInitRank. */
+cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank);
+
+/* Creates a device communicator over an NCCL communicator the caller already has (an ncclComm_t,
+ * passed as a pointer so that this header needs no nccl.h). The caller keeps owning it and must
+ * destroy it after cclzCommDestroy. Not collective. */
+cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm);
+
+/* Creates a host (MPI) communicator over the ranks of an MPI communicator: mpiComm points to an
+ * MPI_Comm (e.g. &MPI_COMM_WORLD cast to const void*), so that this header needs no mpi.h. MPI
+ * must be initialized; cclz duplicates the communicator (collective over its ranks) and never
+ * uses the caller's. MPI builds only; else cclzNotSupported. */
+cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm);
+
+/* Frees the communicator (and destroys the NCCL communicator it created, not a wrapped one).
+ * Device work queued with it must have completed. */
+cclzResult_t cclzCommDestroy(cclzComm_t comm);
+
+/* Stops what the communicator has in flight and frees it, without waiting for the peers. Over
+ * NCCL this calls ncclCommAbort, also on a wrapped ncclComm_t (the only way to stop its
+ * operations): the caller must then neither use nor destroy that ncclComm_t. */
+cclzResult_t cclzCommAbort(cclzComm_t comm);
+
+/* *asyncError = an error met after a call returned: cclzSuccess when there is none,
+ * cclzSystemError for an NCCL asynchronous error (network, peer), cclzCorruptFrame when a device
+ * decode of a finished collective rejected a received frame (the message is in
+ * cclzGetLastError(comm)). Does not wait for queued work: a collective still running is not yet
+ * judged. Host communicators report every error from the call itself. */
+cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError);
+
+cclzResult_t cclzCommCount(cclzComm_t comm, int* count);
+cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
+
+/* ---- Collectives ----------------------------------------------------------------------------- */
+
+/* Shaped like NCCL's calls, plus the codec: a cclzCodecConfig_t (NULL = the none codec: the bytes
+ * move as they are) that every rank passes alike. The data of each call is cut into pieces of
+ * CCLZ_PIECE_BYTES (environment, read at communicator creation; default 4 MiB of input per
+ * destination), each piece encoded into one frame; on the device, encoding piece i+1, moving
+ * piece i and decoding piece i-1 overlap on separate streams.
+ *
+ * Codecs: none takes any dtype for the calls that do not reduce; lossless, fp8 and qgrad take
+ * what their codec takes (bf16, fp16, fp32 for lossless and fp8; bf16, fp32 for qgrad);
+ * reductions take bf16, fp16 and fp32. Lossless and none are exact: the result equals plain NCCL's up to the
+ * order of the fp32 sum. Lossy codecs quantize each value once on its way to the reducing rank;
+ * all-reduce quantizes the reduced shard once more for its all-gather.
+ *
+ * Buffers: device memory for a device communicator, host memory for a host one; aligned to the
+ * element size. In-place calls are allowed where NCCL allows them (all-gather: sendbuff ==
+ * recvbuff + rank*sendcount; reduce-scatter: sendbuff + rank*recvcount == recvbuff; all-reduce:
+ * sendbuff == recvbuff). Device calls are ordered on stream; lossless frames over NCCL need
+ * their sizes on the host, so those calls wait for each piece's size exchange before they return
+ * (docs/collectives.md, "Variable-size frames"). */
+
+/* recvbuff[r*sendcount + i] = element i of rank r's sendbuff, for every rank r (its own included,
+ * which also goes through the codec, so that every rank holds the same bytes). */
+cclzResult_t cclzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
+                           cclzStream_t stream);
+
+/* recvbuff[i] = op over ranks r of element rank*recvcount + i of rank r's sendbuff
+ * (recvcount * nranks elements). Each rank encodes each destination's block once, the blocks
+ * travel all-to-all, and the receiver decodes and reduces them in fp32. */
+cclzResult_t cclzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                               const cclzCodecConfig_t* codec, cclzStream_t stream);
+
+/* recvbuff[i] = op over ranks of sendbuff[i], for any count (it need not divide by the rank
+ * count: rank r owns a shard of count/nranks elements, one more for r < count % nranks). A
+ * reduce-scatter into the shards, then an all-gather of the reduced shards, each re-encoded once:
+ * every rank ends with bit-identical results, also with lossy codecs. */
+cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                           const cclzCodecConfig_t* codec, cclzStream_t stream);
+
+/* Reduce-scatter and all-reduce with error feedback (qgrad): feedback is this rank's state for
+ * the bucket (cclzFeedbackCreate; device state for a device communicator, host for a host one)
+ * of recvcount*nranks elements (reduce-scatter) or count elements (all-reduce). The encode of
+ * the contributions adds the residual and keeps what quantization left out; the all-reduce also
+ * adds the error of re-encoding the shard this rank owns (times the rank count for avg) to the
+ * residual of that shard, so that both quantizations are compensated at the next step. The step
+ * advances by one per call. Other codecs return cclzNotSupported. */
+cclzResult_t cclzReduceScatterFeedback(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                       cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                       const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
+                                       cclzStream_t stream);
+cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t count,
+                                   cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                   const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
+                                   cclzStream_t stream);
+
+/* recvbuff[r*count + i] = element rank*count + i of rank r's sendbuff (count per peer; both
+ * buffers hold count*nranks elements). */
+cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                          cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
+                          cclzStream_t stream);
+
+/* Point to point: count elements to / from peer (not this rank). A cclzSend must meet a cclzRecv
+ * with the same count, dtype and codec on the peer. There are no groups: on a host communicator
+ * the calls block until the peer has matched them, so two ranks that exchange must order their
+ * calls (one sends first); on a device communicator, as with NCCL outside a group, a send and a
+ * recv queued on the same stream in the wrong order deadlock. */
+cclzResult_t cclzSend(const void* sendbuff, size_t count, cclzDataType_t dtype, int peer,
+                      cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream);
+cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtype, int peer,
+                      cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 typedef struct {
   size_t size; /* set by the caller: sizeof(cclzFrameInfo_t) */

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/guard.h"
+#include "collective/communicator.h"
 #include "common/error.h"
 
 #ifdef CCLZ_HAVE_CUDA
@@ -53,7 +54,10 @@ const char* cclzGetErrorString(cclzResult_t result) {
   }
 }
 
-const char* cclzGetLastError(cclzComm_t /*comm*/) { return cclz::lastError.c_str(); }
+const char* cclzGetLastError(cclzComm_t comm) {
+  if (comm && comm->impl) return comm->impl->lastError();
+  return cclz::lastError.c_str();
+}
 
 cclzResult_t cclzGetBuildInfo(cclzBuildInfo_t* info) {
   return cclz::guarded(__func__, [&] {

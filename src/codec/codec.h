@@ -57,6 +57,13 @@ class Codec {
   virtual uint64_t maxEncodedBytes(const cclzCodecConfig_t& config, int dtype,
                                    uint64_t count) const = 0;
 
+  // True when every frame of (config, dtype, count) is exactly maxEncodedBytes long, so that a
+  // receiver knows a frame's size before it arrives (the collectives then exchange no sizes).
+  virtual bool fixedFrameSize() const { return false; }
+
+  // True when the codec has an error-feedback encode (encodeFeedbackHost / encodeFeedbackDevice).
+  virtual bool hasFeedback() const { return false; }
+
   // Checks the codec's fields of a header that passed checkFrameHeader. Returns a FrameError.
   virtual uint32_t checkHeader(const FrameHeader& header) const = 0;
 

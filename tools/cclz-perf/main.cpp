@@ -12,6 +12,7 @@
 #include "data.h"
 #include "error.h"
 #include "gpu.h"
+#include "op_collective.h"
 #include "ops.h"
 #include "options.h"
 #include "report.h"
@@ -117,8 +118,10 @@ int main(int argc, char** argv) {
   int check = 1;
 
   CLI::App app{"cclz-perf: throughput, compression and correctness of cclz (nccl-tests style)"};
-  app.add_option("--op", opt.op, "what to measure")
-      ->check(CLI::IsMember(perf::opNames()))
+  std::vector<std::string> ops = perf::opNames();
+  for (const char* const* name = perf::collectiveOpNames(); *name; ++name) ops.emplace_back(*name);
+  app.add_option("--op", opt.op, "what to measure (collectives: one process per rank, mpirun)")
+      ->check(CLI::IsMember(ops))
       ->capture_default_str();
   auto* bFlag =
       app.add_option("-b,--minbytes", minBytes, "smallest size in bytes (K, M, G suffixes)")
@@ -196,6 +199,12 @@ int main(int argc, char** argv) {
   app.add_option("--fp8-candidates", opt.fp8Candidates,
                  "fp8: fine-scale candidates searched per block (0: default)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--redop", opt.redOp, "collectives: the reduction, sum or avg")
+      ->check(CLI::IsMember({"sum", "avg"}))
+      ->capture_default_str();
+  std::string pieceBytes;
+  app.add_option("--piece-bytes", pieceBytes,
+                 "collectives: pipeline piece per destination (CCLZ_PIECE_BYTES; default 4M)");
   app.add_option("--json", opt.json, "write the rows to this file as a JSON array");
   // With --input the tensors decide the sizes and the data; a sweep flag too would be ignored.
   for (auto* flag : {bFlag, eFlag, fFlag, dataFlag}) inputFlag->excludes(flag);
@@ -214,9 +223,14 @@ int main(int argc, char** argv) {
     opt.data = data == "gaussian" ? perf::DataKind::Gaussian : perf::DataKind::UniformBits;
     opt.minBytes = perf::parseBytes(minBytes, "-b/--minbytes");
     opt.maxBytes = perf::parseBytes(maxBytes, "-e/--maxbytes");
+    if (!pieceBytes.empty()) opt.pieceBytes = perf::parseBytes(pieceBytes, "--piece-bytes");
     if (opt.minBytes > opt.maxBytes)
       perf::fail("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", opt.minBytes,
                  opt.maxBytes);
+    if (perf::isCollectiveOp(opt.op)) {
+      if (!opt.input.empty()) perf::fail("--op {}: --input is not supported (seeded data)", opt.op);
+      return perf::runCollectives(opt, device, &argc, &argv);
+    }
     return perf::run(opt, device);
   } catch (const std::exception& e) {
     std::fflush(stdout);

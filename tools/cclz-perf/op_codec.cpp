@@ -16,6 +16,37 @@
 #include "timing.h"
 
 namespace perf {
+
+// The codec configuration the flags ask for (shared with op_collective.cpp).
+cclzCodecConfig_t codecConfig(const Options& opt) {
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = opt.codec == "none"    ? cclzCodecNone
+                 : opt.codec == "qgrad" ? cclzCodecQgrad
+                 : opt.codec == "fp8"   ? cclzCodecFp8
+                                        : cclzCodecLossless;
+  config.chunkElems = opt.chunkElems;
+  config.streamsPerChunk = opt.streams;
+  config.maxCodeLength = opt.maxCodeLength;
+  config.formatVersion = opt.formatVersion;
+  config.bits = opt.bits;
+  config.blockElems = opt.blockElems;
+  config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
+  config.seed = opt.roundingSeed;
+  config.fp8Format = opt.fp8Format == "e4m3"   ? cclzFp8E4M3
+                     : opt.fp8Format == "e5m2" ? cclzFp8E5M2
+                     : opt.fp8Format == "int8" ? cclzFp8Int8
+                                               : cclzFp8Default;
+  config.fp8RowElems = opt.fp8RowElems;
+  config.fp8HadamardSize = opt.fp8Hadamard;
+  config.fp8Rotation = opt.fp8Rotation == "never"      ? cclzFp8RotateNever
+                       : opt.fp8Rotation == "always"   ? cclzFp8RotateAlways
+                       : opt.fp8Rotation == "adaptive" ? cclzFp8RotateAdaptive
+                                                       : cclzFp8RotateDefault;
+  config.fp8RotateThreshold = opt.fp8Threshold;
+  config.fp8ScaleCandidates = opt.fp8Candidates;
+  return config;
+}
+
 namespace {
 
 // The handle, destroyed on every path out (cclzCodecDestroy waits for its device work).
@@ -41,31 +72,7 @@ int qgradBlock(const Options& opt) { return opt.blockElems ? opt.blockElems : 64
 class Codec {
  public:
   explicit Codec(const Options& opt) {
-    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-    config.codec = opt.codec == "none"    ? cclzCodecNone
-                   : opt.codec == "qgrad" ? cclzCodecQgrad
-                   : opt.codec == "fp8"   ? cclzCodecFp8
-                                          : cclzCodecLossless;
-    config.chunkElems = opt.chunkElems;
-    config.streamsPerChunk = opt.streams;
-    config.maxCodeLength = opt.maxCodeLength;
-    config.formatVersion = opt.formatVersion;
-    config.bits = opt.bits;
-    config.blockElems = opt.blockElems;
-    config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;
-    config.seed = opt.roundingSeed;
-    config.fp8Format = opt.fp8Format == "e4m3"   ? cclzFp8E4M3
-                       : opt.fp8Format == "e5m2" ? cclzFp8E5M2
-                       : opt.fp8Format == "int8" ? cclzFp8Int8
-                                                 : cclzFp8Default;
-    config.fp8RowElems = opt.fp8RowElems;
-    config.fp8HadamardSize = opt.fp8Hadamard;
-    config.fp8Rotation = opt.fp8Rotation == "never"      ? cclzFp8RotateNever
-                         : opt.fp8Rotation == "always"   ? cclzFp8RotateAlways
-                         : opt.fp8Rotation == "adaptive" ? cclzFp8RotateAdaptive
-                                                         : cclzFp8RotateDefault;
-    config.fp8RotateThreshold = opt.fp8Threshold;
-    config.fp8ScaleCandidates = opt.fp8Candidates;
+    const cclzCodecConfig_t config = codecConfig(opt);
     PERF_CCLZ_CHECK(cclzCodecCreate(&handle_, &config));
   }
   ~Codec() { (void)cclzCodecDestroy(handle_); }

@@ -1,5 +1,6 @@
 // The ops cclz-perf measures. An op is one file (op_<name>.cpp) with one entry point that turns
-// an input into a Row; ops.cpp lists them. Collectives will join as op_allgather.cpp and so on.
+// an input into a Row; ops.cpp lists them. The collectives, which need one process per rank, are
+// their own family (op_collective.h).
 #pragma once
 
 #include <string>

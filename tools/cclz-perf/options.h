@@ -54,7 +54,14 @@ struct Options {
 
   bool lossy() const { return codec == "fp8" || codec == "qgrad"; }
 
+  // Collectives (op_collective.cpp).
+  std::string redOp = "sum";  // sum | avg
+  uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's default (4 MiB)
+
   std::string json;  // --json FILE; empty = none
 };
+
+// The cclzCodecConfig_t of --codec and the codec flags (op_codec.cpp).
+cclzCodecConfig_t codecConfig(const Options& opt);
 
 }  // namespace perf

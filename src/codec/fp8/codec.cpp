@@ -86,6 +86,10 @@ class Fp8Codec final : public Codec {
     return fp8::maxEncodedBytes(p, count);
   }
 
+  // The frame's size is its layout's (docs/formats.md, "fp8"): the collectives need no size
+  // exchange.
+  bool fixedFrameSize() const override { return true; }
+
   uint32_t checkHeader(const FrameHeader& h) const override {
     return fp8::checkFp8Header(h, nullptr);
   }

@@ -19,6 +19,7 @@ class NoneCodec final : public Codec {
   uint64_t maxEncodedBytes(const cclzCodecConfig_t&, int dtype, uint64_t count) const override {
     return none::maxEncodedBytes(dtype, count);
   }
+  bool fixedFrameSize() const override { return true; }
   uint32_t checkHeader(const FrameHeader& h) const override { return none::checkHeader(h); }
   uint64_t encodeHost(const cclzCodecConfig_t&, int dtype, const void* src, uint64_t count,
                       uint8_t* dst, uint64_t capacity) const override {

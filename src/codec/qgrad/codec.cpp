@@ -77,6 +77,9 @@ class QgradCodec final : public Codec {
     return qgrad::maxEncodedBytes(qgradParams(c), count);
   }
 
+  bool fixedFrameSize() const override { return true; }
+  bool hasFeedback() const override { return true; }
+
   uint32_t checkHeader(const FrameHeader& h) const override { return qgrad::checkQgradHeader(h); }
 
   uint64_t encodeHost(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,

@@ -1,0 +1,241 @@
+// The communicator and collective entry points of the C API (cclz.h, "Communicators",
+// "Collectives"): argument checks at the boundary, then src/collective.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "api/feedback.h"
+#include "api/guard.h"
+#include "collective/collectives.h"
+#include "collective/communicator.h"
+#include "common/error.h"
+
+#ifdef CCLZ_HAVE_MPI
+#include "transport/mpi/mpi_transport.h"
+#endif
+#ifdef CCLZ_HAVE_NCCL
+#include "transport/nccl/nccl_transport.h"
+#endif
+
+namespace cclz {
+namespace {
+
+Communicator& implOf(cclzComm_t comm) {
+  CCLZ_REQUIRE(comm && comm->impl, cclzInvalidArgument, "comm is NULL");
+  return *comm->impl;
+}
+
+// guarded(), and the message also kept by the communicator for cclzGetLastError(comm).
+template <typename Body>
+cclzResult_t guardedComm(const char* function, cclzComm_t comm, Body&& body) noexcept {
+  const cclzResult_t result = guarded(function, body);
+  if (result != cclzSuccess && comm && comm->impl) {
+    try {
+      comm->impl->setLastError(cclzGetLastError(nullptr));
+    } catch (...) {
+    }
+  }
+  return result;
+}
+
+cclzResult_t makeComm(cclzComm_t* comm, const std::function<std::unique_ptr<Transport>()>& make) {
+  return guarded("cclzCommInit", [&] {
+    CCLZ_REQUIRE(comm, cclzInvalidArgument, "comm is NULL");
+    *comm = nullptr;
+    const CommSettings settings = CommSettings::fromEnvironment();
+    auto handle = std::make_unique<cclzComm>();
+    handle->impl = std::make_unique<Communicator>(make(), settings);
+    *comm = handle.release();
+  });
+}
+
+cclzResult_t collective(const char* function, cclzComm_t comm, CollArgs args,
+                        cclzFeedback_t feedback) {
+  return guardedComm(function, comm, [&] {
+    Communicator& c = implOf(comm);
+    if (feedback) {
+      args.residual = feedback->residual;
+      args.residualCount = feedback->count;
+      args.residualMemory = feedback->memory;
+      args.step = &feedback->step;  // marks the call as one with feedback, also at count 0
+    }
+    runCollective(c, args);
+  });
+}
+
+}  // namespace
+}  // namespace cclz
+
+using namespace cclz;
+
+extern "C" {
+
+cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId) {
+  return guarded(__func__, [&] {
+    CCLZ_REQUIRE(uniqueId, cclzInvalidArgument, "uniqueId is NULL");
+#ifdef CCLZ_HAVE_NCCL
+    static_assert(sizeof(cclzUniqueId) == sizeof(ncclUniqueId), "same size as NCCL's id");
+    ncclUniqueId id;
+    CCLZ_NCCL_CHECK(ncclGetUniqueId(&id));
+    std::memcpy(uniqueId, &id, sizeof id);
+#else
+    CCLZ_FAIL(cclzNotSupported, "this build of cclz has no NCCL transport");
+#endif
+  });
+}
+
+cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank) {
+  return makeComm(comm, [&]() -> std::unique_ptr<Transport> {
+    CCLZ_REQUIRE(nranks >= 1 && rank >= 0 && rank < nranks, cclzInvalidArgument,
+                 "rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+#ifdef CCLZ_HAVE_NCCL
+    ncclUniqueId id;
+    std::memcpy(&id, &uniqueId, sizeof id);
+    ncclComm_t nccl = nullptr;
+    CCLZ_NCCL_CHECK(ncclCommInitRank(&nccl, nranks, id, rank));
+    try {
+      return std::make_unique<NcclTransport>(nccl, true);
+    } catch (...) {
+      ncclCommDestroy(nccl);
+      throw;
+    }
+#else
+    (void)uniqueId;
+    CCLZ_FAIL(cclzNotSupported, "this build of cclz has no NCCL transport");
+#endif
+  });
+}
+
+cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm) {
+  return makeComm(comm, [&]() -> std::unique_ptr<Transport> {
+    CCLZ_REQUIRE(ncclComm, cclzInvalidArgument, "ncclComm is NULL");
+#ifdef CCLZ_HAVE_NCCL
+    return std::make_unique<NcclTransport>(static_cast<ncclComm_t>(ncclComm), false);
+#else
+    CCLZ_FAIL(cclzNotSupported, "this build of cclz has no NCCL transport");
+#endif
+  });
+}
+
+cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm) {
+  return makeComm(comm, [&]() -> std::unique_ptr<Transport> {
+    CCLZ_REQUIRE(mpiComm, cclzInvalidArgument, "mpiComm is NULL (pass the address of an MPI_Comm)");
+#ifdef CCLZ_HAVE_MPI
+    return std::make_unique<MpiTransport>(*static_cast<const MPI_Comm*>(mpiComm));
+#else
+    CCLZ_FAIL(cclzNotSupported, "this build of cclz has no MPI transport");
+#endif
+  });
+}
+
+cclzResult_t cclzCommDestroy(cclzComm_t comm) {
+  return guarded(__func__, [&] {
+    if (!comm) return;
+    std::unique_ptr<cclzComm> owned(comm);
+  });
+}
+
+cclzResult_t cclzCommAbort(cclzComm_t comm) {
+  return guarded(__func__, [&] {
+    if (!comm) return;
+    std::unique_ptr<cclzComm> owned(comm);
+    if (comm->impl) comm->impl->abort();
+  });
+}
+
+cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError) {
+  return guardedComm(__func__, comm, [&] {
+    Communicator& c = implOf(comm);
+    CCLZ_REQUIRE(asyncError, cclzInvalidArgument, "asyncError is NULL");
+    std::string message;
+    *asyncError = c.asyncError(&message);
+    if (*asyncError != cclzSuccess) c.setLastError("asynchronous error: " + message);
+  });
+}
+
+cclzResult_t cclzCommCount(cclzComm_t comm, int* count) {
+  return guardedComm(__func__, comm, [&] {
+    Communicator& c = implOf(comm);
+    CCLZ_REQUIRE(count, cclzInvalidArgument, "count is NULL");
+    *count = c.transport().size();
+  });
+}
+
+cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank) {
+  return guardedComm(__func__, comm, [&] {
+    Communicator& c = implOf(comm);
+    CCLZ_REQUIRE(rank, cclzInvalidArgument, "rank is NULL");
+    *rank = c.transport().rank();
+  });
+}
+
+cclzResult_t cclzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
+                           cclzStream_t stream) {
+  CollArgs a;
+  a.op = CollOp::AllGather, a.send = sendbuff, a.recv = recvbuff, a.count = sendcount;
+  a.dtype = dtype, a.codec = codec, a.stream = stream;
+  return collective(__func__, comm, a, nullptr);
+}
+
+cclzResult_t cclzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                               const cclzCodecConfig_t* codec, cclzStream_t stream) {
+  return cclzReduceScatterFeedback(sendbuff, recvbuff, recvcount, dtype, op, comm, codec, nullptr,
+                                   stream);
+}
+
+cclzResult_t cclzReduceScatterFeedback(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                       cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                       const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
+                                       cclzStream_t stream) {
+  CollArgs a;
+  a.op = CollOp::ReduceScatter, a.send = sendbuff, a.recv = recvbuff, a.count = recvcount;
+  a.dtype = dtype, a.redOp = op, a.codec = codec, a.stream = stream;
+  return collective(feedback ? "cclzReduceScatterFeedback" : "cclzReduceScatter", comm, a,
+                    feedback);
+}
+
+cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                           const cclzCodecConfig_t* codec, cclzStream_t stream) {
+  return cclzAllReduceFeedback(sendbuff, recvbuff, count, dtype, op, comm, codec, nullptr, stream);
+}
+
+cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t count,
+                                   cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                   const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
+                                   cclzStream_t stream) {
+  CollArgs a;
+  a.op = CollOp::AllReduce, a.send = sendbuff, a.recv = recvbuff, a.count = count;
+  a.dtype = dtype, a.redOp = op, a.codec = codec, a.stream = stream;
+  return collective(feedback ? "cclzAllReduceFeedback" : "cclzAllReduce", comm, a, feedback);
+}
+
+cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                          cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
+                          cclzStream_t stream) {
+  CollArgs a;
+  a.op = CollOp::AllToAll, a.send = sendbuff, a.recv = recvbuff, a.count = count;
+  a.dtype = dtype, a.codec = codec, a.stream = stream;
+  return collective(__func__, comm, a, nullptr);
+}
+
+cclzResult_t cclzSend(const void* sendbuff, size_t count, cclzDataType_t dtype, int peer,
+                      cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream) {
+  CollArgs a;
+  a.op = CollOp::Send, a.send = sendbuff, a.count = count, a.dtype = dtype, a.peer = peer;
+  a.codec = codec, a.stream = stream;
+  return collective(__func__, comm, a, nullptr);
+}
+
+cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtype, int peer,
+                      cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream) {
+  CollArgs a;
+  a.op = CollOp::Recv, a.recv = recvbuff, a.count = count, a.dtype = dtype, a.peer = peer;
+  a.codec = codec, a.stream = stream;
+  return collective(__func__, comm, a, nullptr);
+}
+
+}  // extern "C"

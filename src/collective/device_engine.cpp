@@ -1,0 +1,296 @@
+// The device engine: codec kernels on three streams of the communicator's device, ordered by
+// events so that piece i+1's encode, piece i's transfer and piece i-1's decode overlap:
+//   encode stream: encodes of slot s wait until slot s was last moved and decoded;
+//   move stream:   the transport's work for slot s waits for its encodes (and for its receive
+//                  slots to be decoded);
+//   decode stream: decodes of slot s wait for its transfer.
+// The caller's stream is joined at begin() and waits for all three at end(). Nothing here waits
+// on the host except toHost/fromHost (sizes of variable-size frames, the call check).
+#ifdef CCLZ_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <set>
+#include <vector>
+#include <string>
+
+#include "codec/device.h"
+#include "collective/device_kernels.h"
+#include "collective/engine.h"
+#include "common/dtype.h"
+#include "common/error.h"
+
+namespace cclz {
+namespace {
+
+class DeviceEngine final : public Engine {
+ public:
+  DeviceEngine() {
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device_));
+    for (cudaStream_t* s : {&encode_, &move_, &decode_})
+      CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : allEvents()) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, kEventFlags));
+    CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
+    CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
+    CCLZ_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  ~DeviceEngine() override {
+    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamSynchronize(s);
+    for (int a = 0; a < static_cast<int>(Area::Count); ++a) cudaFree(areas_[a]);
+    cudaFree(status_);
+    cudaFreeHost(stage_);
+    for (cudaEvent_t* e : allEvents()) cudaEventDestroy(*e);
+    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamDestroy(s);
+  }
+
+  MemoryKind memory() const override { return MemoryKind::Device; }
+
+  // Growing waits for this engine's streams (the old areas may still be in use): it happens on
+  // the first calls of a size, not in the steady state.
+  void reserve(const uint64_t* bytes) override {
+    for (int a = 0; a < static_cast<int>(Area::Count); ++a) {
+      if (bytes[a] <= capacity_[a]) continue;
+      waitIdle();
+      CCLZ_CUDA_CHECK(cudaFree(areas_[a]));
+      areas_[a] = nullptr;
+      capacity_[a] = 0;
+      CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&areas_[a]), bytes[a]));
+      capacity_[a] = bytes[a];
+    }
+  }
+  uint8_t* area(Area a) override { return areas_[static_cast<int>(a)]; }
+
+  uint8_t* hostStage(uint64_t bytes) override {
+    if (bytes > stageBytes_) {
+      CCLZ_CUDA_CHECK(cudaFreeHost(stage_));
+      stage_ = nullptr;
+      stageBytes_ = 0;
+      CCLZ_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&stage_), bytes));
+      stageBytes_ = bytes;
+    }
+    return stage_;
+  }
+
+  void begin(cclzStream_t stream) override {
+    user_ = reinterpret_cast<cudaStream_t>(stream);
+    CCLZ_CUDA_CHECK(cudaEventRecord(start_, user_));
+    for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start_));
+    current_ = encode_;
+    decodedSlot_ = kNoSlot;
+  }
+
+  void end() override {
+    finish();
+    // A decode's rejected frame or an encode's NaN is reported by cclzCommGetAsyncError once
+    // this call's work has finished: judging it here would mean waiting for it.
+  }
+
+  void abandon() noexcept override {
+    try {
+      finish();
+    } catch (...) {
+    }
+  }
+
+  void stage(Stage s, int slot) override {
+    closeDecode();
+    switch (s) {
+      case Stage::Encode:
+        current_ = encode_;
+        if (slot != kNoSlot) {
+          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, moved_[slot]));
+          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, decoded_[slot]));
+        }
+        break;
+      case Stage::Move:
+        current_ = move_;
+        if (slot != kNoSlot) {
+          CCLZ_CUDA_CHECK(cudaEventRecord(encoded_[slot], encode_));
+          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, encoded_[slot]));
+          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, decoded_[slot]));
+        }
+        break;
+      case Stage::Decode:
+        current_ = decode_;
+        if (slot != kNoSlot) {
+          CCLZ_CUDA_CHECK(cudaEventRecord(moved_[slot], move_));
+          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, moved_[slot]));
+          decodedSlot_ = slot;  // recorded when the next stage begins
+        }
+        break;
+    }
+  }
+
+  void join() override {
+    closeDecode();
+    cudaStream_t streams[3] = {encode_, move_, decode_};
+    for (int i = 0; i < 3; ++i) CCLZ_CUDA_CHECK(cudaEventRecord(joined_[i], streams[i]));
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        if (i != j) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(streams[i], joined_[j]));
+  }
+
+  cclzStream_t moveStream() const override { return reinterpret_cast<cclzStream_t>(move_); }
+
+  void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t,
+              uint64_t* sizeSlot, float* residual, uint64_t step) override {
+    const DeviceWorkspace ws = workspace();
+    if (!residual) {
+      c.codec->encodeDevice(c.config, c.dtype, src, count, dst, sizeSlot, ws, current_);
+      return;
+    }
+    // A residual at an offset that is not 32-byte aligned goes through an aligned copy.
+    const bool aligned = reinterpret_cast<uintptr_t>(residual) % 32 == 0;
+    float* r = aligned ? residual : reinterpret_cast<float*>(area(Area::Residual));
+    const uint64_t bytes = count * sizeof(float);
+    if (!aligned)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(r, residual, bytes, cudaMemcpyDeviceToDevice, current_));
+    c.codec->encodeFeedbackDevice(c.config, c.dtype, src, count, r, step, dst, sizeSlot, ws,
+                                  current_);
+    if (!aligned)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(residual, r, bytes, cudaMemcpyDeviceToDevice, current_));
+  }
+
+  // An output that is not 16-byte aligned (a rank's part of the receive buffer at an odd offset)
+  // is decoded into an aligned piece and copied.
+  void decode(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
+              void* dst) override {
+    if (reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      c.codec->decodeDevice(c.config, src, srcBytes, c.dtype, count, dst, workspace(), current_);
+      return;
+    }
+    uint8_t* decoded = area(Area::Decoded);
+    c.codec->decodeDevice(c.config, src, srcBytes, c.dtype, count, decoded, workspace(), current_);
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst, decoded, count * elementBytes(c.dtype),
+                                    cudaMemcpyDeviceToDevice, current_));
+  }
+
+  // Codecs without a fused device decode-and-accumulate (lossless, none) decode into a
+  // temporary piece and add it; every decode runs on the decode stream, so one temporary serves.
+  void decodeAccumulate(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
+                        float* acc) override {
+    if (!unfused_.count(c.codec)) {
+      try {
+        c.codec->decodeAccumulateDevice(c.config, src, srcBytes, c.dtype, count, acc, workspace(),
+                                        current_);
+        return;
+      } catch (const Error& e) {
+        if (e.code() != cclzNotSupported) throw;
+        unfused_.insert(c.codec);
+      }
+    }
+    uint8_t* decoded = area(Area::Decoded);
+    c.codec->decodeDevice(c.config, src, srcBytes, c.dtype, count, decoded, workspace(), current_);
+    reduce::accumulateDevice(acc, decoded, count, c.dtype, current_);
+  }
+
+  void zero(float* acc, uint64_t count) override {
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, count * sizeof(float), current_));
+  }
+
+  void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) override {
+    reduce::storeDevice(acc, count, divisor, dtype, dst, current_);
+  }
+
+  void foldError(float* residual, const void* intended, const void* got, uint64_t count,
+                 int dtype, float factor) override {
+    reduce::foldDevice(residual, intended, got, count, dtype, factor, current_);
+  }
+
+  void toHost(void* hostDst, const void* src, uint64_t bytes) override {
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(hostDst, src, bytes, cudaMemcpyDeviceToHost, current_));
+    CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));
+  }
+
+  void fromHost(void* dst, const void* hostSrc, uint64_t bytes) override {
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst, hostSrc, bytes, cudaMemcpyHostToDevice, current_));
+    CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));  // the host may reuse hostSrc at once
+  }
+
+  cclzResult_t pollError(std::string* message) override {
+    if (!ran_) return cclzSuccess;
+    const cudaError_t state = cudaEventQuery(finished_);
+    if (state == cudaErrorNotReady) return cclzSuccess;  // not finished: not judged yet
+    CCLZ_CUDA_CHECK(state);
+    DeviceStatus status{};
+    CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
+    if (status.decodeError == kFrameOk && status.encodeError == 0) return cclzSuccess;
+    CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, 2 * sizeof(uint32_t)));
+    if (status.decodeError != kFrameOk) {
+      *message = std::string("a device decode rejected a received frame: ") +
+                 frameErrorText(status.decodeError);
+      return cclzCorruptFrame;
+    }
+    *message = "a device encode met a NaN or Inf (those blocks were sent as NaN)";
+    return cclzInvalidArgument;
+  }
+
+ private:
+  static constexpr unsigned kEventFlags = cudaEventDisableTiming;
+
+  static uint64_t elementBytes(int dtype) {
+    return dtypeSize(static_cast<cclzDataType_t>(dtype));
+  }
+
+  std::vector<cudaEvent_t*> allEvents() {
+    std::vector<cudaEvent_t*> all = {&start_, &finished_};
+    for (int s = 0; s < kSlots; ++s) {
+      all.push_back(&encoded_[s]);
+      all.push_back(&moved_[s]);
+      all.push_back(&decoded_[s]);
+    }
+    for (cudaEvent_t& e : joined_) all.push_back(&e);
+    return all;
+  }
+
+  DeviceWorkspace workspace() {
+    return DeviceWorkspace{status_, area(Area::CodecScratch),
+                           capacity_[static_cast<int>(Area::CodecScratch)]};
+  }
+
+  // The decode stage of a slot ends where the next stage begins.
+  void closeDecode() {
+    if (decodedSlot_ == kNoSlot) return;
+    CCLZ_CUDA_CHECK(cudaEventRecord(decoded_[decodedSlot_], decode_));
+    decodedSlot_ = kNoSlot;
+  }
+
+  void finish() {
+    closeDecode();
+    cudaStream_t streams[3] = {encode_, move_, decode_};
+    for (int i = 0; i < 3; ++i) {
+      CCLZ_CUDA_CHECK(cudaEventRecord(joined_[i], streams[i]));
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(user_, joined_[i]));
+    }
+    CCLZ_CUDA_CHECK(cudaEventRecord(finished_, user_));
+    ran_ = true;
+  }
+
+  void waitIdle() {
+    for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  int device_ = 0;
+  cudaStream_t encode_ = nullptr, move_ = nullptr, decode_ = nullptr;
+  cudaStream_t user_ = nullptr, current_ = nullptr;
+  cudaEvent_t start_ = nullptr, finished_ = nullptr;
+  cudaEvent_t encoded_[kSlots] = {}, moved_[kSlots] = {}, decoded_[kSlots] = {};
+  cudaEvent_t joined_[3] = {};
+  int decodedSlot_ = kNoSlot;
+  bool ran_ = false;
+  DeviceStatus* status_ = nullptr;
+  uint8_t* areas_[static_cast<int>(Area::Count)] = {};
+  uint64_t capacity_[static_cast<int>(Area::Count)] = {};
+  uint8_t* stage_ = nullptr;
+  uint64_t stageBytes_ = 0;
+  std::set<const Codec*> unfused_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> makeDeviceEngine() { return std::make_unique<DeviceEngine>(); }
+
+}  // namespace cclz
+
+#endif  // CCLZ_HAVE_CUDA

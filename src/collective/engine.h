@@ -1,0 +1,114 @@
+// The engine: where a collective's codec calls run and its scratch lives, so that the algorithms
+// (collectives.cpp) are written once for host and device memory. The host engine calls the CPU
+// reference and finishes each call before it returns; the device engine queues kernels on three
+// streams (encode, move, decode) ordered by events, so that encoding piece i+1, moving piece i and
+// decoding piece i-1 overlap, and never synchronizes the host except where a caller asks for data
+// on the host (toHost).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cclz/cclz.h"
+#include "codec/codec.h"
+#include "transport/transport.h"
+
+namespace cclz {
+
+// One codec as a collective uses it: implementation, configuration, element type.
+struct CodecUse {
+  const Codec* codec;
+  cclzCodecConfig_t config;
+  int dtype;
+};
+
+// The stages of one pipeline piece. Slots are double buffers: piece i uses slot i % kSlots, and
+// stage(Encode, s) waits until the previous piece in slot s has been moved and decoded.
+enum class Stage { Encode, Move, Decode };
+constexpr int kSlots = 2;
+constexpr int kNoSlot = -1;  // a stage with no slot buffers (control messages)
+
+// Scratch areas, one per purpose, kept between calls. Decoded (device): one piece in its dtype,
+// for codecs without a fused decode-and-accumulate and for outputs that are not 16-byte aligned
+// (the device decoders store 16 bytes at a time). Residual (device): one piece of fp32 residual,
+// where the caller's is not 32-byte aligned (qgrad's encode loads 32 bytes at a time).
+// CodecScratch: what a device encode asks for (Codec::encodeScratchBytes).
+enum class Area {
+  SendFrames,
+  RecvFrames,
+  Accumulator,
+  Sizes,
+  Shard,
+  Control,
+  Decoded,
+  Residual,
+  CodecScratch,
+  Count
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual MemoryKind memory() const = 0;
+
+  // Sizes every area (bytes[Area::Count]) before a call queues any work: growing an area on the
+  // device waits for the engine's streams. area() then returns the area's base.
+  virtual void reserve(const uint64_t* bytes) = 0;
+  virtual uint8_t* area(Area a) = 0;
+  // Host memory for `bytes` (pinned on the device engine), kept between calls.
+  virtual uint8_t* hostStage(uint64_t bytes) = 0;
+
+  // A collective starts after the work queued on `stream` and, at end(), `stream` waits for it.
+  // end() throws the first error a host codec call met (see fail()); abandon() is end() on an
+  // error path and never throws.
+  virtual void begin(cclzStream_t stream) = 0;
+  virtual void end() = 0;
+  virtual void abandon() noexcept = 0;
+
+  virtual void stage(Stage s, int slot) = 0;
+  // Every stream waits for all work queued so far (between the phases of an all-reduce).
+  virtual void join() = 0;
+  // The stream of the Move stage, for the transport.
+  virtual cclzStream_t moveStream() const = 0;
+
+  // Codec calls, on the current stage's stream. encode writes the frame's size to *sizeSlot
+  // (engine memory); with a residual it is the error-feedback encode (step numbers its draws).
+  // Host engine: a NaN/Inf (qgrad) or a corrupt frame does not stop the call, so that every rank
+  // still sends and receives what its peers expect; end() reports it.
+  virtual void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst,
+                      uint64_t capacity, uint64_t* sizeSlot, float* residual, uint64_t step) = 0;
+  virtual void decode(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
+                      void* dst) = 0;
+  virtual void decodeAccumulate(const CodecUse& c, const uint8_t* src, uint64_t srcBytes,
+                                uint64_t count, float* acc) = 0;
+
+  virtual void zero(float* acc, uint64_t count) = 0;
+  // dst[i] = acc[i] / divisor, rounded to dtype (divisor 1 for a sum, the rank count for avg).
+  virtual void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) = 0;
+  // residual[i] += factor * (intended[i] - got[i]), intended and got of dtype: the all-reduce's
+  // second quantization folded into the error feedback of the shard this rank owns.
+  virtual void foldError(float* residual, const void* intended, const void* got, uint64_t count,
+                         int dtype, float factor) = 0;
+
+  // Stream-ordered copies between engine memory and host memory. toHost waits for the bytes (a
+  // host synchronization on the device); fromHost's source may be reused once it returns.
+  virtual void toHost(void* hostDst, const void* src, uint64_t bytes) = 0;
+  virtual void fromHost(void* dst, const void* hostSrc, uint64_t bytes) = 0;
+
+  // A device decode that rejected its frame, or a device encode that met NaN/Inf, in a collective
+  // that has finished; read without waiting and then cleared (never on the host,
+  // whose errors come back from end()). Returns cclzCorruptFrame or cclzInvalidArgument (NaN/Inf)
+  // with *message set, else cclzSuccess.
+  virtual cclzResult_t pollError(std::string* message) {
+    (void)message;
+    return cclzSuccess;
+  }
+};
+
+std::unique_ptr<Engine> makeHostEngine();
+#ifdef CCLZ_HAVE_CUDA
+std::unique_ptr<Engine> makeDeviceEngine();
+#endif
+
+}  // namespace cclz

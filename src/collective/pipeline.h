@@ -1,0 +1,89 @@
+// What the algorithms share within one call: the plan (codec, piece size, frame slots) and the
+// movement of one piece's frames between ranks (algorithms.cpp, plan.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collective/engine.h"
+#include "transport/transport.h"
+
+namespace cclz {
+
+// A run of elements: an offset and a count.
+struct Span {
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+
+// count cut into n parts as evenly as possible: the first count % n get one more.
+Span evenShare(uint64_t count, int n, int r);
+// Piece k of a span, relative to the span's start (count 0 past its end).
+Span pieceOf(const Span& s, uint64_t pieceElems, uint64_t k);
+uint64_t pieceCount(uint64_t count, uint64_t pieceElems);
+
+struct Pipeline {
+  Transport& t;
+  Engine& e;
+  CodecUse use;
+  int n = 1;
+  int me = 0;
+  uint64_t elemBytes = 0;
+  uint64_t pieceElems = 1;
+  uint64_t stride = 0;  // bytes of one frame slot: a piece's largest frame, rounded up
+  bool fixedSize = false;
+
+  uint8_t* sendFrame(int slot, int r) const {
+    return e.area(Area::SendFrames) + (static_cast<uint64_t>(slot) * n + r) * stride;
+  }
+  uint8_t* recvFrame(int slot, int r) const {
+    return e.area(Area::RecvFrames) + (static_cast<uint64_t>(slot) * n + r) * stride;
+  }
+  // Per slot: [0, n) the sizes of the frames sent to each rank, [n, 2n) of those received.
+  uint64_t* sizes(int slot) const {
+    return reinterpret_cast<uint64_t*>(e.area(Area::Sizes)) + static_cast<uint64_t>(slot) * 2 * n;
+  }
+  // Each slot's accumulator starts 256-byte aligned (the device decoders store 16 bytes at once).
+  static uint64_t accumulatorStride(uint64_t pieceElems) { return (pieceElems + 63) / 64 * 64; }
+  float* accumulator(int slot) const {
+    return reinterpret_cast<float*>(e.area(Area::Accumulator)) +
+           slot * accumulatorStride(pieceElems);
+  }
+  const uint8_t* at(const void* base, uint64_t elem) const {
+    return static_cast<const uint8_t*>(base) + elem * elemBytes;
+  }
+  uint8_t* at(void* base, uint64_t elem) const {
+    return static_cast<uint8_t*>(base) + elem * elemBytes;
+  }
+  // The bytes a frame of count elements occupies on the wire when sizes are known in advance.
+  uint64_t wireBytes(uint64_t count) const;
+};
+
+struct Outgoing {
+  int peer;
+  const uint8_t* frame;
+  uint64_t count;     // elements the frame holds
+  int sizeIndex;      // its size is sizes(slot)[sizeIndex]
+};
+struct Incoming {
+  int peer;
+  uint8_t* frame;     // a slot of stride bytes
+  uint64_t count;
+};
+
+// Moves one piece's frames on the Move stage (docs/collectives.md, "Variable-size frames"):
+// fixed-size frames go at their known size; variable ones over a transport that learns sizes go
+// into slots of stride bytes; otherwise the sizes are exchanged first and brought to the host.
+void moveFrames(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
+                const std::vector<Incoming>& in);
+
+// The algorithms (algorithms.cpp). chunks[r]: the elements of rank r, as offsets into the
+// output (gather) or the input (reduce, all-to-all).
+void gatherPieces(const Pipeline& p, const void* mine, void* out, const std::vector<Span>& chunks);
+void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vector<Span>& chunks,
+                  float divisor, float* residual, uint64_t step);
+void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count);
+void sendPieces(const Pipeline& p, const void* in, uint64_t count, int peer);
+void recvPieces(const Pipeline& p, void* out, uint64_t count, int peer);
+
+}  // namespace cclz

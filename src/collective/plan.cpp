@@ -1,0 +1,329 @@
+// runCollective: validates a call, checks it against the peers' calls, sizes the scratch and
+// runs the algorithm. Local validation errors do not return at once: the rank still takes part
+// in the descriptor exchange, marked as rejected, so that its peers fail too instead of waiting.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "collective/collectives.h"
+#include "collective/pipeline.h"
+#include "common/dtype.h"
+#include "common/error.h"
+
+#ifdef CCLZ_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cclz {
+namespace {
+
+bool isDeviceMemory(const void* p) {
+#ifdef CCLZ_HAVE_CUDA
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+bool reduces(CollOp op) { return op == CollOp::ReduceScatter || op == CollOp::AllReduce; }
+
+cclzCodecConfig_t noneConfig() {
+  cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+  c.codec = cclzCodecNone;
+  return c;
+}
+
+// Everything validation learns about a call.
+struct Plan {
+  CodecUse use{};
+  uint64_t elemBytes = 0;
+  uint64_t pieceElems = 1;
+  uint64_t sendElems = 0;  // elements of the send buffer
+  uint64_t recvElems = 0;  // elements of the receive buffer
+  std::vector<Span> chunks;  // per rank (see pipeline.h)
+};
+
+void checkBuffer(const Transport& t, const void* p, uint64_t elems, uint64_t elemBytes,
+                 const char* what) {
+  if (elems == 0) return;
+  CCLZ_REQUIRE(p, cclzInvalidArgument, std::string(what) + " is NULL");
+  CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(p) % elemBytes == 0, cclzInvalidArgument,
+               std::string(what) + " is not aligned to the element size");
+  const bool device = isDeviceMemory(p);
+  if (t.memory() == MemoryKind::Device)
+    CCLZ_REQUIRE(device, cclzInvalidArgument,
+                 std::string(what) + " must be device memory on a device (NCCL) communicator");
+  else
+    CCLZ_REQUIRE(!device, cclzInvalidArgument,
+                 std::string(what) + " must be host memory on a host (MPI) communicator");
+}
+
+Plan makePlan(Communicator& comm, const CollArgs& a) {
+  Transport& t = comm.transport();
+  const int n = t.size(), me = t.rank();
+  Plan plan;
+  plan.use.config = a.codec ? *a.codec : noneConfig();
+  const cclzCodecConfig_t& config = plan.use.config;
+  if (a.codec)
+    CCLZ_REQUIRE(config.magic == CCLZ_CONFIG_MAGIC && config.size == sizeof(cclzCodecConfig_t) &&
+                     config.version / 100 == CCLZ_VERSION_CODE / 100,
+                 cclzInvalidArgument,
+                 "codec config was not initialized with CCLZ_CODEC_CONFIG_INITIALIZER");
+  plan.use.codec = &codecFor(config.codec);
+  plan.use.codec->validateConfig(config);
+  const auto dtype = static_cast<cclzDataType_t>(a.dtype);
+  plan.use.dtype = a.dtype;
+  plan.elemBytes = dtypeSize(dtype);
+  CCLZ_REQUIRE(plan.elemBytes != 0, cclzInvalidArgument, "unknown dtype");
+  plan.use.codec->checkDtype(a.dtype);
+  if (reduces(a.op)) {
+    CCLZ_REQUIRE(dtype == cclzBfloat16 || dtype == cclzFloat16 || dtype == cclzFloat32,
+                 cclzNotSupported,
+                 std::string("reductions take bf16, fp16 or fp32, not ") + dtypeName(dtype));
+    CCLZ_REQUIRE(a.redOp == cclzSum || a.redOp == cclzAvg, cclzInvalidArgument,
+                 "the reduction must be cclzSum or cclzAvg");
+  }
+  CCLZ_REQUIRE(a.count <= (uint64_t{1} << 40) / static_cast<uint64_t>(n), cclzInvalidArgument,
+               "count too large");
+
+  const uint64_t count = a.count;
+  switch (a.op) {
+    case CollOp::AllGather:
+      plan.sendElems = count, plan.recvElems = count * n;
+      for (int r = 0; r < n; ++r) plan.chunks.push_back({r * count, count});
+      break;
+    case CollOp::ReduceScatter:
+      plan.sendElems = count * n, plan.recvElems = count;
+      for (int r = 0; r < n; ++r) plan.chunks.push_back({r * count, count});
+      break;
+    case CollOp::AllReduce:
+      plan.sendElems = plan.recvElems = count;
+      for (int r = 0; r < n; ++r) plan.chunks.push_back(evenShare(count, n, r));
+      break;
+    case CollOp::AllToAll:
+      plan.sendElems = plan.recvElems = count * n;
+      for (int r = 0; r < n; ++r) plan.chunks.push_back({r * count, count});
+      break;
+    case CollOp::Send:
+    case CollOp::Recv:
+      CCLZ_REQUIRE(a.peer >= 0 && a.peer < n, cclzInvalidArgument,
+                   "peer " + std::to_string(a.peer) + " is not a rank of the communicator (0.." +
+                       std::to_string(n - 1) + ")");
+      CCLZ_REQUIRE(a.peer != me, cclzInvalidArgument,
+                   "a rank cannot send to or receive from itself (copy the buffer instead)");
+      (a.op == CollOp::Send ? plan.sendElems : plan.recvElems) = count;
+      plan.chunks.assign(n, Span{0, 0});
+      plan.chunks[a.peer] = {0, count};
+      break;
+  }
+  checkBuffer(t, a.send, plan.sendElems, plan.elemBytes, "sendbuff");
+  checkBuffer(t, a.recv, plan.recvElems, plan.elemBytes, "recvbuff");
+
+  const bool feedback = a.residual != nullptr || a.step != nullptr;
+  if (feedback) {
+    CCLZ_REQUIRE(reduces(a.op), cclzInvalidArgument,
+                 "error feedback is for reduce-scatter and all-reduce");
+    CCLZ_REQUIRE(plan.use.codec->hasFeedback(), cclzNotSupported,
+                 std::string("the ") + plan.use.codec->name() +
+                     " codec has no error feedback (qgrad has)");
+    CCLZ_REQUIRE(a.residualCount == plan.sendElems, cclzInvalidArgument,
+                 "the feedback state holds " + std::to_string(a.residualCount) +
+                     " elements, the call sends " + std::to_string(plan.sendElems));
+    CCLZ_REQUIRE((a.residualMemory == cclzMemoryDevice) == (t.memory() == MemoryKind::Device),
+                 cclzInvalidArgument,
+                 t.memory() == MemoryKind::Device
+                     ? "a device communicator takes device feedback state (cclzMemoryDevice)"
+                     : "a host communicator takes host feedback state (cclzMemoryHost)");
+  }
+
+  uint64_t largest = 0;
+  for (const Span& c : plan.chunks) largest = std::max(largest, c.count);
+  plan.pieceElems =
+      std::max<uint64_t>(1, std::min(comm.settings().pieceBytes / plan.elemBytes, largest));
+  return plan;
+}
+
+CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan& plan,
+                        bool rejected) {
+  CallDescriptor d{};
+  d.magic = kDescriptorMagic;
+  d.version = kDescriptorVersion;
+  d.op = static_cast<uint8_t>(a.op);
+  d.dtype = static_cast<uint8_t>(a.dtype);
+  d.redOp = reduces(a.op) ? static_cast<uint8_t>(a.redOp + 1) : 0;
+  d.codec = static_cast<uint8_t>(plan.use.config.codec);
+  d.feedback = a.step != nullptr;
+  d.rejected = rejected;
+  d.memory = static_cast<uint8_t>(const_cast<Communicator&>(comm).transport().memory());
+  d.peer = a.op == CollOp::Send || a.op == CollOp::Recv ? a.peer : -1;
+  d.ranks = const_cast<Communicator&>(comm).transport().size();
+  d.count = a.count;
+  d.pieceElems = plan.pieceElems;
+  d.configHash = configHash(plan.use.config);
+  return d;
+}
+
+// Sends this rank's descriptor to `peers` and receives theirs (a 64-byte all-to-all), then
+// judges. Returns the verdict ("" when the call agrees everywhere).
+std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
+                           const std::vector<int>& peers) {
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  const int n = t.size(), me = t.rank();
+  const uint64_t d = sizeof(CallDescriptor);
+  uint8_t* wire = e.area(Area::Control);  // [n descriptors received][this rank's]
+  uint8_t* host = e.hostStage((n + 1) * d);
+  std::memcpy(host + n * d, &mine, d);
+  e.stage(Stage::Move, kNoSlot);
+  e.fromHost(wire + n * d, host + n * d, d);
+  t.groupStart(e.moveStream());
+  for (int r : peers) {
+    t.send(wire + n * d, d, r);
+    t.recv(wire + r * d, d, r, nullptr);
+  }
+  t.groupEnd();
+  e.toHost(host, wire, n * d);
+  std::vector<CallDescriptor> all(n);
+  std::vector<int> ranks = peers;
+  ranks.push_back(me);
+  std::sort(ranks.begin(), ranks.end());
+  for (int r : peers) std::memcpy(&all[r], host + r * d, d);
+  all[me] = mine;
+  return compareDescriptors(all, ranks);
+}
+
+void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  const int n = t.size(), me = t.rank();
+  Pipeline p{t, e, plan.use, n, me, plan.elemBytes, plan.pieceElems, stride,
+             plan.use.codec->fixedFrameSize()};
+  const float divisor = a.redOp == cclzAvg && reduces(a.op) ? static_cast<float>(n) : 1.0f;
+  switch (a.op) {
+    case CollOp::AllGather:
+      gatherPieces(p, a.send, a.recv, plan.chunks);
+      break;
+    case CollOp::ReduceScatter:
+      reducePieces(p, a.send, a.recv, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
+      break;
+    case CollOp::AllReduce: {
+      // Reduce-scatter into this rank's shard, then all-gather the shards (re-encoded once).
+      uint8_t* shard = e.area(Area::Shard);
+      reducePieces(p, a.send, shard, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
+      e.join();
+      gatherPieces(p, shard, a.recv, plan.chunks);
+      const Span own = plan.chunks[me];
+      if (a.step && own.count)
+        e.foldError(a.residual + own.offset, shard, p.at(a.recv, own.offset), own.count, a.dtype,
+                    divisor);
+      break;
+    }
+    case CollOp::AllToAll:
+      allToAllPieces(p, a.send, a.recv, a.count);
+      break;
+    case CollOp::Send:
+      sendPieces(p, a.send, a.count, a.peer);
+      break;
+    case CollOp::Recv:
+      recvPieces(p, a.recv, a.count, a.peer);
+      break;
+  }
+}
+
+// The largest f(count) over the piece sizes of this call: whole pieces and each chunk's last,
+// shorter one (a codec's sizes need not grow with the count: lossless picks its chunking by it).
+template <typename F>
+uint64_t worstPiece(const Plan& plan, F&& f) {
+  uint64_t worst = f(plan.pieceElems);
+  for (const Span& c : plan.chunks)
+    if (c.count % plan.pieceElems) worst = std::max(worst, f(c.count % plan.pieceElems));
+  return worst;
+}
+
+// The bytes of one frame slot.
+uint64_t frameStride(const Plan& plan) {
+  const uint64_t worst = worstPiece(plan, [&](uint64_t count) {
+    return plan.use.codec->maxEncodedBytes(plan.use.config, plan.use.dtype, count);
+  });
+  return (worst + 255) / 256 * 256;  // keeps every slot 256-byte aligned
+}
+
+}  // namespace
+
+void runCollective(Communicator& comm, const CollArgs& a) {
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  const int n = t.size(), me = t.rank();
+
+  Plan plan;
+  std::exception_ptr rejected;
+  try {
+    plan = makePlan(comm, a);
+  } catch (...) {
+    rejected = std::current_exception();
+    plan.use.config = a.codec ? *a.codec : noneConfig();
+  }
+  const bool pointToPoint = a.op == CollOp::Send || a.op == CollOp::Recv;
+  const bool peerValid = !pointToPoint || (a.peer >= 0 && a.peer < n && a.peer != me);
+  const bool check = comm.shouldCheck(a.op) && peerValid;
+  if (!check && rejected) std::rethrow_exception(rejected);
+
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  bytes[static_cast<int>(Area::Control)] = (n + 1) * sizeof(CallDescriptor);
+  uint64_t stride = 0;
+  if (!rejected) {
+    stride = frameStride(plan);
+    const uint64_t slots = static_cast<uint64_t>(kSlots) * n * stride;
+    bytes[static_cast<int>(Area::SendFrames)] = slots;
+    bytes[static_cast<int>(Area::RecvFrames)] = slots;
+    bytes[static_cast<int>(Area::Sizes)] = kSlots * 2 * n * sizeof(uint64_t);
+    if (reduces(a.op))
+      bytes[static_cast<int>(Area::Accumulator)] =
+          kSlots * Pipeline::accumulatorStride(plan.pieceElems) * sizeof(float);
+    if (a.op == CollOp::AllReduce)
+      bytes[static_cast<int>(Area::Shard)] = plan.chunks[me].count * plan.elemBytes;
+#ifdef CCLZ_HAVE_CUDA
+    if (e.memory() == MemoryKind::Device) {
+      bytes[static_cast<int>(Area::Decoded)] = plan.pieceElems * plan.elemBytes;
+      if (a.step) bytes[static_cast<int>(Area::Residual)] = plan.pieceElems * sizeof(float);
+      bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
+        return plan.use.codec->encodeScratchBytes(plan.use.config, plan.use.dtype, count);
+      });
+    }
+#endif
+  }
+  e.reserve(bytes);
+
+  e.begin(a.stream);
+  try {
+    if (check) {
+      std::vector<int> peers;
+      if (pointToPoint)
+        peers.push_back(a.peer);
+      else
+        for (int r = 0; r < n; ++r)
+          if (r != me) peers.push_back(r);
+      const std::string verdict = checkWithPeers(comm, describe(comm, a, plan, rejected != nullptr),
+                                                 peers);
+      if (rejected) std::rethrow_exception(rejected);
+      if (!verdict.empty())
+        CCLZ_FAIL(cclzInvalidUsage, std::string(collOpName(a.op)) + ": " + verdict);
+    }
+    runPlan(comm, a, plan, stride);
+    if (a.step) ++*a.step;
+    e.end();
+  } catch (...) {
+    e.abandon();
+    throw;
+  }
+}
+
+}  // namespace cclz

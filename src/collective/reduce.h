@@ -1,0 +1,67 @@
+// The element operations of the reductions, written once for the host engine and the kernels
+// (DESIGN.md: shared scalar helpers are __host__ __device__), with every operation rounded
+// explicitly so that nvcc's contraction into FMAs cannot make the device differ from the host
+// (the host build uses -ffp-contract=off).
+#pragma once
+
+#include <cstdint>
+
+#include "cclz/cclz.h"
+#include "common/float_bits.h"
+#include "common/hd.h"
+
+namespace cclz::reduce {
+
+CCLZ_HD float addRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CCLZ_HD float subRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CCLZ_HD float mulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CCLZ_HD float divRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+// Element i of dst (dtype) = acc / divisor, rounded to nearest even.
+CCLZ_HD void storeElement(const float* acc, uint64_t i, float divisor, int dtype, void* dst) {
+  const float v = divRn(acc[i], divisor);
+  if (dtype == cclzBfloat16)
+    static_cast<uint16_t*>(dst)[i] = floatToBf16(v);
+  else if (dtype == cclzFloat16)
+    static_cast<uint16_t*>(dst)[i] = floatToHalf(v);
+  else
+    static_cast<float*>(dst)[i] = v;
+}
+
+// acc[i] += element i of src (dtype).
+CCLZ_HD void accumulateElement(float* acc, uint64_t i, const void* src, int dtype) {
+  acc[i] = addRn(acc[i], loadAsFloat(src, dtype, i));
+}
+
+// residual[i] += factor * (intended[i] - got[i]).
+CCLZ_HD void foldElement(float* residual, uint64_t i, const void* intended, const void* got,
+                         int dtype, float factor) {
+  const float e = subRn(loadAsFloat(intended, dtype, i), loadAsFloat(got, dtype, i));
+  residual[i] = addRn(residual[i], mulRn(factor, e));
+}
+
+}  // namespace cclz::reduce

@@ -1,0 +1,80 @@
+#include "transport/nccl/nccl_transport.h"
+
+#ifdef CCLZ_HAVE_NCCL
+
+#include <string>
+
+#include "common/error.h"
+
+namespace cclz {
+
+void ncclCheck(ncclResult_t result, const char* call, const char* file, int line) {
+  if (result == ncclSuccess) return;
+  const cclzResult_t code =
+      result == ncclInvalidArgument ? cclzInvalidArgument
+      : result == ncclInvalidUsage  ? cclzInvalidUsage
+      : result == ncclUnhandledCudaError ? cclzUnhandledCudaError
+                                         : cclzSystemError;
+  throwError(code, std::string(call) + " failed: " + ncclGetErrorString(result) + " (" +
+                       ncclGetLastError(nullptr) + ")",
+             file, line);
+}
+
+NcclTransport::NcclTransport(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
+  CCLZ_REQUIRE(comm, cclzInvalidArgument, "the NCCL communicator is NULL");
+  CCLZ_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
+  CCLZ_NCCL_CHECK(ncclCommCount(comm_, &size_));
+}
+
+NcclTransport::~NcclTransport() {
+  if (owned_ && comm_) ncclCommDestroy(comm_);
+}
+
+void NcclTransport::checkPeer(int peer) const {
+  CCLZ_REQUIRE(peer >= 0 && peer < size_, cclzInvalidArgument,
+               "peer " + std::to_string(peer) + " is not a rank of the communicator");
+}
+
+void NcclTransport::groupStart(cclzStream_t stream) {
+  CCLZ_REQUIRE(comm_, cclzInvalidUsage, "the communicator was aborted");
+  CCLZ_REQUIRE(!inGroup_, cclzInternalError, "NCCL groups do not nest here");
+  stream_ = reinterpret_cast<cudaStream_t>(stream);
+  CCLZ_NCCL_CHECK(ncclGroupStart());
+  inGroup_ = true;
+}
+
+void NcclTransport::send(const void* buf, uint64_t bytes, int peer) {
+  checkPeer(peer);
+  CCLZ_REQUIRE(inGroup_, cclzInternalError, "send outside a group");
+  CCLZ_NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_, stream_));
+}
+
+void NcclTransport::recv(void* buf, uint64_t capacity, int peer, uint64_t* receivedBytes) {
+  checkPeer(peer);
+  CCLZ_REQUIRE(inGroup_, cclzInternalError, "recv outside a group");
+  CCLZ_NCCL_CHECK(ncclRecv(buf, capacity, ncclUint8, peer, comm_, stream_));
+  if (receivedBytes) *receivedBytes = capacity;
+}
+
+void NcclTransport::groupEnd() {
+  CCLZ_REQUIRE(inGroup_, cclzInternalError, "groupEnd without groupStart");
+  inGroup_ = false;
+  CCLZ_NCCL_CHECK(ncclGroupEnd());
+}
+
+std::string NcclTransport::asyncError() {
+  if (!comm_) return "the communicator was aborted";
+  ncclResult_t state = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
+  if (state == ncclSuccess || state == ncclInProgress) return {};
+  return std::string("NCCL: ") + ncclGetErrorString(state);
+}
+
+void NcclTransport::abort() {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+}  // namespace cclz
+
+#endif  // CCLZ_HAVE_NCCL

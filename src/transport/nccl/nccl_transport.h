@@ -1,0 +1,56 @@
+// The NCCL transport: device buffers, ncclSend/ncclRecv inside ncclGroupStart/End on the
+// collective's stream. Created from a unique id (it owns the ncclComm_t) or around a communicator
+// the caller already has and keeps owning.
+#pragma once
+
+#ifdef CCLZ_HAVE_NCCL
+
+#include <nccl.h>
+
+#include "transport/transport.h"
+
+namespace cclz {
+
+// Throws cclz::Error(cclzSystemError) with the call and NCCL's message.
+void ncclCheck(ncclResult_t result, const char* call, const char* file, int line);
+#define CCLZ_NCCL_CHECK(call) ::cclz::ncclCheck((call), #call, __FILE__, __LINE__)
+
+class NcclTransport final : public Transport {
+ public:
+  // Wraps comm; destroys it at the end when `owned`.
+  NcclTransport(ncclComm_t comm, bool owned);
+  ~NcclTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MemoryKind memory() const override { return MemoryKind::Device; }
+  const char* name() const override { return "nccl"; }
+  // ncclRecv must be given exactly the byte count the peer sends.
+  bool learnsReceivedSize() const override { return false; }
+
+  void groupStart(cclzStream_t stream) override;
+  void send(const void* buf, uint64_t bytes, int peer) override;
+  void recv(void* buf, uint64_t capacity, int peer, uint64_t* receivedBytes) override;
+  void groupEnd() override;
+
+  std::string asyncError() override;
+  // ncclCommAbort, also of a wrapped communicator (the only way to stop its operations): the
+  // caller must not use or destroy that ncclComm_t afterwards.
+  void abort() override;
+
+  ncclComm_t comm() const { return comm_; }
+
+ private:
+  void checkPeer(int peer) const;
+
+  ncclComm_t comm_ = nullptr;
+  bool owned_ = false;
+  int rank_ = 0;
+  int size_ = 0;
+  cudaStream_t stream_ = nullptr;
+  bool inGroup_ = false;
+};
+
+}  // namespace cclz
+
+#endif  // CCLZ_HAVE_NCCL

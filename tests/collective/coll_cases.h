@@ -1,0 +1,60 @@
+// What the multi-rank tests share (loopback threads and MPI processes): the cases, every rank's
+// seeded inputs (any rank can rebuild any other's), and the check of one rank's output against a
+// reference computed here from those inputs: exact (bytes) for the none and lossless codecs,
+// within a bound derived from the quantization step for qgrad, against float64 sums.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+
+namespace cclz::test {
+
+enum class Coll { AllGather, ReduceScatter, AllReduce, AllToAll, SendRecv };
+const char* collLabel(Coll op);
+
+struct CodecChoice {
+  const char* label;
+  cclzCodecType_t codec;
+  int bits;  // qgrad
+  bool lossy;
+  int formatVersion = 0;  // lossless: payload version (0: the default)
+  cclzCodecConfig_t config() const;
+};
+const std::vector<CodecChoice>& codecChoices();
+
+struct CollCase {
+  Coll op;
+  int dtype;
+  CodecChoice codec;
+  uint64_t count;  // as the C API takes it (per rank for AG/RS/A2A)
+  cclzRedOp_t redOp;
+  std::string name() const;
+};
+
+// The cases for n ranks: every op x dtype x codec the codec takes, counts that do not divide
+// evenly (all-reduce) or span several pipeline pieces.
+std::vector<CollCase> allCases();
+
+// Pipeline piece the tests run with (CCLZ_PIECE_BYTES), a multiple of every qgrad block so that
+// quantization blocks start at fixed offsets of each chunk: 1024 elements of fp32.
+constexpr uint64_t kTestPieceBytes = 4096;
+
+uint64_t sendElems(const CollCase& c, int n);
+uint64_t recvElems(const CollCase& c, int n);
+// The send buffer of `rank` (seeded by the case and the rank, never zeros).
+std::vector<uint8_t> makeInput(const CollCase& c, int n, int rank);
+
+// Send/recv in a ring: rank r sends to next(r) and receives from prev(r); even ranks send first.
+inline int ringNext(int r, int n) { return (r + 1) % n; }
+inline int ringPrev(int r, int n) { return (r + n - 1) % n; }
+
+// Checks `out` (recvElems bytes of the dtype) of rank `me`. Returns "" when it is right, else
+// what is wrong (first bad element, values). *nmse receives the normalized mean squared error
+// against the float64 reference where the op computes values (NAN otherwise).
+std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint8_t>& out,
+                        double* nmse = nullptr);
+
+}  // namespace cclz::test

@@ -1,0 +1,426 @@
+// The collectives on 1-4 ranks in one process: each rank a thread, the loopback transport between
+// them, the host codecs, the C API on top. Every op x dtype x codec x count (coll_cases.h) is
+// checked against the reference on every rank; all-reduce outputs must be bit-identical across
+// ranks. Also: a rank with different arguments or rejected arguments makes every rank fail (and
+// nobody hangs), a corrupted frame on the wire is reported by its receiver, error feedback keeps
+// what it did not send.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "coll_cases.h"
+#include "coll_runner.h"
+#include "collective/communicator.h"
+#include "common/error.h"
+#include "support/data.h"
+#include "transport/loopback.h"
+
+namespace cclz::test {
+namespace {
+
+CommSettings testSettings() {
+  CommSettings s;
+  s.pieceBytes = kTestPieceBytes;
+  return s;
+}
+
+cclzComm_t loopbackComm(std::shared_ptr<LoopbackHub> hub, int rank,
+                        std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>
+                            wrap = nullptr) {
+  std::unique_ptr<Transport> t = std::make_unique<LoopbackTransport>(hub, rank);
+  if (wrap) t = wrap(std::move(t));
+  auto* comm = new cclzComm;
+  comm->impl = std::make_unique<Communicator>(std::move(t), testSettings());
+  return comm;
+}
+
+// Runs body(comm, rank) on n threads, one communicator each.
+void onRanks(int n, const std::function<void(cclzComm_t, int)>& body,
+             std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto hub = std::make_shared<LoopbackHub>(n, timeout);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      cclzComm_t comm = loopbackComm(hub, r);
+      body(comm, r);
+      cclzCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+}
+
+class LoopbackCollective : public ::testing::TestWithParam<CollCase> {};
+
+TEST_P(LoopbackCollective, MatchesReferenceOnEveryRank) {
+  const CollCase& c = GetParam();
+  for (int n = 1; n <= 4; ++n) {
+    if (c.op == Coll::SendRecv && n < 2) continue;
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    std::vector<std::vector<uint8_t>> outs(n);
+    std::vector<cclzResult_t> results(n);
+    std::vector<std::string> errors(n);
+    onRanks(n, [&](cclzComm_t comm, int r) {
+      results[r] = runCase(comm, c, n, r, &outs[r]);
+      if (results[r] != cclzSuccess) errors[r] = cclzGetLastError(comm);
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(results[r], cclzSuccess) << "rank " << r << ": " << errors[r];
+      EXPECT_EQ(checkOutput(c, n, r, outs[r]), "") << "rank " << r;
+    }
+    if (c.op == Coll::AllReduce) {
+      for (int r = 1; r < n; ++r)
+        EXPECT_EQ(outs[r], outs[0]) << "all-reduce: rank " << r << " differs from rank 0";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, LoopbackCollective, ::testing::ValuesIn(allCases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// One rank passes a different count, codec or dtype: every rank fails with cclzInvalidUsage, and
+// the message names the field.
+struct Mismatch {
+  const char* label;
+  const char* field;
+  std::function<void(int rank, uint64_t* count, cclzCodecConfig_t* config, cclzDataType_t*)> tweak;
+};
+
+class LoopbackMismatch : public ::testing::TestWithParam<Mismatch> {};
+
+TEST_P(LoopbackMismatch, FailsOnEveryRank) {
+  const Mismatch& m = GetParam();
+  const int n = 3;
+  std::vector<cclzResult_t> results(n);
+  std::vector<std::string> errors(n);
+  onRanks(n, [&](cclzComm_t comm, int r) {
+    uint64_t count = 1000;
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+    cclzDataType_t dtype = cclzBfloat16;
+    m.tweak(r, &count, &config, &dtype);
+    std::vector<uint8_t> in(count * 4 * n, 0x3c), out(count * 4 * n);
+    results[r] = cclzAllReduce(in.data(), out.data(), count, dtype, cclzSum, comm, &config,
+                               nullptr);
+    errors[r] = cclzGetLastError(comm);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(results[r], cclzInvalidUsage) << "rank " << r << ": " << errors[r];
+    EXPECT_NE(errors[r].find(m.field), std::string::npos) << "rank " << r << ": " << errors[r];
+  }
+  EXPECT_EQ(errors[0], errors[1]);  // one verdict, the same everywhere
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, LoopbackMismatch,
+    ::testing::Values(
+        Mismatch{"count", "count",
+                 [](int r, uint64_t* count, cclzCodecConfig_t*, cclzDataType_t*) {
+                   if (r == 2) *count += 1;
+                 }},
+        Mismatch{"codec", "codec",
+                 [](int r, uint64_t*, cclzCodecConfig_t* c, cclzDataType_t*) {
+                   if (r == 1) c->codec = cclzCodecNone;
+                 }},
+        Mismatch{"dtype", "dtype",
+                 [](int r, uint64_t*, cclzCodecConfig_t*, cclzDataType_t* d) {
+                   if (r == 0) *d = cclzFloat32;
+                 }},
+        Mismatch{"config", "codec configuration",
+                 [](int r, uint64_t*, cclzCodecConfig_t* c, cclzDataType_t*) {
+                   if (r == 1) c->maxCodeLength = 11;
+                 }}),
+    [](const auto& info) { return std::string(info.param.label); });
+
+// A rank that rejects its own arguments (here a NULL buffer) fails with its own error; its peers
+// fail with cclzInvalidUsage naming it, instead of waiting for it.
+TEST(LoopbackErrors, RejectedArgumentsFailEveryRank) {
+  const int n = 3;
+  std::vector<cclzResult_t> results(n);
+  std::vector<std::string> errors(n);
+  onRanks(n, [&](cclzComm_t comm, int r) {
+    std::vector<uint8_t> in(4000), out(4000 * n);
+    const cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+    results[r] = cclzAllGather(r == 1 ? nullptr : in.data(), out.data(), 1000, cclzBfloat16, comm,
+                               &config, nullptr);
+    errors[r] = cclzGetLastError(comm);
+  });
+  EXPECT_EQ(results[1], cclzInvalidArgument) << errors[1];
+  EXPECT_NE(errors[1].find("sendbuff is NULL"), std::string::npos) << errors[1];
+  for (int r : {0, 2}) {
+    EXPECT_EQ(results[r], cclzInvalidUsage) << errors[r];
+    EXPECT_NE(errors[r].find("rank 1 rejected"), std::string::npos) << errors[r];
+  }
+}
+
+TEST(LoopbackErrors, SendAgainstSendFails) {
+  std::vector<cclzResult_t> results(2);
+  std::vector<std::string> errors(2);
+  onRanks(2, [&](cclzComm_t comm, int r) {
+    std::vector<uint8_t> buf(2000, 0x11);
+    results[r] = cclzSend(buf.data(), 1000, cclzBfloat16, 1 - r, comm, nullptr, nullptr);
+    errors[r] = cclzGetLastError(comm);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r], cclzInvalidUsage) << errors[r];
+    EXPECT_NE(errors[r].find("a send must meet a recv"), std::string::npos) << errors[r];
+  }
+}
+
+TEST(LoopbackErrors, ArgumentsRejectedLocally) {
+  onRanks(2, [&](cclzComm_t comm, int r) {
+    std::vector<uint8_t> buf(64);
+    EXPECT_EQ(cclzSend(buf.data(), 4, cclzBfloat16, r, comm, nullptr, nullptr),
+              cclzInvalidArgument);  // to itself: no exchange, no peer to wait for
+    EXPECT_EQ(cclzSend(buf.data(), 4, cclzBfloat16, 7, comm, nullptr, nullptr),
+              cclzInvalidArgument);
+    int size = 0, rank = -1;
+    EXPECT_EQ(cclzCommCount(comm, &size), cclzSuccess);
+    EXPECT_EQ(cclzCommUserRank(comm, &rank), cclzSuccess);
+    EXPECT_EQ(size, 2);
+    EXPECT_EQ(rank, r);
+  });
+  EXPECT_EQ(cclzAllGather(nullptr, nullptr, 0, cclzBfloat16, nullptr, nullptr, nullptr),
+            cclzInvalidArgument);
+}
+
+// Unsupported on both ranks alike: a reduction of int32, qgrad of fp16: every rank fails with
+// its own (identical) error.
+TEST(LoopbackErrors, UnsupportedDtypes) {
+  onRanks(2, [&](cclzComm_t comm, int) {
+    std::vector<uint8_t> in(800), out(800);
+    EXPECT_EQ(cclzAllReduce(in.data(), out.data(), 100, cclzInt32, cclzSum, comm, nullptr,
+                            nullptr),
+              cclzNotSupported)
+        << cclzGetLastError(comm);
+    cclzCodecConfig_t q = CCLZ_CODEC_CONFIG_INITIALIZER;
+    q.codec = cclzCodecQgrad;
+    EXPECT_EQ(cclzAllGather(in.data(), out.data(), 100, cclzFloat16, comm, &q, nullptr),
+              cclzNotSupported)
+        << cclzGetLastError(comm);
+  });
+}
+
+// Flips one header byte of every frame rank 0 sends rank 1 (descriptors and sizes are left
+// alone): rank 1 reports cclzCorruptFrame and leaves that output untouched; everything else
+// arrives, and the other ranks succeed without waiting on anyone.
+class CorruptingTransport final : public Transport {
+ public:
+  explicit CorruptingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  MemoryKind memory() const override { return inner_->memory(); }
+  const char* name() const override { return "corrupting"; }
+  bool learnsReceivedSize() const override { return inner_->learnsReceivedSize(); }
+  void groupStart(cclzStream_t s) override {
+    copies_.clear();
+    inner_->groupStart(s);
+  }
+  void send(const void* buf, uint64_t bytes, int peer) override {
+    if (rank() == 0 && peer == 1 && bytes > 64) {
+      const auto* p = static_cast<const uint8_t*>(buf);
+      copies_.emplace_back(p, p + bytes);
+      copies_.back()[9] ^= 0x40;  // the element count: the checksum no longer matches
+      buf = copies_.back().data();
+    }
+    inner_->send(buf, bytes, peer);
+  }
+  void recv(void* buf, uint64_t capacity, int peer, uint64_t* got) override {
+    inner_->recv(buf, capacity, peer, got);
+  }
+  void groupEnd() override { inner_->groupEnd(); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  std::vector<std::vector<uint8_t>> copies_;
+};
+
+TEST(LoopbackErrors, CorruptFrameIsReportedByItsReceiver) {
+  const int n = 3;
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecChoices()[1], 2500, cclzSum};
+  auto hub = std::make_shared<LoopbackHub>(n, std::chrono::seconds(20));
+  std::vector<std::vector<uint8_t>> outs(n);
+  std::vector<cclzResult_t> results(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      cclzComm_t comm = loopbackComm(hub, r, [](std::unique_ptr<Transport> t) {
+        return std::make_unique<CorruptingTransport>(std::move(t));
+      });
+      results[r] = runCase(comm, c, n, r, &outs[r]);
+      errors[r] = cclzGetLastError(comm);
+      cclzCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(results[0], cclzSuccess) << errors[0];
+  EXPECT_EQ(results[2], cclzSuccess) << errors[2];
+  EXPECT_EQ(checkOutput(c, n, 0, outs[0]), "");
+  EXPECT_EQ(checkOutput(c, n, 2, outs[2]), "");
+  EXPECT_EQ(results[1], cclzCorruptFrame) << errors[1];
+  EXPECT_NE(errors[1].find("checksum"), std::string::npos) << errors[1];
+  // Rank 1: rank 0's part is as it was before the call (0xA5, runCase's fill); the rest arrived.
+  const size_t part = c.count * 2;
+  EXPECT_EQ(std::vector<uint8_t>(outs[1].begin(), outs[1].begin() + part),
+            std::vector<uint8_t>(part, 0xA5));
+  const std::vector<uint8_t> want1 = makeInput(c, n, 1), want2 = makeInput(c, n, 2);
+  EXPECT_TRUE(std::equal(want1.begin(), want1.end(), outs[1].begin() + part));
+  EXPECT_TRUE(std::equal(want2.begin(), want2.end(), outs[1].begin() + 2 * part));
+}
+
+// Error feedback through the collectives: what every rank meant to send (gradient + old
+// residual - new residual) adds up to what arrived, step after step. For all-reduce this holds
+// only because the owner of each shard also keeps the error of re-encoding it (cclz.h).
+struct FeedbackCase {
+  Coll op;
+  int dtype;
+  cclzRedOp_t redOp;
+  int bits;
+};
+
+class LoopbackFeedback : public ::testing::TestWithParam<FeedbackCase> {};
+
+TEST_P(LoopbackFeedback, ResidualKeepsWhatWasNotSent) {
+  const FeedbackCase f = GetParam();
+  const int n = 3, steps = 3;
+  const uint64_t count = 2500;  // per rank (reduce-scatter) or in all (all-reduce)
+  const CollCase c{f.op, f.dtype, {"qgrad", cclzCodecQgrad, f.bits, true}, count, f.redOp};
+  const uint64_t sent = sendElems(c, n), got = recvElems(c, n);
+  const size_t es = elementSize(f.dtype);
+  // [rank][step]: gradient, residual before, residual after, output.
+  std::vector<std::vector<std::vector<float>>> before(n), after(n);
+  std::vector<std::vector<std::vector<uint8_t>>> grads(n), outs(n);
+  std::vector<uint64_t> finalStep(n);
+  onRanks(n, [&](cclzComm_t comm, int r) {
+    cclzFeedback_t fb = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fb, sent, cclzMemoryHost), cclzSuccess);
+    const cclzCodecConfig_t config = c.codec.config();
+    for (int s = 0; s < steps; ++s) {
+      std::vector<uint8_t> g = makeData(DataKind::kGauss1, f.dtype, sent, 0,
+                                        mixSeed(77, r, s, f.dtype));
+      std::vector<uint8_t> out(got * es);
+      float* residual = nullptr;
+      cclzFeedbackGetState(fb, &residual, nullptr, nullptr);
+      before[r].emplace_back(residual, residual + sent);
+      const cclzResult_t res =
+          f.op == Coll::ReduceScatter
+              ? cclzReduceScatterFeedback(g.data(), out.data(), count,
+                                          static_cast<cclzDataType_t>(f.dtype), f.redOp, comm,
+                                          &config, fb, nullptr)
+              : cclzAllReduceFeedback(g.data(), out.data(), count,
+                                      static_cast<cclzDataType_t>(f.dtype), f.redOp, comm,
+                                      &config, fb, nullptr);
+      EXPECT_EQ(res, cclzSuccess) << cclzGetLastError(comm);
+      after[r].emplace_back(residual, residual + sent);
+      grads[r].push_back(std::move(g));
+      outs[r].push_back(std::move(out));
+    }
+    cclzFeedbackGetState(fb, nullptr, nullptr, &finalStep[r]);
+    cclzFeedbackDestroy(fb);
+  });
+  const double divisor = f.redOp == cclzAvg ? n : 1;
+  const double eps = f.dtype == cclzBfloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -22);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(finalStep[r], static_cast<uint64_t>(steps));
+    for (int s = 0; s < steps; ++s) {
+      double residualPower = 0;
+      for (uint64_t i = 0; i < got; ++i) {
+        const uint64_t j = f.op == Coll::ReduceScatter ? r * count + i : i;
+        double meant = 0, scale = 0;
+        for (int q = 0; q < n; ++q) {
+          const double g = elementAsFloat(f.dtype, grads[q][s], j);
+          meant += g + before[q][s][j] - after[q][s][j];
+          scale += std::fabs(g) + std::fabs(before[q][s][j]) + std::fabs(after[q][s][j]);
+          residualPower += after[q][s][j] * after[q][s][j];
+        }
+        const double arrived = divisor * elementAsFloat(f.dtype, outs[r][s], i);
+        // What is not compensated: the fp32 sums, and rounding the reduced value to the dtype
+        // (relative to the sum's magnitude, at most `scale`).
+        ASSERT_NEAR(arrived, meant, eps * scale + 1e-5 * scale)
+            << "rank " << r << " step " << s << " element " << i;
+      }
+      EXPECT_GT(residualPower, 0) << "the residual never holds anything: feedback did nothing";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, LoopbackFeedback,
+    ::testing::Values(FeedbackCase{Coll::ReduceScatter, cclzFloat32, cclzSum, 4},
+                      FeedbackCase{Coll::ReduceScatter, cclzBfloat16, cclzAvg, 2},
+                      FeedbackCase{Coll::AllReduce, cclzFloat32, cclzSum, 4},
+                      FeedbackCase{Coll::AllReduce, cclzFloat32, cclzAvg, 2},
+                      FeedbackCase{Coll::AllReduce, cclzBfloat16, cclzSum, 8}),
+    [](const auto& info) {
+      return std::string(collLabel(info.param.op)) + "_" + dtypeLabel(info.param.dtype) +
+             (info.param.redOp == cclzAvg ? "_avg" : "_sum") + "_int" +
+             std::to_string(info.param.bits);
+    });
+
+TEST(LoopbackErrors, FeedbackNeedsQgradAndItsSize) {
+  onRanks(2, [&](cclzComm_t comm, int) {
+    cclzFeedback_t fb = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fb, 100, cclzMemoryHost), cclzSuccess);
+    std::vector<float> in(200), out(200);
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;  // lossless: no feedback
+    EXPECT_EQ(cclzAllReduceFeedback(in.data(), out.data(), 100, cclzFloat32, cclzSum, comm,
+                                    &config, fb, nullptr),
+              cclzNotSupported)
+        << cclzGetLastError(comm);
+    config.codec = cclzCodecQgrad;
+    EXPECT_EQ(cclzReduceScatterFeedback(in.data(), out.data(), 100, cclzFloat32, cclzSum, comm,
+                                        &config, fb, nullptr),
+              cclzInvalidArgument)  // the state holds 100, the call sends 200
+        << cclzGetLastError(comm);
+    cclzFeedbackDestroy(fb);
+  });
+}
+
+// The settings every rank reads when a communicator is created.
+TEST(CommSettingsTest, FromEnvironment) {
+  setenv("CCLZ_PIECE_BYTES", "64K", 1);
+  setenv("CCLZ_CHECK_CALLS", "first", 1);
+  CommSettings s = CommSettings::fromEnvironment();
+  EXPECT_EQ(s.pieceBytes, 64u << 10);
+  EXPECT_FALSE(s.checkEveryCall);
+  for (const char* bad : {"abc", "0", "2G", "12Q"}) {
+    setenv("CCLZ_PIECE_BYTES", bad, 1);
+    try {
+      CommSettings::fromEnvironment();
+      ADD_FAILURE() << "CCLZ_PIECE_BYTES=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), cclzInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CCLZ_PIECE_BYTES"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("CCLZ_PIECE_BYTES");
+  setenv("CCLZ_CHECK_CALLS", "sometimes", 1);
+  EXPECT_THROW(CommSettings::fromEnvironment(), Error);
+  unsetenv("CCLZ_CHECK_CALLS");
+  s = CommSettings::fromEnvironment();
+  EXPECT_EQ(s.pieceBytes, 4u << 20);
+  EXPECT_TRUE(s.checkEveryCall);
+}
+
+// CCLZ_CHECK_CALLS=first: the first call of each kind is checked, later ones are not.
+TEST(CommSettingsTest, CheckFirstCallOfEachKind) {
+  auto hub = std::make_shared<LoopbackHub>(1);
+  CommSettings s;
+  s.checkEveryCall = false;
+  Communicator comm(std::make_unique<LoopbackTransport>(hub, 0), s);
+  EXPECT_TRUE(comm.shouldCheck(CollOp::AllGather));
+  EXPECT_FALSE(comm.shouldCheck(CollOp::AllGather));
+  EXPECT_TRUE(comm.shouldCheck(CollOp::AllReduce));
+  EXPECT_FALSE(comm.shouldCheck(CollOp::AllReduce));
+  s.checkEveryCall = true;
+  Communicator always(std::make_unique<LoopbackTransport>(hub, 0), s);
+  EXPECT_TRUE(always.shouldCheck(CollOp::Send));
+  EXPECT_TRUE(always.shouldCheck(CollOp::Send));
+}
+
+}  // namespace
+}  // namespace cclz::test

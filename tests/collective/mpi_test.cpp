@@ -1,0 +1,130 @@
+// The collectives over MPI, one process per rank: run by ctest under mpirun with 2, 3 and 4 ranks
+// (label mpi). The same cases as the loopback test (coll_cases.h) through the C API on a host
+// communicator made from MPI_COMM_WORLD; every rank checks its own output against the reference,
+// all-reduce outputs are compared across ranks byte for byte, and arguments that differ between
+// ranks make every rank fail. Without MPI in the build the binary is not built.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "coll_cases.h"
+#include "coll_runner.h"
+
+namespace cclz::test {
+namespace {
+
+int worldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int worldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// One communicator for the whole run, as a training job would have.
+cclzComm_t theComm() {
+  static cclzComm_t comm = [] {
+    MPI_Comm world = MPI_COMM_WORLD;
+    cclzComm_t c = nullptr;
+    const cclzResult_t r = cclzCommInitFromMpi(&c, &world);
+    if (r != cclzSuccess) {
+      fprintf(stderr, "cclzCommInitFromMpi: %s\n", cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return c;
+  }();
+  return comm;
+}
+
+// True on every rank when `ok` holds on every rank.
+bool allRanks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+class MpiCollective : public ::testing::TestWithParam<CollCase> {};
+
+TEST_P(MpiCollective, MatchesReferenceOnEveryRank) {
+  const CollCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  std::vector<uint8_t> out;
+  const cclzResult_t result = runCase(theComm(), c, n, me, &out);
+  ASSERT_EQ(result, cclzSuccess) << "rank " << me << ": " << cclzGetLastError(theComm());
+  EXPECT_EQ(checkOutput(c, n, me, out), "") << "rank " << me;
+  if (c.op == Coll::AllReduce) {
+    std::vector<uint8_t> all(out.size() * n);
+    MPI_Allgather(out.data(), static_cast<int>(out.size()), MPI_BYTE, all.data(),
+                  static_cast<int>(out.size()), MPI_BYTE, MPI_COMM_WORLD);
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), all.begin() + r * out.size()))
+          << "all-reduce: rank " << r << " differs from rank " << me;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MpiCollective, ::testing::ValuesIn(allCases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// The last rank passes a different count, then a different codec: every rank fails, names the
+// field, and the communicator still works afterwards.
+TEST(MpiErrors, MismatchFailsOnEveryRankAndCommSurvives) {
+  const int n = worldSize(), me = worldRank();
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  const size_t count = 1000 + (me == n - 1 ? 1 : 0);
+  std::vector<uint16_t> in(1001 * n, 0x3f80), out(1001 * n);
+  EXPECT_EQ(cclzAllGather(in.data(), out.data(), count, cclzBfloat16, theComm(), &config, nullptr),
+            cclzInvalidUsage);
+  EXPECT_NE(std::string(cclzGetLastError(theComm())).find("count differs"), std::string::npos)
+      << cclzGetLastError(theComm());
+  if (me == 0) config.codec = cclzCodecNone;
+  EXPECT_EQ(cclzReduceScatter(in.data(), out.data(), 1000, cclzBfloat16, cclzSum, theComm(),
+                              &config, nullptr),
+            cclzInvalidUsage);
+  EXPECT_NE(std::string(cclzGetLastError(theComm())).find("codec differs"), std::string::npos)
+      << cclzGetLastError(theComm());
+  config.codec = cclzCodecLossless;
+  EXPECT_EQ(cclzAllReduce(in.data(), out.data(), 1000, cclzBfloat16, cclzSum, theComm(), &config,
+                          nullptr),
+            cclzSuccess)
+      << cclzGetLastError(theComm());
+  EXPECT_EQ(out[0], 0x3f80 + (n == 2 ? 0x80 : n == 3 ? 0xC0 : 0x100))  // 1.0 * n in bf16
+      << "n = " << n;
+}
+
+TEST(MpiErrors, RejectedArgumentsFailEveryRank) {
+  const int me = worldRank();
+  std::vector<uint16_t> in(1000 * worldSize()), out(1000 * worldSize());
+  const cclzResult_t r = cclzAllToAll(me == 0 ? nullptr : in.data(), out.data(), 1000,
+                                      cclzBfloat16, theComm(), nullptr, nullptr);
+  const std::string error = cclzGetLastError(theComm());
+  if (me == 0) {
+    EXPECT_EQ(r, cclzInvalidArgument) << error;
+  } else {
+    EXPECT_EQ(r, cclzInvalidUsage) << error;
+    EXPECT_NE(error.find("rank 0 rejected"), std::string::npos) << error;
+  }
+}
+
+}  // namespace
+}  // namespace cclz::test
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  // Pieces of kTestPieceBytes, so that the cases span several pieces (read at comm creation).
+  setenv("CCLZ_PIECE_BYTES", std::to_string(cclz::test::kTestPieceBytes).c_str(), 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);  // rank 0 prints the run
+  int result = RUN_ALL_TESTS();
+  // A failure on any rank fails the run on every rank (mpirun reports the first non-zero exit).
+  result = cclz::test::allRanks(result == 0) ? 0 : 1;
+  cclzCommDestroy(cclz::test::theComm());
+  MPI_Finalize();
+  return result;
+}

@@ -1,0 +1,228 @@
+// The collectives over NCCL, one process per GPU under mpirun (scripts/device.sh, stage coll):
+// every case of coll_cases.h on device buffers through a device communicator, checked against the
+// reference, and its output compared byte for byte with the same case run through the host path
+// (the CPU reference codecs over MPI) in the same process: the device pipeline must produce the
+// very bytes the host one does. Also: error feedback on the device against the host, a mismatch
+// failing every rank, no asynchronous error left behind. Ranks use GPU rank % deviceCount; the
+// NCCL unique id is broadcast over MPI.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "coll_cases.h"
+#include "coll_runner.h"
+#include "support/data.h"
+
+namespace cclz::test {
+namespace {
+
+int worldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int worldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+struct Comms {
+  cclzComm_t device = nullptr;
+  cclzComm_t host = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+Comms& comms() {
+  static Comms c = [] {
+    Comms made;
+    cclzUniqueId id{};
+    if (worldRank() == 0 && cclzGetUniqueId(&id) != cclzSuccess) {
+      fprintf(stderr, "cclzGetUniqueId: %s\n", cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (cclzCommInitRank(&made.device, worldSize(), id, worldRank()) != cclzSuccess) {
+      fprintf(stderr, "cclzCommInitRank: %s\n", cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm world = MPI_COMM_WORLD;
+    if (cclzCommInitFromMpi(&made.host, &world) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
+    cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
+    return made;
+  }();
+  return c;
+}
+
+// A device buffer holding bytes, or receiving them.
+struct DeviceBytes {
+  explicit DeviceBytes(size_t bytes, const uint8_t* init = nullptr, uint8_t fill = 0xA5)
+      : size(bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr, bytes ? bytes : 1), cudaSuccess);
+    if (init && bytes)
+      EXPECT_EQ(cudaMemcpy(ptr, init, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    else
+      EXPECT_EQ(cudaMemset(ptr, fill, bytes ? bytes : 1), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  ~DeviceBytes() { cudaFree(ptr); }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> out(size);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (size) {
+      EXPECT_EQ(cudaMemcpy(out.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return out;
+  }
+  void* ptr = nullptr;
+  size_t size;
+};
+
+bool allRanks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+class NcclCollective : public ::testing::TestWithParam<CollCase> {};
+
+TEST_P(NcclCollective, MatchesReferenceAndHostPath) {
+  const CollCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const size_t es = elementSize(c.dtype);
+  const std::vector<uint8_t> in = makeInput(c, n, me);
+  DeviceBytes send(in.size(), in.data()), recv(recvElems(c, n) * es);
+  const cclzResult_t r = callCase(comms().device, c, n, me, send.ptr, recv.ptr,
+                                  reinterpret_cast<cclzStream_t>(comms().stream));
+  ASSERT_EQ(r, cclzSuccess) << "rank " << me << ": " << cclzGetLastError(comms().device);
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+  const std::vector<uint8_t> out = recv.download();
+  EXPECT_EQ(checkOutput(c, n, me, out), "") << "rank " << me;
+
+  std::vector<uint8_t> hostOut;
+  ASSERT_EQ(runCase(comms().host, c, n, me, &hostOut), cclzSuccess)
+      << cclzGetLastError(comms().host);
+  EXPECT_EQ(firstMismatch(out.data(), hostOut.data(), out.size()), SIZE_MAX)
+      << "rank " << me << ": the device path differs from the host path";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, NcclCollective, ::testing::ValuesIn(allCases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Larger messages, several pieces of the default size, every codec: device equals host.
+class NcclLarge : public ::testing::TestWithParam<CollCase> {};
+
+TEST_P(NcclLarge, DeviceEqualsHost) {
+  const CollCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const std::vector<uint8_t> in = makeInput(c, n, me);
+  DeviceBytes send(in.size(), in.data()), recv(recvElems(c, n) * elementSize(c.dtype));
+  ASSERT_EQ(callCase(comms().device, c, n, me, send.ptr, recv.ptr,
+                     reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  const std::vector<uint8_t> out = recv.download();
+  std::vector<uint8_t> hostOut;
+  ASSERT_EQ(runCase(comms().host, c, n, me, &hostOut), cclzSuccess);
+  EXPECT_EQ(firstMismatch(out.data(), hostOut.data(), out.size()), SIZE_MAX) << "rank " << me;
+  EXPECT_EQ(checkOutput(c, n, me, out), "") << "rank " << me;
+}
+
+std::vector<CollCase> largeCases() {
+  std::vector<CollCase> cases;
+  for (Coll op : {Coll::AllGather, Coll::ReduceScatter, Coll::AllReduce, Coll::AllToAll})
+    for (const CodecChoice& codec : codecChoices())
+      cases.push_back({op, cclzBfloat16, codec, (uint64_t{3} << 20) + 4099, cclzSum});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, NcclLarge, ::testing::ValuesIn(largeCases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Error feedback on the device: the same frames, outputs and residuals as on the host.
+TEST(NcclFeedback, DeviceEqualsHost) {
+  const int me = worldRank();
+  const uint64_t count = 100003;
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = cclzCodecQgrad;
+  cclzFeedback_t onDevice = nullptr, onHost = nullptr;
+  ASSERT_EQ(cclzFeedbackCreate(&onDevice, count, cclzMemoryDevice), cclzSuccess);
+  ASSERT_EQ(cclzFeedbackCreate(&onHost, count, cclzMemoryHost), cclzSuccess);
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<uint8_t> g =
+        makeData(DataKind::kGauss1, cclzFloat32, count, 0, mixSeed(5, me, step));
+    DeviceBytes send(g.size(), g.data()), recv(g.size());
+    std::vector<uint8_t> hostOut(g.size());
+    ASSERT_EQ(cclzAllReduceFeedback(send.ptr, recv.ptr, count, cclzFloat32, cclzAvg,
+                                    comms().device, &config, onDevice,
+                                    reinterpret_cast<cclzStream_t>(comms().stream)),
+              cclzSuccess)
+        << cclzGetLastError(comms().device);
+    ASSERT_EQ(cclzAllReduceFeedback(g.data(), hostOut.data(), count, cclzFloat32, cclzAvg,
+                                    comms().host, &config, onHost, nullptr),
+              cclzSuccess)
+        << cclzGetLastError(comms().host);
+    EXPECT_EQ(recv.download(), hostOut) << "step " << step;
+    float *dres = nullptr, *hres = nullptr;
+    cclzFeedbackGetState(onDevice, &dres, nullptr, nullptr);
+    cclzFeedbackGetState(onHost, &hres, nullptr, nullptr);
+    std::vector<float> deviceResidual(count);
+    ASSERT_EQ(cudaMemcpy(deviceResidual.data(), dres, count * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(firstMismatch(deviceResidual.data(), hres, count * 4), SIZE_MAX) << "step " << step;
+  }
+  cclzFeedbackDestroy(onDevice);
+  cclzFeedbackDestroy(onHost);
+}
+
+TEST(NcclErrors, MismatchFailsOnEveryRank) {
+  const int n = worldSize(), me = worldRank();
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  if (me == n - 1) config.codec = cclzCodecNone;
+  DeviceBytes send(2000 * n), recv(2000 * n);
+  EXPECT_EQ(cclzAllGather(send.ptr, recv.ptr, 1000, cclzBfloat16, comms().device, &config,
+                          reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzInvalidUsage);
+  EXPECT_NE(std::string(cclzGetLastError(comms().device)).find("codec differs"),
+            std::string::npos)
+      << cclzGetLastError(comms().device);
+  // Host memory on a device communicator is rejected on that rank, and the others hear of it.
+  std::vector<uint8_t> hostBuffer(2000);
+  const cclzResult_t r =
+      cclzAllGather(me == 0 ? static_cast<void*>(hostBuffer.data()) : send.ptr, recv.ptr, 1000,
+                    cclzBfloat16, comms().device, nullptr,
+                    reinterpret_cast<cclzStream_t>(comms().stream));
+  EXPECT_EQ(r, me == 0 ? cclzInvalidArgument : cclzInvalidUsage)
+      << cclzGetLastError(comms().device);
+}
+
+}  // namespace
+}  // namespace cclz::test
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    if (cclz::test::worldRank() == 0) printf("no CUDA device: the NCCL tests are skipped\n");
+    MPI_Finalize();
+    return 0;
+  }
+  cudaSetDevice(cclz::test::worldRank() % devices);
+  setenv("CCLZ_PIECE_BYTES", std::to_string(cclz::test::kTestPieceBytes).c_str(), 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
+  int result = RUN_ALL_TESTS();
+  result = cclz::test::allRanks(result == 0) ? 0 : 1;
+  cclzCommDestroy(cclz::test::comms().device);
+  cclzCommDestroy(cclz::test::comms().host);
+  MPI_Finalize();
+  return result;
+}

@@ -1,0 +1,67 @@
+// What the collective ops of cclz-perf share (op_collective.cpp, coll_plain.cpp,
+// coll_reference.cpp): the op, the shape of one size of the sweep, and the rank's setup.
+#pragma once
+
+#ifdef CCLZ_HAVE_MPI
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "options.h"
+
+namespace perf::coll {
+
+enum class Kind { AllGather, ReduceScatter, AllReduce, AllToAll, SendRecv };
+Kind kindOf(const std::string& op);
+
+// One size of the sweep, nccl-tests' way: `bytes` is the size column (all-gather: the output;
+// reduce-scatter and all-to-all: the input; all-reduce, sendrecv: the message), count the API's.
+struct Shape {
+  Kind kind;
+  int ranks = 1, rank = 0;
+  size_t elemBytes = 2;
+  uint64_t count = 0;  // the API's count argument
+  uint64_t sendElems = 0, recvElems = 0;
+  uint64_t bytes = 0;
+  double busFactor = 1;  // busbw = algbw * busFactor (nccl-tests, PERFORMANCE.md)
+  int peer = -1;         // sendrecv: the partner (rank ^ 1), -1 when this rank has none
+};
+Shape shapeFor(Kind kind, uint64_t sizeBytes, cclzDataType_t dtype, int ranks, int rank);
+
+// The plain collective on the same buffers (host memory and MPI, or device memory and NCCL).
+struct Plain {
+  virtual ~Plain() = default;
+  virtual const char* name() const = 0;
+  virtual void run(const Shape& s, cclzDataType_t dtype, const void* send, void* recv) = 0;
+};
+std::unique_ptr<Plain> makePlainMpi();
+#ifdef CCLZ_HAVE_NCCL
+// A plain NCCL communicator of its own (unique id broadcast over MPI), queued on stream.
+std::unique_ptr<Plain> makePlainNccl(void* stream);
+#endif
+
+// The expected output of this rank, from every rank's input (exchanged over MPI): exact bytes,
+// and per element the float64 value and the sum of the contributions' magnitudes.
+struct Reference {
+  std::vector<uint8_t> exact;  // the none/lossless result: fp32 sums in rank order, rounded
+  std::vector<double> value;
+  std::vector<float> magnitude;
+};
+Reference makeReference(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op,
+                        const std::vector<uint8_t>& input);
+
+struct Check {
+  uint64_t wrong = 0;  // exact codecs: elements whose bits differ; lossy: non-finite elements
+  double nmse = 0, maxRelErr = 0;
+};
+Check check(const Reference& ref, cclzDataType_t dtype, bool lossy,
+            const std::vector<uint8_t>& output);
+
+}  // namespace perf::coll
+
+#endif  // CCLZ_HAVE_MPI

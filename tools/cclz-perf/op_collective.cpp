@@ -1,0 +1,482 @@
+// The collective ops of cclz-perf (op_collective.h). Per size of the sweep: the compressed
+// collective and the plain one (NCCL or MPI) on the same buffers, timed the same way (each
+// iteration between barriers; the time of an iteration is the slowest rank's; the median is
+// reported), with -c checking every iteration of both against the reference.
+#include "op_collective.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "cclz/cclz.h"
+#include "data.h"
+#include "error.h"
+#include "timing.h"
+
+#ifdef CCLZ_HAVE_MPI
+#include "coll_common.h"
+#endif
+#ifdef CCLZ_HAVE_CUDA
+#include "gpu.h"
+#endif
+
+namespace perf {
+
+namespace {
+const char* const kNames[] = {"allgather", "reducescatter", "allreduce", "alltoall", "sendrecv",
+                              nullptr};
+}  // namespace
+
+bool isCollectiveOp(const std::string& op) {
+  for (const char* const* n = kNames; *n; ++n)
+    if (op == *n) return true;
+  return false;
+}
+
+const char* const* collectiveOpNames() { return kNames; }
+
+#ifndef CCLZ_HAVE_MPI
+
+int runCollectives(Options& opt, const std::string&, int*, char***) {
+  fail("--op {}: this build of cclz-perf has no MPI (install libopenmpi-dev and rebuild)", opt.op);
+}
+
+#else
+
+namespace coll {
+
+Kind kindOf(const std::string& op) {
+  if (op == "allgather") return Kind::AllGather;
+  if (op == "reducescatter") return Kind::ReduceScatter;
+  if (op == "allreduce") return Kind::AllReduce;
+  if (op == "alltoall") return Kind::AllToAll;
+  return Kind::SendRecv;
+}
+
+Shape shapeFor(Kind kind, uint64_t sizeBytes, cclzDataType_t dtype, int ranks, int rank) {
+  Shape s;
+  s.kind = kind, s.ranks = ranks, s.rank = rank, s.elemBytes = dtypeSize(dtype);
+  const uint64_t elems = sizeBytes / s.elemBytes, n = static_cast<uint64_t>(ranks);
+  const double spread = ranks > 1 ? double(ranks - 1) / ranks : 1.0;
+  switch (kind) {
+    case Kind::AllGather:
+      s.count = elems / n, s.sendElems = s.count, s.recvElems = s.count * n;
+      s.bytes = s.recvElems * s.elemBytes, s.busFactor = spread;
+      break;
+    case Kind::ReduceScatter:
+      s.count = elems / n, s.sendElems = s.count * n, s.recvElems = s.count;
+      s.bytes = s.sendElems * s.elemBytes, s.busFactor = spread;
+      break;
+    case Kind::AllReduce:
+      s.count = elems, s.sendElems = s.recvElems = elems;
+      s.bytes = elems * s.elemBytes, s.busFactor = 2 * spread;
+      break;
+    case Kind::AllToAll:
+      s.count = elems / n, s.sendElems = s.recvElems = s.count * n;
+      s.bytes = s.sendElems * s.elemBytes, s.busFactor = spread;
+      break;
+    case Kind::SendRecv:
+      s.count = elems, s.sendElems = s.recvElems = elems;
+      s.bytes = elems * s.elemBytes, s.busFactor = 1;
+      s.peer = (rank ^ 1) < ranks ? (rank ^ 1) : -1;
+      break;
+  }
+  return s;
+}
+
+}  // namespace coll
+
+namespace {
+
+using coll::Kind;
+using coll::Shape;
+
+#define PERF_CCLZ_CHECK_COMM(call, comm)                                                    \
+  do {                                                                                      \
+    const cclzResult_t r_ = (call);                                                         \
+    if (r_ != cclzSuccess)                                                                  \
+      fail("{} failed: {}: {}", #call, cclzGetErrorString(r_), cclzGetLastError(comm));    \
+  } while (0)
+
+int worldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int worldSize() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// Seeded N(0,1) rounded to the dtype, different on every rank. NOTE: splitmix64 and Box-Muller
+// with bit-level bf16 rounding: a 256 MiB input per rank must not cost the device lease minutes.
+std::vector<uint8_t> gaussian(uint64_t elems, cclzDataType_t dtype, uint64_t seed) {
+  std::vector<uint8_t> out(elems * dtypeSize(dtype));
+  uint64_t state = seed;
+  auto next = [&] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  auto store = [&](uint64_t i, float v) {
+    if (dtype == cclzFloat32) {
+      std::memcpy(&out[4 * i], &v, 4);
+      return;
+    }
+    uint16_t h;
+    if (dtype == cclzBfloat16) {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      h = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  // finite: RNE
+    } else {
+      h = static_cast<uint16_t>(roundToFormat(v, 5, 10));
+    }
+    std::memcpy(&out[2 * i], &h, 2);
+  };
+  for (uint64_t i = 0; i < elems; i += 2) {
+    const uint64_t bits = next();
+    const float u1 = (static_cast<float>(bits >> 40) + 1.0f) * 0x1p-24f;  // (0, 1]
+    const float u2 = static_cast<float>((bits >> 16) & 0xFFFFFF) * 0x1p-24f;
+    const float r = std::sqrt(-2.0f * std::log(u1)), a = 6.2831853f * u2;
+    store(i, r * std::cos(a));
+    if (i + 1 < elems) store(i + 1, r * std::sin(a));
+  }
+  return out;
+}
+
+// Uncompressed bytes / frame bytes of this rank's contributions, summed over ranks: the host
+// codec on the same pieces the collective encodes (its destination blocks in pieces of
+// pieceBytes).
+double wireRatio(const Shape& s, cclzDataType_t dtype, const cclzCodecConfig_t& config,
+                 const std::vector<uint8_t>& input, uint64_t pieceBytes) {
+  cclzCodec_t codec = nullptr;
+  PERF_CCLZ_CHECK(cclzCodecCreate(&codec, &config));
+  const uint64_t piece = std::max<uint64_t>(1, pieceBytes / s.elemBytes);
+  uint64_t blockElems = s.sendElems;  // elements encoded as one block (then cut into pieces)
+  if (s.kind == Kind::ReduceScatter || s.kind == Kind::AllToAll) blockElems = s.count;
+  if (s.kind == Kind::AllReduce) blockElems = (s.count + s.ranks - 1) / s.ranks;
+  double frames = 0;
+  std::vector<uint8_t> frame;
+  for (uint64_t b = 0; b < s.sendElems; b += blockElems)
+    for (uint64_t p = b; p < std::min(s.sendElems, b + blockElems); p += piece) {
+      const uint64_t n = std::min({piece, s.sendElems - p, b + blockElems - p});
+      size_t capacity = 0, bytes = 0;
+      PERF_CCLZ_CHECK(cclzCodecMaxEncodedSize(codec, n, dtype, &capacity));
+      frame.resize(capacity);
+      PERF_CCLZ_CHECK(cclzEncodeHost(codec, &input[p * s.elemBytes], n, dtype, frame.data(),
+                                     capacity, &bytes));
+      frames += static_cast<double>(bytes);
+    }
+  cclzCodecDestroy(codec);
+  double totals[2] = {static_cast<double>(s.sendElems * s.elemBytes), frames}, sums[2] = {};
+  MPI_Allreduce(totals, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sums[1] > 0 ? sums[0] / sums[1] : 0;
+}
+
+// Where a rank's buffers live and how to wait for its work.
+struct Buffers {
+  std::vector<uint8_t> hostSend, hostRecv;
+  void* send = nullptr;
+  void* recv = nullptr;
+  bool gpu = false;
+  void* stream = nullptr;
+#ifdef CCLZ_HAVE_CUDA
+  std::unique_ptr<gpu::Buffer> dSend, dRecv;
+#endif
+
+  void sync() const {
+#ifdef CCLZ_HAVE_CUDA
+    if (gpu) PERF_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+#endif
+  }
+  std::vector<uint8_t> output() {
+#ifdef CCLZ_HAVE_CUDA
+    if (gpu) {
+      std::vector<uint8_t> out(hostRecv.size());
+      PERF_CUDA_CHECK(cudaMemcpy(out.data(), recv, out.size(), cudaMemcpyDeviceToHost));
+      return out;
+    }
+#endif
+    return hostRecv;
+  }
+  void clearOutput() {
+#ifdef CCLZ_HAVE_CUDA
+    if (gpu) {
+      PERF_CUDA_CHECK(cudaMemset(recv, 0xA5, hostRecv.size()));
+      return;
+    }
+#endif
+    std::memset(hostRecv.data(), 0xA5, hostRecv.size());
+  }
+};
+
+Buffers makeBuffers(const Shape& s, std::vector<uint8_t> input, bool gpu, void* stream) {
+  Buffers b;
+  b.gpu = gpu, b.stream = stream;
+  b.hostSend = std::move(input);
+  b.hostRecv.assign(s.recvElems * s.elemBytes, 0xA5);
+  b.send = b.hostSend.data(), b.recv = b.hostRecv.data();
+#ifdef CCLZ_HAVE_CUDA
+  if (gpu) {
+    b.dSend = std::make_unique<gpu::Buffer>(b.hostSend.size());
+    b.dRecv = std::make_unique<gpu::Buffer>(b.hostRecv.size());
+    PERF_CUDA_CHECK(cudaMemcpy(b.dSend->data(), b.hostSend.data(), b.hostSend.size(),
+                               cudaMemcpyHostToDevice));
+    b.send = b.dSend->data(), b.recv = b.dRecv->data();
+  }
+#endif
+  return b;
+}
+
+// Median over iterations of the slowest rank's time (us); after(i) runs untimed after each.
+double timeCollective(const Options& opt, const Buffers& b, const std::function<void()>& call,
+                      const std::function<void(int)>& after) {
+  std::vector<double> samples;
+  for (int i = 0; i < opt.warmup + opt.iters; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    b.sync();
+    const double local =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double slowest = 0;
+    MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (i >= opt.warmup) samples.push_back(slowest);
+    after(i);
+  }
+  return median(samples);
+}
+
+cclzResult_t callCclz(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                      const cclzCodecConfig_t* config, const Buffers& b) {
+  auto stream = static_cast<cclzStream_t>(b.stream);
+  switch (s.kind) {
+    case Kind::AllGather:
+      return cclzAllGather(b.send, b.recv, s.count, dtype, comm, config, stream);
+    case Kind::ReduceScatter:
+      return cclzReduceScatter(b.send, b.recv, s.count, dtype, op, comm, config, stream);
+    case Kind::AllReduce:
+      return cclzAllReduce(b.send, b.recv, s.count, dtype, op, comm, config, stream);
+    case Kind::AllToAll:
+      return cclzAllToAll(b.send, b.recv, s.count, dtype, comm, config, stream);
+    case Kind::SendRecv: {
+      if (s.peer < 0) return cclzSuccess;
+      cclzResult_t r;
+      if (s.rank % 2 == 0) {
+        r = cclzSend(b.send, s.count, dtype, s.peer, comm, config, stream);
+        if (r == cclzSuccess) r = cclzRecv(b.recv, s.count, dtype, s.peer, comm, config, stream);
+      } else {
+        r = cclzRecv(b.recv, s.count, dtype, s.peer, comm, config, stream);
+        if (r == cclzSuccess) r = cclzSend(b.send, s.count, dtype, s.peer, comm, config, stream);
+      }
+      return r;
+    }
+  }
+  return cclzInternalError;
+}
+
+// The NMSE above which a lossy row counts as wrong: far above what the codec gives on Gaussian
+// data (bench/results/2026-11-22-qgrad-quality), far below what garbage gives.
+double nmseLimit(const Options& opt) {
+  if (opt.codec == "fp8") return 0.02;  // E4M3 ~4e-4, INT8 less, E5M2 ~1.5e-3 on Gaussian data
+  if (opt.codec != "qgrad") return 0;
+  const int bits = opt.bits ? opt.bits : 4;
+  return bits == 8 ? 1e-3 : bits == 4 ? 0.1 : 1.0;
+}
+
+struct CollRow {
+  Shape shape;
+  double ratio = 0, timeUs = 0, baseUs = 0, nmse = 0, maxRel = 0;
+  uint64_t wrong = 0, baseWrong = 0;
+  bool checked = false;
+  double algbw(double us) const { return us > 0 ? double(shape.bytes) / us * 1e-3 : 0; }
+};
+
+}  // namespace
+
+int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*** argv) {
+  MPI_Init(argc, argv);
+  int exitCode = 0;
+  try {
+    const int rank = worldRank(), ranks = worldSize();
+    cclzBuildInfo_t info{};
+    info.size = sizeof info;
+    PERF_CCLZ_CHECK(cclzGetBuildInfo(&info));
+    bool gpu = deviceFlag == "gpu";
+#ifdef CCLZ_HAVE_CUDA
+    if (deviceFlag.empty()) gpu = info.hasNccl && gpu::deviceCount() > 0;
+#endif
+    void* stream = nullptr;
+    std::string deviceText = "cpu (host buffers, MPI)";
+#ifdef CCLZ_HAVE_CUDA
+    std::unique_ptr<gpu::Stream> ownedStream;
+    if (gpu) {
+#ifndef CCLZ_HAVE_NCCL
+      fail("--device gpu: this build of cclz has no NCCL transport");
+#endif
+      const int devices = gpu::deviceCount();
+      if (devices == 0) fail("--device gpu: no CUDA device is visible");
+      PERF_CUDA_CHECK(cudaSetDevice(rank % devices));
+      ownedStream = std::make_unique<gpu::Stream>();
+      stream = ownedStream->get();
+      deviceText = fmt::format("gpu ({}, one per rank, device buffers, NCCL)",
+                               gpu::deviceName(rank % devices));
+    }
+#else
+    if (gpu) fail("--device gpu: this build of cclz has no CUDA");
+#endif
+    const uint64_t pieceBytes = opt.pieceBytes ? opt.pieceBytes : (uint64_t{4} << 20);
+    setenv("CCLZ_PIECE_BYTES", std::to_string(pieceBytes).c_str(), 1);
+
+    cclzComm_t comm = nullptr;
+    std::unique_ptr<coll::Plain> plain;
+    if (gpu) {
+#ifdef CCLZ_HAVE_NCCL
+      cclzUniqueId id{};
+      if (rank == 0) PERF_CCLZ_CHECK(cclzGetUniqueId(&id));
+      MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+      PERF_CCLZ_CHECK(cclzCommInitRank(&comm, ranks, id, rank));
+      plain = coll::makePlainNccl(stream);
+#endif
+    } else {
+      MPI_Comm world = MPI_COMM_WORLD;
+      PERF_CCLZ_CHECK(cclzCommInitFromMpi(&comm, &world));
+      plain = coll::makePlainMpi();
+    }
+
+    const Kind kind = coll::kindOf(opt.op);
+    const cclzRedOp_t redOp = opt.redOp == "avg" ? cclzAvg : cclzSum;
+    const bool reduces = kind == Kind::ReduceScatter || kind == Kind::AllReduce;
+    const cclzCodecConfig_t config = codecConfig(opt);
+    const bool lossy = opt.lossy();
+    if (rank == 0) {
+      fmt::print("# cclz-perf: op {}, {} ranks, device {}, dtype {}, codec {}{}, piece {} B\n",
+                 opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,
+                 opt.codec == "qgrad" ? fmt::format(" (int{})", opt.bits ? opt.bits : 4) : "",
+                 pieceBytes);
+      fmt::print("#   iters {}, warmup {}, check {}; time: median over iterations of the slowest "
+                 "rank; algbw = size / time, busbw = algbw x nccl-tests' factor (uncompressed)\n",
+                 opt.iters, opt.warmup, opt.check ? 1 : 0);
+      fmt::print("#   baseline: plain {} on the same buffers; speedup = baseline time / cclz time\n",
+                 plain->name());
+      fmt::print("#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
+                 "{:>8} {:>7}\n",
+                 "size(B)", "count", "type", "redop", "codec", "ratio", "time(us)", "algbw",
+                 "busbw", "#wrong", "nmse", "base(us)", "base_bw", "speedup");
+      std::fflush(stdout);
+    }
+
+    std::vector<CollRow> rows;
+    for (uint64_t size = opt.minBytes; size <= opt.maxBytes; size *= opt.stepFactor) {
+      CollRow row;
+      row.shape = coll::shapeFor(kind, size, opt.dtype, ranks, rank);
+      const Shape& s = row.shape;
+      if (s.count == 0) continue;
+      std::vector<uint8_t> input =
+          gaussian(s.sendElems, opt.dtype, opt.seed * 1000003 + static_cast<uint64_t>(rank) + 1);
+      row.ratio = wireRatio(s, opt.dtype, config, input, pieceBytes);
+      coll::Reference ref;
+      if (opt.check) ref = coll::makeReference(s, opt.dtype, redOp, input);
+      Buffers b = makeBuffers(s, std::move(input), gpu, stream);
+      const bool checkHere = opt.check && (s.kind != Kind::SendRecv || s.peer >= 0);
+      row.checked = opt.check;
+
+      row.timeUs = timeCollective(
+          opt, b,
+          [&] {
+            PERF_CCLZ_CHECK_COMM(callCclz(s, opt.dtype, redOp, comm, &config, b), comm);
+          },
+          [&](int) {
+            if (!checkHere) return;
+            const coll::Check c = coll::check(ref, opt.dtype, lossy, b.output());
+            row.wrong += c.wrong + (lossy && c.nmse > nmseLimit(opt) ? 1 : 0);
+            row.nmse = std::max(row.nmse, c.nmse), row.maxRel = std::max(row.maxRel, c.maxRelErr);
+            b.clearOutput();
+          });
+      if (gpu) {
+        cclzResult_t async = cclzSuccess;
+        PERF_CCLZ_CHECK(cclzCommGetAsyncError(comm, &async));
+        if (async != cclzSuccess) fail("asynchronous error: {}", cclzGetLastError(comm));
+      }
+      // The plain collective: same data, same timing; checked for the moves (exact) only, since
+      // its reductions round in the dtype at every step.
+      row.baseUs = timeCollective(
+          opt, b, [&] { plain->run(s, opt.dtype, b.send, b.recv); },
+          [&](int) {
+            if (!checkHere || reduces) return;
+            row.baseWrong += coll::check(ref, opt.dtype, false, b.output()).wrong;
+            b.clearOutput();
+          });
+
+      uint64_t wrong[2] = {row.wrong, row.baseWrong}, wrongAll[2] = {};
+      MPI_Allreduce(wrong, wrongAll, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+      row.wrong = wrongAll[0], row.baseWrong = wrongAll[1];
+      double errs[2] = {row.nmse, row.maxRel}, errsAll[2] = {};
+      MPI_Allreduce(errs, errsAll, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      row.nmse = errsAll[0], row.maxRel = errsAll[1];
+      if (rank == 0) {
+        fmt::print("  {:>12} {:>11} {:>5} {:>5} {:>9} {:>7.3f} {:>10.1f} {:>8.2f} {:>8.2f} {:>7} "
+                   "{:>9} {:>10.1f} {:>8.2f} {:>7.3f}\n",
+                   s.bytes, s.count, dtypeName(opt.dtype), reduces ? opt.redOp : "-", opt.codec,
+                   row.ratio, row.timeUs, row.algbw(row.timeUs),
+                   row.algbw(row.timeUs) * s.busFactor,
+                   row.checked ? std::to_string(row.wrong + row.baseWrong) : "-",
+                   lossy && row.checked ? fmt::format("{:.3e}", row.nmse) : "-", row.baseUs,
+                   row.algbw(row.baseUs), row.timeUs > 0 ? row.baseUs / row.timeUs : 0);
+        std::fflush(stdout);
+      }
+      if (row.wrong || row.baseWrong) exitCode = 1;
+      rows.push_back(row);
+      if (size > opt.maxBytes / opt.stepFactor) break;  // no overflow past the last size
+    }
+
+    if (rank == 0 && !opt.json.empty()) {
+      nlohmann::json all = nlohmann::json::array();
+      for (const CollRow& r : rows)
+        all.push_back({{"op", opt.op},
+                       {"codec", opt.codec},
+                       {"bits", opt.codec == "qgrad" ? (opt.bits ? opt.bits : 4) : 0},
+                       {"dtype", dtypeName(opt.dtype)},
+                       {"redop", reduces ? opt.redOp : "-"},
+                       {"device", gpu ? "gpu" : "cpu"},
+                       {"ranks", ranks},
+                       {"bytes", r.shape.bytes},
+                       {"count", r.shape.count},
+                       {"piece_bytes", pieceBytes},
+                       {"ratio", r.ratio},
+                       {"time_us", r.timeUs},
+                       {"algbw_GBps", r.algbw(r.timeUs)},
+                       {"busbw_GBps", r.algbw(r.timeUs) * r.shape.busFactor},
+                       {"baseline", plain->name()},
+                       {"baseline_time_us", r.baseUs},
+                       {"baseline_algbw_GBps", r.algbw(r.baseUs)},
+                       {"speedup", r.timeUs > 0 ? r.baseUs / r.timeUs : 0},
+                       {"nmse", lossy && r.checked ? nlohmann::json(r.nmse) : nlohmann::json()},
+                       {"wrong", r.checked ? nlohmann::json(r.wrong + r.baseWrong)
+                                           : nlohmann::json()},
+                       {"check", r.checked}});
+      std::ofstream(opt.json) << all.dump(1) << "\n";
+    }
+    if (rank == 0 && exitCode) fmt::print("# FAILED: some iterations were wrong\n");
+    plain.reset();
+    cclzCommDestroy(comm);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "cclz-perf (rank {}): error: {}\n", worldRank(), e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return exitCode;
+}
+
+#endif  // CCLZ_HAVE_MPI
+
+}  // namespace perf
