@@ -8,38 +8,11 @@
 
 #include "cclz/cclz.h"
 #include "common/float_bits.h"
+#include "common/float_rn.h"
 #include "common/hd.h"
 
 namespace cclz::reduce {
 
-CCLZ_HD float addRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-CCLZ_HD float subRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-CCLZ_HD float mulRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-CCLZ_HD float divRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // Element i of dst (dtype) = acc / divisor, rounded to nearest even.
 CCLZ_HD void storeElement(const float* acc, uint64_t i, float divisor, int dtype, void* dst) {

@@ -9,6 +9,7 @@
 #include "cclz/cclz.h"
 #include "codec/frame.h"
 #include "common/float_bits.h"
+#include "common/float_rn.h"
 #include "common/hd.h"
 
 namespace cclz::fp8 {
@@ -74,34 +75,13 @@ CCLZ_HD Layout frameLayout(uint64_t count, uint32_t rowElems) {
   return l;
 }
 
-// ---- fp32 arithmetic, one rounding per operation --------------------------------------------
+// ---- fp32 arithmetic, one rounding per operation (mulRn/addRn/subRn: common/float_rn.h) ----
 
-CCLZ_HD float mulRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-CCLZ_HD float addRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 // acc + x in decode-and-accumulate. A NaN sum is stored as 0x7FFFFFFF, the NaN the GPU's adder
 // makes: x86 would carry an operand's payload instead, and the two accumulators would differ.
 CCLZ_HD float accumulateRn(float acc, float x) {
   const float sum = addRn(acc, x);
   return sum != sum ? bitsToFloat(0x7fffffffu) : sum;
-}
-CCLZ_HD float subRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
 }
 CCLZ_HD float reciprocal(float a) {
 #if defined(__CUDA_ARCH__)

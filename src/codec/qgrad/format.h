@@ -2,8 +2,8 @@
 // kernels (kernels.cu): frame layout, header checks, scales, rounding, the stochastic-rounding hash,
 // code packing. Nothing here allocates or throws.
 //
-// NOTE: every product and sum that ends up in a frame or a residual goes through fmulRn/faddRn/
-// fsubRn, so nvcc cannot contract it into a fused multiply-add on the device (the host build has
+// NOTE: every product and sum that ends up in a frame or a residual goes through mulRn/addRn/
+// subRn, so nvcc cannot contract it into a fused multiply-add on the device (the host build has
 // -ffp-contract=off, src/CMakeLists.txt): CPU and GPU round identically.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include "cclz/cclz.h"
 #include "codec/frame.h"
 #include "common/float_bits.h"
+#include "common/float_rn.h"
 #include "common/hd.h"
 
 namespace cclz::qgrad {
@@ -88,28 +89,7 @@ CCLZ_HD uint32_t checkQgradHeader(const FrameHeader& h) {
   return kFrameOk;
 }
 
-// ---- Arithmetic that must round the same on both sides. ----
-CCLZ_HD float fmulRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-CCLZ_HD float faddRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-CCLZ_HD float fsubRn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
+// ---- Arithmetic that must round the same on both sides (mulRn/addRn/subRn: common/float_rn.h). ----
 
 // |x| for the block maximum, with NaN and Inf mapped to +Inf so that one max finds both.
 CCLZ_HD float magnitudeOrInf(float x) {
@@ -180,15 +160,15 @@ CCLZ_HD float rintf32(float v) {  // ties to even
 
 // The code of x (finite) in a block of reciprocal scale rs. `draw` is used by stochastic rounding.
 CCLZ_HD int quantize(float x, float rs, int qmax, int rounding, float draw) {
-  float v = fmulRn(x, rs);
+  float v = mulRn(x, rs);
   const float limit = static_cast<float>(qmax);
   v = v > limit ? limit : (v < -limit ? -limit : v);
   if (rounding == kRoundNearest) return static_cast<int>(rintf32(v));
   const float fl = floorf32(v);
-  return static_cast<int>(fl) + (draw < fsubRn(v, fl) ? 1 : 0);
+  return static_cast<int>(fl) + (draw < subRn(v, fl) ? 1 : 0);
 }
 
-CCLZ_HD float dequantize(int q, float s) { return fmulRn(static_cast<float>(q), s); }
+CCLZ_HD float dequantize(int q, float s) { return mulRn(static_cast<float>(q), s); }
 
 // ---- Code packing: element i at bits [i*b, (i+1)*b) of the codes, least significant first. ----
 CCLZ_HD uint32_t codeBits(int q, uint32_t bits) {

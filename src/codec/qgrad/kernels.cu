@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
   if constexpr (kFeedback) {
     float r[kGroupElems];
     loadResidual(a.residual, i0, a.count, r);
-    for (int j = 0; j < kGroupElems; ++j) x[j] = faddRn(x[j], r[j]);
+    for (int j = 0; j < kGroupElems; ++j) x[j] = addRn(x[j], r[j]);
   }
   float m = 0.0f;
   for (int j = 0; j < kGroupElems; ++j) m = fmaxf(m, magnitudeOrInf(x[j]));
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
       q = quantize(x[j], rs, kQmax, static_cast<int>(a.rounding), draw);
     }
     packed |= static_cast<uint64_t>(codeBits(q, kBits)) << (j * kBits);
-    rest[j] = fsubRn(x[j], dequantize(q, s));
+    rest[j] = subRn(x[j], dequantize(q, s));
   }
   storeCodes<kBits>(codes, i0, packed);
   if constexpr (kFeedback) storeFloats(a.residual, i0, a.count, rest);
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(const DecodeArgs a) {
     float* acc = static_cast<float*>(a.dst);
     float old[kGroupElems];
     loadResidual(acc, i0, a.count, old);  // same shape: 8 floats, 32-byte aligned, 0 past count
-    for (int j = 0; j < kGroupElems; ++j) y[j] = faddRn(old[j], y[j]);
+    for (int j = 0; j < kGroupElems; ++j) y[j] = addRn(old[j], y[j]);
     storeFloats(acc, i0, a.count, y);
   } else if constexpr (sizeof(Out) == 4) {
     storeFloats(static_cast<float*>(a.dst), i0, a.count, y);

@@ -61,7 +61,7 @@ EncodeResult encodeRef(const Params& p, int dtype, const void* src, uint64_t cou
     float m = 0;
     for (uint64_t j = 0; j < n; ++j) {
       const float g = loadAsFloat(src, dtype, begin + j);
-      x[j] = residual ? faddRn(g, residual[begin + j]) : g;
+      x[j] = residual ? addRn(g, residual[begin + j]) : g;
       m = std::max(m, magnitudeOrInf(x[j]));
     }
     const uint16_t scale = scaleFor(m, qmax);
@@ -81,7 +81,7 @@ EncodeResult encodeRef(const Params& p, int dtype, const void* src, uint64_t cou
       const int q = quantize(x[j], rs, qmax, static_cast<int>(p.rounding), draw);
       const uint64_t bit = i * p.bits;
       codes[bit / 8] |= static_cast<uint8_t>(codeBits(q, p.bits) << (bit % 8));
-      if (residual) residual[i] = fsubRn(x[j], dequantize(q, s));
+      if (residual) residual[i] = subRn(x[j], dequantize(q, s));
     }
   }
   return result;
@@ -116,7 +116,7 @@ uint32_t decodeAccumulateRef(const uint8_t* src, uint64_t srcBytes, int dtype, u
   FrameHeader h;
   const uint32_t err = readHeader(src, srcBytes, dtype, count, &h);
   if (err != kFrameOk) return err;
-  forEachValue(h, src, [&](uint64_t i, float y) { acc[i] = faddRn(acc[i], y); });
+  forEachValue(h, src, [&](uint64_t i, float y) { acc[i] = addRn(acc[i], y); });
   return kFrameOk;
 }
 

@@ -1,0 +1,39 @@
+// fp32 arithmetic with one IEEE rounding (to nearest even) per operation, written once for the
+// CPU references and the kernels: nvcc would otherwise contract a multiply and an add into a
+// fused multiply-add and give other bits than the host (which builds with -ffp-contract=off).
+#pragma once
+
+#include "common/hd.h"
+
+namespace cclz {
+
+CCLZ_HD float mulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CCLZ_HD float addRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CCLZ_HD float subRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CCLZ_HD float divRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+}  // namespace cclz
