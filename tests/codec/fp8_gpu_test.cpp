@@ -14,66 +14,12 @@
 #include "common/float_bits.h"
 #include "support/codec_handle.h"
 #include "support/data.h"
+#include "support/device_buffer.h"
 #include "support/stress.h"
 #include "support/tensors.h"
 
 namespace cclz::test {
 namespace {
-
-bool haveGpu() {
-  static const bool have = [] {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    return e == cudaSuccess && n > 0;
-  }();
-  return have;
-}
-
-// Device memory with 256 guard bytes on each side (data() stays 256-byte aligned).
-class DeviceBuffer {
- public:
-  static constexpr size_t kGuard = 256;
-  static constexpr uint8_t kPattern = 0xC3;
-  explicit DeviceBuffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 16)) {
-    if (cudaMalloc(&base_, bytes_ + 2 * kGuard) != cudaSuccess) base_ = nullptr;
-    if (base_) cudaMemset(base_, kPattern, bytes_ + 2 * kGuard);
-    cudaDeviceSynchronize();
-  }
-  ~DeviceBuffer() { cudaFree(base_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  bool ok() const { return base_ != nullptr; }
-  uint8_t* data() { return static_cast<uint8_t*>(base_) + kGuard; }
-  void upload(const void* src, size_t bytes, size_t offset = 0) {
-    if (bytes) {
-      EXPECT_EQ(cudaMemcpy(data() + offset, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    }
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-  std::vector<uint8_t> download(size_t bytes, size_t offset = 0) {
-    std::vector<uint8_t> out(bytes);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    if (bytes) {
-      EXPECT_EQ(cudaMemcpy(out.data(), data() + offset, bytes, cudaMemcpyDeviceToHost),
-                cudaSuccess);
-    }
-    return out;
-  }
-  bool guardsIntact() {
-    std::vector<uint8_t> all(bytes_ + 2 * kGuard);
-    if (cudaDeviceSynchronize() != cudaSuccess) return false;
-    if (cudaMemcpy(all.data(), base_, all.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
-      return false;
-    for (size_t i = 0; i < kGuard; ++i)
-      if (all[i] != kPattern || all[kGuard + bytes_ + i] != kPattern) return false;
-    return true;
-  }
-
- private:
-  void* base_ = nullptr;
-  size_t bytes_;
-};
 
 struct GpuSetup {
   const char* name;
@@ -168,7 +114,7 @@ void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x,
   auto* cs = reinterpret_cast<cclzStream_t>(stream);
 
   for (size_t offset : {size_t{0}, size_t{1}}) {  // 1: a source that is not 16-byte aligned
-    DeviceBuffer src((count + offset) * esize), dst(cpu.capacity), size(8);
+    GuardedDeviceBuffer src((count + offset) * esize), dst(cpu.capacity), size(8);
     ASSERT_TRUE(src.ok() && dst.ok() && size.ok());
     src.upload(input.data(), input.size(), offset * esize);
     ASSERT_EQ(cclzEncode(codec.get(), src.data() + offset * esize, count, type, dst.data(),
@@ -190,7 +136,7 @@ void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x,
   ASSERT_EQ(
       cclzDecodeHost(codec.get(), cpu.bytes.data(), cpu.bytes.size(), hostOut.data(), count, type),
       cclzSuccess);
-  DeviceBuffer frame(cpu.bytes.size()), out(count * esize), acc(count * 4);
+  GuardedDeviceBuffer frame(cpu.bytes.size()), out(count * esize), acc(count * 4);
   frame.upload(cpu.bytes.data(), cpu.bytes.size());
   ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size(), out.data(), count, type, cs),
             cclzSuccess);
@@ -219,7 +165,7 @@ void checkAll(const GpuSetup& setup, int dtype, const std::vector<float>& x,
 class Fp8Gpu : public testing::TestWithParam<std::tuple<int, size_t>> {
  protected:
   void SetUp() override {
-    if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+    if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   }
 };
 
@@ -240,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
-  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   for (const auto& t : makeStressTensors(0))
     for (const GpuSetup& s : setups()) checkAll(s, cclzBfloat16, t.values, t.name);
   const std::string dir = realTensorDir();
@@ -255,7 +201,7 @@ TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
 
 // The device decoder reports what the host decoder rejects and writes nothing outside.
 TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
-  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   const GpuSetup setup{"always", cclzFp8E4M3, 256, 0, cclzFp8RotateAlways, 0};
   CodecPtr codec = makeCodec(setup.config());
   uint64_t state = 5;
@@ -283,7 +229,7 @@ TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
                              cclzBfloat16),
               cclzCorruptFrame)
         << name;
-    DeviceBuffer frame(bytes.size()), out(2 * x.size());
+    GuardedDeviceBuffer frame(bytes.size()), out(2 * x.size());
     frame.upload(bytes.data(), bytes.size());
     ASSERT_EQ(
         cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(), cclzBfloat16, cs),
@@ -291,7 +237,7 @@ TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
     EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
     EXPECT_TRUE(out.guardsIntact()) << name;
   }
-  DeviceBuffer frame(cpu.bytes.size()), out(2 * x.size());
+  GuardedDeviceBuffer frame(cpu.bytes.size()), out(2 * x.size());
   frame.upload(cpu.bytes.data(), cpu.bytes.size());
   ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size() - 16, out.data(), x.size(),
                        cclzBfloat16, cs),
