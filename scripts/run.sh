@@ -24,3 +24,17 @@ if [ "$device" = gpu ]; then
 else
   "$perf" --op codec --device cpu -d bf16 -b 64K -e 16M -f 4 -n 3 -w 1 "$@"
 fi
+
+# A compressed all-reduce beside the plain one, one process per rank under mpirun: every GPU when
+# there are two or more, else two CPU ranks over MPI. (cclz-perf takes collective ops when it was
+# built with MPI; mpirun comes from Debian's openmpi-bin.)
+command -v mpirun >/dev/null || { echo "(no mpirun: the collective benchmark is skipped)"; exit 0; }
+mpi=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
+[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+gpus=0
+[ "$device" = gpu ] && gpus=$(nvidia-smi -L | wc -l)
+if [ "$gpus" -ge 2 ]; then
+  "${mpi[@]}" -n "$gpus" "$perf" --op allreduce --codec qgrad --device gpu -b 1M -e 256M -f 16
+else
+  "${mpi[@]}" -n 2 "$perf" --op allreduce --codec qgrad --device cpu -b 64K -e 4M -f 4 -n 3 -w 1
+fi
