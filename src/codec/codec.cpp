@@ -7,6 +7,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/float_bits.h"
+#include "common/float_rn.h"
 
 namespace cclz {
 
@@ -79,7 +80,8 @@ uint32_t Codec::decodeAccumulateHost(const cclzCodecConfig_t& config, const uint
   std::vector<uint8_t> decoded(count * dtypeSize(static_cast<cclzDataType_t>(dtype)));
   const uint32_t err = decodeHost(config, src, srcBytes, dtype, count, decoded.data());
   if (err != kFrameOk) return err;  // acc untouched: a corrupt frame loses nothing
-  for (uint64_t i = 0; i < count; ++i) acc[i] += loadAsFloat(decoded.data(), dtype, i);
+  for (uint64_t i = 0; i < count; ++i)
+    acc[i] = accumulateRn(acc[i], loadAsFloat(decoded.data(), dtype, i));
   return kFrameOk;
 }
 

@@ -27,7 +27,7 @@ CCLZ_HD void storeElement(const float* acc, uint64_t i, float divisor, int dtype
 
 // acc[i] += element i of src (dtype).
 CCLZ_HD void accumulateElement(float* acc, uint64_t i, const void* src, int dtype) {
-  acc[i] = addRn(acc[i], loadAsFloat(src, dtype, i));
+  acc[i] = accumulateRn(acc[i], loadAsFloat(src, dtype, i));
 }
 
 // residual[i] += factor * (intended[i] - got[i]).

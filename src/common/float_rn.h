@@ -3,6 +3,7 @@
 // fused multiply-add and give other bits than the host (which builds with -ffp-contract=off).
 #pragma once
 
+#include "common/float_bits.h"
 #include "common/hd.h"
 
 namespace cclz {
@@ -34,6 +35,14 @@ CCLZ_HD float divRn(float a, float b) {
 #else
   return a / b;
 #endif
+}
+
+// acc + x where a reduction accumulates. A NaN sum is stored as 0x7FFFFFFF, the NaN the GPU's
+// adder makes: x86 would carry an operand's payload instead, and CPU and GPU accumulators would
+// hold different bytes.
+CCLZ_HD float accumulateRn(float acc, float x) {
+  const float sum = addRn(acc, x);
+  return sum != sum ? bitsToFloat(0x7fffffffu) : sum;
 }
 
 }  // namespace cclz

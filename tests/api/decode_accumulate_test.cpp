@@ -53,6 +53,27 @@ TEST_P(DecodeAccumulateHost, AddsTheDecodedValues) {
   EXPECT_EQ(std::memcmp(acc.data(), kept.data(), count * sizeof(float)), 0);
 }
 
+// A NaN in the frame (a payload NaN) makes a NaN sum, stored as 0x7FFFFFFF whatever the payload:
+// the bytes the GPU's adder gives, so CPU and GPU reductions agree.
+TEST(DecodeAccumulateHostNaN, SumIsTheCanonicalNaN) {
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  const std::vector<uint8_t> input = {0xc1, 0x7f, 0x80, 0x3f, 0x81, 0xff};  // bf16: NaN, 1, -NaN
+  for (cclzCodecType_t type : {cclzCodecNone, cclzCodecLossless}) {
+    config.codec = type;
+    CodecPtr codec = makeCodec(config);
+    const HostFrame frame = encodeHost(codec.get(), cclzBfloat16, input, 3);
+    std::vector<float> acc = {1.0f, 2.0f, 3.0f};
+    ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), frame.bytes.data(), frame.bytes.size(),
+                                       acc.data(), 3, cclzBfloat16),
+              cclzSuccess);
+    uint32_t bits[3];
+    std::memcpy(bits, acc.data(), sizeof bits);
+    EXPECT_EQ(bits[0], 0x7FFFFFFFu) << type;
+    EXPECT_EQ(acc[1], 3.0f) << type;
+    EXPECT_EQ(bits[2], 0x7FFFFFFFu) << type;
+  }
+}
+
 std::string accName(const testing::TestParamInfo<AccParam>& info) {
   const auto& [codecType, dtype, count] = info.param;
   return std::string(codecType == cclzCodecNone ? "none" : "lossless") + "_" + dtypeLabel(dtype) +

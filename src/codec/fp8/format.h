@@ -77,12 +77,6 @@ CCLZ_HD Layout frameLayout(uint64_t count, uint32_t rowElems) {
 
 // ---- fp32 arithmetic, one rounding per operation (mulRn/addRn/subRn: common/float_rn.h) ----
 
-// acc + x in decode-and-accumulate. A NaN sum is stored as 0x7FFFFFFF, the NaN the GPU's adder
-// makes: x86 would carry an operand's payload instead, and the two accumulators would differ.
-CCLZ_HD float accumulateRn(float acc, float x) {
-  const float sum = addRn(acc, x);
-  return sum != sum ? bitsToFloat(0x7fffffffu) : sum;
-}
 CCLZ_HD float reciprocal(float a) {
 #if defined(__CUDA_ARCH__)
   return __frcp_rn(a);
