@@ -30,81 +30,98 @@ uint64_t Pipeline::wireBytes(uint64_t count) const {
   return fixedSize ? use.codec->maxEncodedBytes(use.config, use.dtype, count) : stride;
 }
 
+uint64_t Pipeline::checkedSize(uint64_t bytes, int peer) const {
+  CCLZ_REQUIRE(bytes <= stride, cclzInternalError,
+               "rank " + std::to_string(peer) + " announced a frame of " + std::to_string(bytes) +
+                   " bytes, above the slot's " + std::to_string(stride));
+  return bytes;
+}
+
+namespace {
+
+uint64_t roundUp256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+uint64_t maxPieces(const Pipeline& p, const std::vector<Span>& chunks) {
+  uint64_t pieces = 0;
+  for (const Span& c : chunks) pieces = std::max(pieces, pieceCount(c.count, p.pieceElems));
+  return pieces;
+}
+
+}  // namespace
+
+void announceSizes(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
+                   const std::vector<Incoming>& in) {
+  uint64_t* sizes = p.sizes(slot);
+  p.t.groupStart(p.e.moveStream());
+  for (const Outgoing& o : out) p.t.send(&sizes[o.sizeIndex], sizeof(uint64_t), o.peer);
+  for (const Incoming& i : in) p.t.recv(&sizes[p.n + i.peer], sizeof(uint64_t), i.peer, nullptr);
+  p.t.groupEnd();
+  p.e.fetch(slot, sizes, 2 * p.n * sizeof(uint64_t));
+}
+
 void moveFrames(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
                 const std::vector<Incoming>& in) {
   Transport& t = p.t;
-  uint64_t* sizes = p.sizes(slot);
-  if (p.fixedSize) {
-    t.groupStart(p.e.moveStream());
-    for (const Outgoing& o : out) t.send(o.frame, p.wireBytes(o.count), o.peer);
-    for (const Incoming& i : in) t.recv(i.frame, p.wireBytes(i.count), i.peer, nullptr);
-    t.groupEnd();
-    return;
-  }
-  if (p.e.memory() == MemoryKind::Host && t.learnsReceivedSize()) {
-    // The encoder wrote each size to host memory; receivers post a slot's capacity (MPI).
-    t.groupStart(nullptr);
-    for (const Outgoing& o : out) t.send(o.frame, sizes[o.sizeIndex], o.peer);
-    for (const Incoming& i : in) t.recv(i.frame, p.stride, i.peer, nullptr);
-    t.groupEnd();
-    return;
-  }
-  // The sizes are in the engine's memory and the transport needs them on the host on both sides
-  // (NCCL): exchange them, bring them to the host (the one host wait of this piece), then move.
-  const int n = p.n;
+  const bool exchanged = p.exchangesSizes();
+  // Variable sizes: announced and fetched (exchanged), or written to host memory by the encoder.
+  const uint64_t* sizes = p.fixedSize ? nullptr
+                          : exchanged ? static_cast<const uint64_t*>(p.e.fetched(slot))
+                                      : p.sizes(slot);
   t.groupStart(p.e.moveStream());
-  for (const Outgoing& o : out) t.send(&sizes[o.sizeIndex], sizeof(uint64_t), o.peer);
-  for (const Incoming& i : in) t.recv(&sizes[n + i.peer], sizeof(uint64_t), i.peer, nullptr);
-  t.groupEnd();
-  auto* host = reinterpret_cast<uint64_t*>(p.e.hostStage(2 * n * sizeof(uint64_t)));
-  p.e.toHost(host, sizes, 2 * n * sizeof(uint64_t));
-  for (const Incoming& i : in)
-    CCLZ_REQUIRE(host[n + i.peer] <= p.stride, cclzInternalError,
-                 "rank " + std::to_string(i.peer) + " announced a frame of " +
-                     std::to_string(host[n + i.peer]) + " bytes, above the slot's " +
-                     std::to_string(p.stride));
-  t.groupStart(p.e.moveStream());
-  for (const Outgoing& o : out) t.send(o.frame, host[o.sizeIndex], o.peer);
-  for (const Incoming& i : in) t.recv(i.frame, host[n + i.peer], i.peer, nullptr);
+  for (const Outgoing& o : out)
+    t.send(o.frame, p.fixedSize ? p.wireBytes(o.count) : sizes[o.sizeIndex], o.peer);
+  for (const Incoming& i : in) {
+    const uint64_t bytes = p.fixedSize ? p.wireBytes(i.count)
+                           : exchanged ? p.checkedSize(sizes[p.n + i.peer], i.peer)
+                                       : p.stride;
+    t.recv(i.frame, bytes, i.peer, nullptr);
+  }
   t.groupEnd();
 }
 
-// The frame of piece k of this rank's chunk goes to every other rank; every rank decodes every
-// frame, its own included, into its place in `out`.
+// The frame of piece k of this rank's chunk goes to every rank through the transport's
+// all-gather, at one size for all: the largest frame of the piece, rounded up to 256 bytes so
+// that every frame starts aligned. Fixed-size frames know it in advance; variable ones announce
+// their sizes first (an all-gather of 8 bytes). Every rank decodes every frame, its own included,
+// into its place in `out`.
 void gatherPieces(const Pipeline& p, const void* mine, void* out, const std::vector<Span>& chunks) {
-  uint64_t pieces = 0;
-  for (const Span& c : chunks) pieces = std::max(pieces, pieceCount(c.count, p.pieceElems));
-  const int me = p.me;
-  for (uint64_t k = 0; k < pieces; ++k) {
-    const int slot = static_cast<int>(k % kSlots);
-    const Span own = pieceOf(chunks[me], p.pieceElems, k);
-    uint8_t* frame = p.sendFrame(slot, 0);
-
-    p.e.stage(Stage::Encode, slot);
-    if (own.count)
-      p.e.encode(p.use, p.at(mine, own.offset), own.count, frame, p.stride, &p.sizes(slot)[me],
-                 nullptr, 0);
-
-    p.e.stage(Stage::Move, slot);
-    std::vector<Outgoing> sends;
-    std::vector<Incoming> recvs;
-    for (int r = 0; r < p.n; ++r) {
-      if (r == me) continue;
-      if (own.count) sends.push_back({r, frame, own.count, me});
-      const Span theirs = pieceOf(chunks[r], p.pieceElems, k);
-      if (theirs.count) recvs.push_back({r, p.recvFrame(slot, r), theirs.count});
-    }
-    moveFrames(p, slot, sends, recvs);
-
-    p.e.stage(Stage::Decode, slot);
-    if (own.count)
-      p.e.decode(p.use, frame, p.stride, own.count, p.at(out, chunks[me].offset + own.offset));
-    for (const Incoming& i : recvs) {
-      const Span theirs = pieceOf(chunks[i.peer], p.pieceElems, k);
-      p.e.decode(p.use, i.frame, p.stride, i.count,
-                 p.at(out, chunks[i.peer].offset + theirs.offset));
-    }
-  }
+  const int n = p.n, me = p.me;
+  std::vector<uint64_t> wire(kSlots, 0);  // the part size of each slot's all-gather
+  auto countOf = [&](int r, uint64_t k) { return pieceOf(chunks[r], p.pieceElems, k).count; };
+  runPieces(
+      p, maxPieces(p, chunks), !p.fixedSize,
+      [&](uint64_t k, int slot) {
+        const Span own = pieceOf(chunks[me], p.pieceElems, k);
+        if (own.count)
+          p.e.encode(p.use, p.at(mine, own.offset), own.count, p.sendFrame(slot, 0), p.stride,
+                     &p.sizes(slot)[me], nullptr, 0);
+      },
+      [&](uint64_t, int slot) {
+        uint64_t* sizes = p.sizes(slot);
+        p.t.allGather(&sizes[me], &sizes[n], sizeof(uint64_t), p.e.moveStream());
+        p.e.fetch(slot, &sizes[n], n * sizeof(uint64_t));
+      },
+      [&](uint64_t k, int slot) {
+        const auto* sizes =
+            p.fixedSize ? nullptr : static_cast<const uint64_t*>(p.e.fetched(slot));
+        uint64_t largest = 0;
+        for (int r = 0; r < n; ++r) {
+          const uint64_t count = countOf(r, k);
+          if (count)
+            largest = std::max(largest, p.fixedSize ? p.wireBytes(count)
+                                                    : p.checkedSize(sizes[r], r));
+        }
+        wire[slot] = roundUp256(largest);
+        p.t.allGather(p.sendFrame(slot, 0), p.recvFrame(slot, 0), wire[slot], p.e.moveStream());
+      },
+      [&](uint64_t k, int slot) {
+        for (int r = 0; r < n; ++r) {
+          const uint64_t count = countOf(r, k);
+          if (count)
+            p.e.decode(p.use, p.recvFrame(slot, 0) + r * wire[slot], wire[slot], count,
+                       p.at(out, chunks[r].offset + k * p.pieceElems));
+        }
+      });
 }
 
 // Piece k of every destination's chunk is encoded once (with error feedback when residual is
@@ -112,101 +129,120 @@ void gatherPieces(const Pipeline& p, const void* mine, void* out, const std::vec
 // fp32 accumulator and stores sum / divisor in the dtype.
 void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vector<Span>& chunks,
                   float divisor, float* residual, uint64_t step) {
-  uint64_t pieces = 0;
-  for (const Span& c : chunks) pieces = std::max(pieces, pieceCount(c.count, p.pieceElems));
   const int me = p.me;
-  for (uint64_t k = 0; k < pieces; ++k) {
-    const int slot = static_cast<int>(k % kSlots);
-
-    p.e.stage(Stage::Encode, slot);
-    for (int r = 0; r < p.n; ++r) {
-      const Span piece = pieceOf(chunks[r], p.pieceElems, k);
-      if (!piece.count) continue;
-      const uint64_t first = chunks[r].offset + piece.offset;
-      p.e.encode(p.use, p.at(in, first), piece.count, p.sendFrame(slot, r), p.stride,
-                 &p.sizes(slot)[r], residual ? residual + first : nullptr, step);
-    }
-
-    p.e.stage(Stage::Move, slot);
+  // The frames piece k sends and receives (the same lists for its announce and its move).
+  auto traffic = [&](uint64_t k, int slot, std::vector<Outgoing>* sends,
+                     std::vector<Incoming>* recvs) {
     const Span own = pieceOf(chunks[me], p.pieceElems, k);
-    std::vector<Outgoing> sends;
-    std::vector<Incoming> recvs;
     for (int r = 0; r < p.n; ++r) {
       if (r == me) continue;
       const Span theirs = pieceOf(chunks[r], p.pieceElems, k);
-      if (theirs.count) sends.push_back({r, p.sendFrame(slot, r), theirs.count, r});
-      if (own.count) recvs.push_back({r, p.recvFrame(slot, r), own.count});
+      if (theirs.count) sends->push_back({r, p.sendFrame(slot, r), theirs.count, r});
+      if (own.count) recvs->push_back({r, p.recvFrame(slot, r), own.count});
     }
-    moveFrames(p, slot, sends, recvs);
-
-    p.e.stage(Stage::Decode, slot);
-    if (!own.count) continue;
-    float* acc = p.accumulator(slot);
-    p.e.zero(acc, own.count);
-    for (int r = 0; r < p.n; ++r) {
-      const uint8_t* frame = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
-      p.e.decodeAccumulate(p.use, frame, p.stride, own.count, acc);
-    }
-    p.e.store(acc, own.count, divisor, p.use.dtype, p.at(mine, own.offset));
-  }
+  };
+  auto moveStep = [&](auto&& step) {
+    return [&, step](uint64_t k, int slot) {
+      std::vector<Outgoing> sends;
+      std::vector<Incoming> recvs;
+      traffic(k, slot, &sends, &recvs);
+      step(p, slot, sends, recvs);
+    };
+  };
+  runPieces(
+      p, maxPieces(p, chunks), p.exchangesSizes(),
+      [&](uint64_t k, int slot) {
+        for (int r = 0; r < p.n; ++r) {
+          const Span piece = pieceOf(chunks[r], p.pieceElems, k);
+          if (!piece.count) continue;
+          const uint64_t first = chunks[r].offset + piece.offset;
+          p.e.encode(p.use, p.at(in, first), piece.count, p.sendFrame(slot, r), p.stride,
+                     &p.sizes(slot)[r], residual ? residual + first : nullptr, step);
+        }
+      },
+      moveStep(announceSizes), moveStep(moveFrames),
+      [&](uint64_t k, int slot) {
+        const Span own = pieceOf(chunks[me], p.pieceElems, k);
+        if (!own.count) return;
+        float* acc = p.accumulator(slot);
+        p.e.zero(acc, own.count);
+        for (int r = 0; r < p.n; ++r) {
+          const uint8_t* frame = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
+          p.e.decodeAccumulate(p.use, frame, p.stride, own.count, acc);
+        }
+        p.e.store(acc, own.count, divisor, p.use.dtype, p.at(mine, own.offset));
+      });
 }
 
 // Chunk r of `in` (count elements) goes to rank r; chunk r of `out` comes from rank r.
 void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count) {
   const int me = p.me;
   const Span chunk{0, count};
-  for (uint64_t k = 0; k < pieceCount(count, p.pieceElems); ++k) {
-    const int slot = static_cast<int>(k % kSlots);
-    const Span piece = pieceOf(chunk, p.pieceElems, k);
-
-    p.e.stage(Stage::Encode, slot);
-    for (int r = 0; r < p.n; ++r)
-      p.e.encode(p.use, p.at(in, r * count + piece.offset), piece.count, p.sendFrame(slot, r),
-                 p.stride, &p.sizes(slot)[r], nullptr, 0);
-
-    p.e.stage(Stage::Move, slot);
-    std::vector<Outgoing> sends;
-    std::vector<Incoming> recvs;
-    for (int r = 0; r < p.n; ++r) {
-      if (r == me) continue;
-      sends.push_back({r, p.sendFrame(slot, r), piece.count, r});
-      recvs.push_back({r, p.recvFrame(slot, r), piece.count});
-    }
-    moveFrames(p, slot, sends, recvs);
-
-    p.e.stage(Stage::Decode, slot);
-    for (int r = 0; r < p.n; ++r) {
-      const uint8_t* frame = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
-      p.e.decode(p.use, frame, p.stride, piece.count, p.at(out, r * count + piece.offset));
-    }
-  }
+  auto moveStep = [&](auto&& step) {
+    return [&, step](uint64_t k, int slot) {
+      const uint64_t elems = pieceOf(chunk, p.pieceElems, k).count;
+      std::vector<Outgoing> sends;
+      std::vector<Incoming> recvs;
+      for (int r = 0; r < p.n; ++r) {
+        if (r == me) continue;
+        sends.push_back({r, p.sendFrame(slot, r), elems, r});
+        recvs.push_back({r, p.recvFrame(slot, r), elems});
+      }
+      step(p, slot, sends, recvs);
+    };
+  };
+  runPieces(
+      p, pieceCount(count, p.pieceElems), p.exchangesSizes(),
+      [&](uint64_t k, int slot) {
+        const Span piece = pieceOf(chunk, p.pieceElems, k);
+        for (int r = 0; r < p.n; ++r)
+          p.e.encode(p.use, p.at(in, r * count + piece.offset), piece.count, p.sendFrame(slot, r),
+                     p.stride, &p.sizes(slot)[r], nullptr, 0);
+      },
+      moveStep(announceSizes), moveStep(moveFrames),
+      [&](uint64_t k, int slot) {
+        const Span piece = pieceOf(chunk, p.pieceElems, k);
+        for (int r = 0; r < p.n; ++r) {
+          const uint8_t* frame = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
+          p.e.decode(p.use, frame, p.stride, piece.count, p.at(out, r * count + piece.offset));
+        }
+      });
 }
 
 void sendPieces(const Pipeline& p, const void* in, uint64_t count, int peer) {
   const Span all{0, count};
-  for (uint64_t k = 0; k < pieceCount(count, p.pieceElems); ++k) {
-    const int slot = static_cast<int>(k % kSlots);
-    const Span piece = pieceOf(all, p.pieceElems, k);
-    p.e.stage(Stage::Encode, slot);
-    p.e.encode(p.use, p.at(in, piece.offset), piece.count, p.sendFrame(slot, peer), p.stride,
-               &p.sizes(slot)[peer], nullptr, 0);
-    p.e.stage(Stage::Move, slot);
-    moveFrames(p, slot, {{peer, p.sendFrame(slot, peer), piece.count, peer}}, {});
-    p.e.stage(Stage::Decode, slot);  // nothing to decode; keeps the slot's bookkeeping uniform
-  }
+  auto moveStep = [&](auto&& step) {
+    return [&, step](uint64_t k, int slot) {
+      step(p, slot, {{peer, p.sendFrame(slot, peer), pieceOf(all, p.pieceElems, k).count, peer}},
+           {});
+    };
+  };
+  runPieces(
+      p, pieceCount(count, p.pieceElems), p.exchangesSizes(),
+      [&](uint64_t k, int slot) {
+        const Span piece = pieceOf(all, p.pieceElems, k);
+        p.e.encode(p.use, p.at(in, piece.offset), piece.count, p.sendFrame(slot, peer), p.stride,
+                   &p.sizes(slot)[peer], nullptr, 0);
+      },
+      moveStep(announceSizes), moveStep(moveFrames),
+      [](uint64_t, int) {});  // nothing to decode; the stage keeps the slot's bookkeeping uniform
 }
 
 void recvPieces(const Pipeline& p, void* out, uint64_t count, int peer) {
   const Span all{0, count};
-  for (uint64_t k = 0; k < pieceCount(count, p.pieceElems); ++k) {
-    const int slot = static_cast<int>(k % kSlots);
-    const Span piece = pieceOf(all, p.pieceElems, k);
-    p.e.stage(Stage::Encode, slot);
-    p.e.stage(Stage::Move, slot);
-    moveFrames(p, slot, {}, {{peer, p.recvFrame(slot, peer), piece.count}});
-    p.e.stage(Stage::Decode, slot);
-    p.e.decode(p.use, p.recvFrame(slot, peer), p.stride, piece.count, p.at(out, piece.offset));
-  }
+  auto moveStep = [&](auto&& step) {
+    return [&, step](uint64_t k, int slot) {
+      step(p, slot, {}, {{peer, p.recvFrame(slot, peer), pieceOf(all, p.pieceElems, k).count}});
+    };
+  };
+  runPieces(
+      p, pieceCount(count, p.pieceElems), p.exchangesSizes(), [](uint64_t, int) {},
+      moveStep(announceSizes), moveStep(moveFrames),
+      [&](uint64_t k, int slot) {
+        const Span piece = pieceOf(all, p.pieceElems, k);
+        p.e.decode(p.use, p.recvFrame(slot, peer), p.stride, piece.count,
+                   p.at(out, piece.offset));
+      });
 }
 
 }  // namespace cclz

@@ -5,7 +5,8 @@
 //                  slots to be decoded);
 //   decode stream: decodes of slot s wait for its transfer.
 // The caller's stream is joined at begin() and waits for all three at end(). Nothing here waits
-// on the host except toHost/fromHost (sizes of variable-size frames, the call check).
+// on the host except toHost/fromHost (the call check) and fetched (the sizes of variable-size
+// frames, one piece ahead of their transfer).
 #ifdef CCLZ_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -40,6 +41,7 @@ class DeviceEngine final : public Engine {
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) cudaFree(areas_[a]);
     cudaFree(status_);
     cudaFreeHost(stage_);
+    cudaFreeHost(fetchHost_);
     for (cudaEvent_t* e : allEvents()) cudaEventDestroy(*e);
     for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamDestroy(s);
   }
@@ -208,6 +210,25 @@ class DeviceEngine final : public Engine {
     CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));  // the host may reuse hostSrc at once
   }
 
+  void fetch(int slot, const void* src, uint64_t bytes) override {
+    if (bytes > fetchBytes_) {  // the first call of a communicator size: nothing in flight uses it
+      waitIdle();
+      CCLZ_CUDA_CHECK(cudaFreeHost(fetchHost_));
+      fetchHost_ = nullptr;
+      fetchBytes_ = 0;
+      CCLZ_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&fetchHost_), kSlots * bytes));
+      fetchBytes_ = bytes;
+    }
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(fetchHost_ + slot * fetchBytes_, src, bytes,
+                                    cudaMemcpyDeviceToHost, current_));
+    CCLZ_CUDA_CHECK(cudaEventRecord(fetchedEvent_[slot], current_));
+  }
+
+  const void* fetched(int slot) override {
+    CCLZ_CUDA_CHECK(cudaEventSynchronize(fetchedEvent_[slot]));
+    return fetchHost_ + slot * fetchBytes_;
+  }
+
   cclzResult_t pollError(std::string* message) override {
     if (!ran_) return cclzSuccess;
     const cudaError_t state = cudaEventQuery(finished_);
@@ -239,6 +260,7 @@ class DeviceEngine final : public Engine {
       all.push_back(&encoded_[s]);
       all.push_back(&moved_[s]);
       all.push_back(&decoded_[s]);
+      all.push_back(&fetchedEvent_[s]);
     }
     for (cudaEvent_t& e : joined_) all.push_back(&e);
     return all;
@@ -276,6 +298,9 @@ class DeviceEngine final : public Engine {
   cudaStream_t user_ = nullptr, current_ = nullptr;
   cudaEvent_t start_ = nullptr, finished_ = nullptr;
   cudaEvent_t encoded_[kSlots] = {}, moved_[kSlots] = {}, decoded_[kSlots] = {};
+  cudaEvent_t fetchedEvent_[kSlots] = {};
+  uint8_t* fetchHost_ = nullptr;  // kSlots pinned host copies of fetchBytes_ each (fetch)
+  uint64_t fetchBytes_ = 0;
   cudaEvent_t joined_[3] = {};
   int decodedSlot_ = kNoSlot;
   bool ran_ = false;

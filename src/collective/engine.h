@@ -23,10 +23,12 @@ struct CodecUse {
   int dtype;
 };
 
-// The stages of one pipeline piece. Slots are double buffers: piece i uses slot i % kSlots, and
-// stage(Encode, s) waits until the previous piece in slot s has been moved and decoded.
+// The stages of one pipeline piece. Piece i uses slot i % kSlots, and stage(Encode, s) waits
+// until the previous piece in slot s has been moved and decoded. Three slots: where frame sizes
+// go ahead of the frames (pipeline.h, runPieces), piece i's encode and size exchange then wait
+// for piece i - 3, which finished long ago, rather than for the transfer of piece i - 2.
 enum class Stage { Encode, Move, Decode };
-constexpr int kSlots = 2;
+constexpr int kSlots = 3;
 constexpr int kNoSlot = -1;  // a stage with no slot buffers (control messages)
 
 // Scratch areas, one per purpose, kept between calls. Decoded (device): one piece in its dtype,
@@ -95,6 +97,13 @@ class Engine {
   // host synchronization on the device); fromHost's source may be reused once it returns.
   virtual void toHost(void* hostDst, const void* src, uint64_t bytes) = 0;
   virtual void fromHost(void* dst, const void* hostSrc, uint64_t bytes) = 0;
+
+  // Frame sizes on their way to the host without draining a stream: fetch queues a copy of
+  // `bytes` at src to the host copy of `slot` on the current stream and returns; fetched waits
+  // for that copy alone and returns the host copy. The host engine's memory is the host's:
+  // fetched returns src itself.
+  virtual void fetch(int slot, const void* src, uint64_t bytes) = 0;
+  virtual const void* fetched(int slot) = 0;
 
   // A device decode that rejected its frame, or a device encode that met NaN/Inf, in a collective
   // that has finished; read without waiting and then cleared (never on the host,

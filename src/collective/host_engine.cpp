@@ -101,6 +101,9 @@ class HostEngine final : public Engine {
     if (bytes) std::memmove(dst, hostSrc, bytes);
   }
 
+  void fetch(int slot, const void* src, uint64_t) override { fetched_[slot] = src; }
+  const void* fetched(int slot) override { return fetched_[slot]; }
+
  private:
   // A frame the codec rejected: its output is left alone, the call goes on, end() reports it.
   void check(uint32_t err, const CodecUse& c) {
@@ -114,6 +117,7 @@ class HostEngine final : public Engine {
 
   HostBuffer areas_[static_cast<int>(Area::Count)];
   HostBuffer stage_;
+  const void* fetched_[kSlots] = {};
   std::unique_ptr<Error> firstError_;
 };
 

@@ -57,6 +57,13 @@ struct Pipeline {
   }
   // The bytes a frame of count elements occupies on the wire when sizes are known in advance.
   uint64_t wireBytes(uint64_t count) const;
+  // Whether point-to-point frames need their sizes exchanged and brought to the host before they
+  // move: variable-size frames over a transport whose receives must name the byte count (NCCL).
+  bool exchangesSizes() const {
+    return !fixedSize && !(e.memory() == MemoryKind::Host && t.learnsReceivedSize());
+  }
+  // A size a peer announced, checked against the slot it must fit.
+  uint64_t checkedSize(uint64_t bytes, int peer) const;
 };
 
 struct Outgoing {
@@ -71,11 +78,44 @@ struct Incoming {
   uint64_t count;
 };
 
-// Moves one piece's frames on the Move stage (docs/collectives.md, "Variable-size frames"):
-// fixed-size frames go at their known size; variable ones over a transport that learns sizes go
-// into slots of stride bytes; otherwise the sizes are exchanged first and brought to the host.
+// Point-to-point frames of one piece (docs/collectives.md, "Variable-size frames").
+// announceSizes, where p.exchangesSizes(): sends each outgoing frame's size to its peer, receives
+// the incoming ones and fetches them to the host. moveFrames then moves the frames: fixed-size
+// ones at their known size, variable ones at the announced sizes, or, over a transport that
+// learns sizes, into slots of stride bytes.
+void announceSizes(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
+                   const std::vector<Incoming>& in);
 void moveFrames(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
                 const std::vector<Incoming>& in);
+
+// Runs pieces 0..pieces-1 through encode, move and decode (each a callable taking the piece and
+// its slot). `announce`, when given (sizesAhead), runs on the Move stage right after a piece's
+// encode, and the piece's move and decode follow one piece later: the host's wait for the sizes
+// of piece k then overlaps the transfer of piece k - 1 instead of draining the move stream.
+template <typename Encode, typename Announce, typename Move, typename Decode>
+void runPieces(const Pipeline& p, uint64_t pieces, bool sizesAhead, Encode&& encode,
+               Announce&& announce, Move&& move, Decode&& decode) {
+  const uint64_t lag = sizesAhead ? 1 : 0;
+  for (uint64_t k = 0; k < pieces + lag; ++k) {
+    if (k < pieces) {
+      const int slot = static_cast<int>(k % kSlots);
+      p.e.stage(Stage::Encode, slot);
+      encode(k, slot);
+      if (sizesAhead) {
+        p.e.stage(Stage::Move, slot);
+        announce(k, slot);
+      }
+    }
+    if (k >= lag) {
+      const uint64_t j = k - lag;
+      const int slot = static_cast<int>(j % kSlots);
+      p.e.stage(Stage::Move, slot);
+      move(j, slot);
+      p.e.stage(Stage::Decode, slot);
+      decode(j, slot);
+    }
+  }
+}
 
 // The algorithms (algorithms.cpp). chunks[r]: the elements of rank r, as offsets into the
 // output (gather) or the input (reduce, all-to-all).

@@ -200,6 +200,57 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
   return compareDescriptors(all, ranks);
 }
 
+// The codec none over a transport with collectives of its own: plain data gains nothing from the
+// pipeline, and the network's tuned algorithm is what the caller would get without cclz. False
+// where the transport has no such collective for the call (MPI's reductions of 16-bit floats,
+// messages above its int counts): the pipeline runs instead.
+bool runNative(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  const int n = t.size();
+  const uint64_t bytes = a.count * plan.elemBytes;
+  const bool average = a.redOp == cclzAvg;
+  e.stage(Stage::Move, kNoSlot);
+  const cclzStream_t stream = e.moveStream();
+  auto at = [&](const void* base, uint64_t elem) {
+    return static_cast<const uint8_t*>(base) + elem * plan.elemBytes;
+  };
+  switch (a.op) {
+    case CollOp::ReduceScatter:
+      return t.reduceScatter(a.send, a.recv, a.count, a.dtype, average, stream);
+    case CollOp::AllReduce:
+      return t.allReduce(a.send, a.recv, a.count, a.dtype, average, stream);
+    default:
+      break;
+  }
+  if (bytes > t.maxMessageBytes()) return false;
+  if (bytes == 0) return true;
+  switch (a.op) {
+    case CollOp::AllGather:
+      t.allGather(a.send, a.recv, bytes, stream);
+      return true;
+    case CollOp::AllToAll:
+      t.groupStart(stream);
+      for (int r = 0; r < n; ++r) {
+        t.send(at(a.send, r * a.count), bytes, r);
+        t.recv(const_cast<uint8_t*>(at(a.recv, r * a.count)), bytes, r, nullptr);
+      }
+      t.groupEnd();
+      return true;
+    case CollOp::Send:
+    case CollOp::Recv:
+      t.groupStart(stream);
+      if (a.op == CollOp::Send)
+        t.send(a.send, bytes, a.peer);
+      else
+        t.recv(a.recv, bytes, a.peer, nullptr);
+      t.groupEnd();
+      return true;
+    default:
+      return false;
+  }
+}
+
 void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
   Transport& t = comm.transport();
   Engine& e = comm.engine();
@@ -317,7 +368,8 @@ void runCollective(Communicator& comm, const CollArgs& a) {
       if (!verdict.empty())
         CCLZ_FAIL(cclzInvalidUsage, std::string(collOpName(a.op)) + ": " + verdict);
     }
-    runPlan(comm, a, plan, stride);
+    if (plan.use.config.codec != cclzCodecNone || !runNative(comm, a, plan))
+      runPlan(comm, a, plan, stride);
     if (a.step) ++*a.step;
     e.end();
   } catch (...) {

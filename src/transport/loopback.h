@@ -54,6 +54,7 @@ class LoopbackTransport final : public Transport {
   void send(const void* buf, uint64_t bytes, int peer) override;
   void recv(void* buf, uint64_t capacity, int peer, uint64_t* receivedBytes) override;
   void groupEnd() override;
+  void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) override;
   void abort() override { hub_->abort(); }
 
  private:

@@ -2,10 +2,15 @@
 // more (DESIGN.md: algorithms are written once). Two real backends, mpi/ (host buffers) and nccl/
 // (device buffers, stream-ordered), and an in-process loopback (loopback.h) for tests.
 //
-// Point-to-point only: a group of sends and receives is opened with groupStart, filled with send
-// and recv, and closed with groupEnd, like ncclGroupStart/End. Within a group the order of calls
-// does not matter (no group deadlocks on itself); between two ranks, messages match in the order
-// they were posted. Every rank must post the same sequence of groups against its peers.
+// Point to point: a group of sends and receives is opened with groupStart, filled with send and
+// recv, and closed with groupEnd, like ncclGroupStart/End. Within a group the order of calls does
+// not matter (no group deadlocks on itself, a rank may send to itself); between two ranks,
+// messages match in the order they were posted. Every rank must post the same sequence of groups
+// and collectives against its peers.
+//
+// Collectives: allGather moves bytes (the compressed all-gather's frames go through the network's
+// tuned algorithm, which beats a group of sends on every network measured); reduceScatter and
+// allReduce are the network's own reductions of plain data, for the codec none.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +50,28 @@ class Transport {
   // Host transports: returns when every send and receive of the group is complete. Device
   // transports: returns once the group is queued on the stream.
   virtual void groupEnd() = 0;
+
+  // Every rank's `bytes` at send land in recv at rank * bytes, in rank order, its own included
+  // (recv holds size() * bytes; send does not overlap it). Every rank calls it with the same
+  // bytes, outside a group; queued on stream like a group (device), complete on return (host).
+  virtual void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) = 0;
+
+  // The network's own reductions of count elements of dtype (a cclzDataType_t): sum, or average
+  // when `average`. reduceScatter's recv holds count elements, send size() * count. False, doing
+  // nothing, where the transport has none for this call: the collective runs its pipeline.
+  virtual bool reduceScatter(const void* send, void* recv, uint64_t count, int dtype,
+                             bool average, cclzStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)dtype, (void)average, (void)stream;
+    return false;
+  }
+  virtual bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
+                         cclzStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)dtype, (void)average, (void)stream;
+    return false;
+  }
+
+  // The largest message one send, receive or allGather part may hold (MPI counts are ints).
+  virtual uint64_t maxMessageBytes() const { return UINT64_MAX; }
 
   // An error the network met outside a call (NCCL's asynchronous errors); empty when none.
   virtual std::string asyncError() { return {}; }

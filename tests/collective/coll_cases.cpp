@@ -163,7 +163,7 @@ std::vector<uint8_t> makeInput(const CollCase& c, int n, int rank) {
 }
 
 std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint8_t>& out,
-                        double* nmse) {
+                        double* nmse, bool networkRounding) {
   if (nmse) *nmse = NAN;
   const size_t es = elementSize(c.dtype);
   std::vector<std::vector<uint8_t>> in(n);
@@ -219,6 +219,18 @@ std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint
         shardOf(c.count, n, r, &off, &size);
         if (j >= off && j < off + size) chunkStart = off, chunkSize = size;
       }
+    }
+    if (!c.codec.lossy && networkRounding) {
+      double want = 0, magnitude = 0;
+      for (int r = 0; r < n; ++r) {
+        const double x = elementAsFloat(c.dtype, in[r], j);
+        want += x, magnitude += std::fabs(x);
+      }
+      want /= divisor, magnitude /= divisor;
+      const double bound = 2.0 * (n + 1) * magnitude * dtypeEpsilon(c.dtype);
+      const double got = elementAsFloat(c.dtype, out, i);
+      if (!(std::fabs(got - want) <= bound)) return describeMismatch(c, i, got, want, bound);
+      continue;
     }
     if (!c.codec.lossy) {
       // Exact: the fp32 sum in rank order, divided, rounded to the dtype (cclz.h).

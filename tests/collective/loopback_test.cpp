@@ -233,6 +233,15 @@ class CorruptingTransport final : public Transport {
     inner_->recv(buf, capacity, peer, got);
   }
   void groupEnd() override { inner_->groupEnd(); }
+  // Point to point, so that only rank 1's copy of rank 0's part is corrupted.
+  void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t s) override {
+    groupStart(s);
+    for (int r = 0; r < size(); ++r) {
+      this->send(send, bytes, r);
+      this->recv(static_cast<uint8_t*>(recv) + r * bytes, bytes, r, nullptr);
+    }
+    groupEnd();
+  }
 
  private:
   std::unique_ptr<Transport> inner_;

@@ -59,8 +59,13 @@ struct Check {
   uint64_t wrong = 0;  // exact codecs: elements whose bits differ; lossy: non-finite elements
   double nmse = 0, maxRelErr = 0;
 };
+// tolerance > 0 (exact codecs): an element is wrong when it is further than tolerance x the sum
+// of the magnitudes from the value, instead of when its bits differ (NCCL's own reductions,
+// which round in the dtype at every step: networkTolerance).
 Check check(const Reference& ref, cclzDataType_t dtype, bool lossy,
-            const std::vector<uint8_t>& output);
+            const std::vector<uint8_t>& output, double tolerance = 0);
+// 2 (ranks + 1) unit roundoffs of dtype: a reduction that rounds once per rank, and once more.
+double networkTolerance(cclzDataType_t dtype, int ranks);
 
 }  // namespace perf::coll
 

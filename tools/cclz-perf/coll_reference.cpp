@@ -95,15 +95,24 @@ Reference makeReference(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op,
   return ref;
 }
 
+double networkTolerance(cclzDataType_t dtype, int ranks) {
+  const double unit = dtype == cclzBfloat16 ? 0x1p-8 : dtype == cclzFloat16 ? 0x1p-11 : 0x1p-24;
+  return 2.0 * (ranks + 1) * unit;
+}
+
 Check check(const Reference& ref, cclzDataType_t dtype, bool lossy,
-            const std::vector<uint8_t>& output) {
+            const std::vector<uint8_t>& output, double tolerance) {
   Check c;
   const size_t es = dtypeSize(dtype);
   const uint64_t n = ref.value.size();
   double err = 0, power = 0, maxErr = 0, maxRef = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const double got = elementValue(dtype, &output[i * es]);
-    if (!lossy && std::memcmp(&output[i * es], &ref.exact[i * es], es) != 0) ++c.wrong;
+    if (!lossy && tolerance > 0) {
+      if (!(std::fabs(got - ref.value[i]) <= tolerance * ref.magnitude[i])) ++c.wrong;
+    } else if (!lossy && std::memcmp(&output[i * es], &ref.exact[i * es], es) != 0) {
+      ++c.wrong;
+    }
     if (lossy && !std::isfinite(got)) ++c.wrong;
     const double e = got - ref.value[i];
     if (std::isfinite(e)) {

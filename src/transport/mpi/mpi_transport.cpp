@@ -106,6 +106,15 @@ void MpiTransport::groupEnd() {
   }
 }
 
+void MpiTransport::allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t) {
+  CCLZ_REQUIRE(comm_ != MPI_COMM_NULL, cclzInvalidUsage, "the communicator was aborted");
+  CCLZ_REQUIRE(!inGroup_, cclzInternalError, "allGather inside a group");
+  const int count = messageCount(bytes);
+  CCLZ_MPI_CHECK(MPI_Allgather(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_));
+}
+
+uint64_t MpiTransport::maxMessageBytes() const { return static_cast<uint64_t>(INT_MAX); }
+
 // MPI has no abort of one communicator short of MPI_Abort (the whole job). The calls of this
 // transport complete before they return, so nothing is in flight: the duplicate is released and
 // the transport refuses further use.

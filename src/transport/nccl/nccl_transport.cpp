@@ -35,9 +35,13 @@ void NcclTransport::checkPeer(int peer) const {
                "peer " + std::to_string(peer) + " is not a rank of the communicator");
 }
 
-void NcclTransport::groupStart(cclzStream_t stream) {
+void NcclTransport::checkReady() const {
   CCLZ_REQUIRE(comm_, cclzInvalidUsage, "the communicator was aborted");
   CCLZ_REQUIRE(!inGroup_, cclzInternalError, "NCCL groups do not nest here");
+}
+
+void NcclTransport::groupStart(cclzStream_t stream) {
+  checkReady();
   stream_ = reinterpret_cast<cudaStream_t>(stream);
   CCLZ_NCCL_CHECK(ncclGroupStart());
   inGroup_ = true;
@@ -60,6 +64,46 @@ void NcclTransport::groupEnd() {
   CCLZ_REQUIRE(inGroup_, cclzInternalError, "groupEnd without groupStart");
   inGroup_ = false;
   CCLZ_NCCL_CHECK(ncclGroupEnd());
+}
+
+void NcclTransport::allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) {
+  checkReady();
+  CCLZ_NCCL_CHECK(ncclAllGather(send, recv, bytes, ncclUint8, comm_,
+                                reinterpret_cast<cudaStream_t>(stream)));
+}
+
+namespace {
+
+// NCCL's type for a cclz floating dtype; false for the others (no reductions on them here).
+bool ncclFloatType(int dtype, ncclDataType_t* type) {
+  switch (dtype) {
+    case cclzBfloat16: *type = ncclBfloat16; return true;
+    case cclzFloat16: *type = ncclFloat16; return true;
+    case cclzFloat32: *type = ncclFloat32; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool NcclTransport::reduceScatter(const void* send, void* recv, uint64_t count, int dtype,
+                                  bool average, cclzStream_t stream) {
+  ncclDataType_t type;
+  if (!ncclFloatType(dtype, &type)) return false;
+  checkReady();
+  CCLZ_NCCL_CHECK(ncclReduceScatter(send, recv, count, type, average ? ncclAvg : ncclSum, comm_,
+                                    reinterpret_cast<cudaStream_t>(stream)));
+  return true;
+}
+
+bool NcclTransport::allReduce(const void* send, void* recv, uint64_t count, int dtype,
+                              bool average, cclzStream_t stream) {
+  ncclDataType_t type;
+  if (!ncclFloatType(dtype, &type)) return false;
+  checkReady();
+  CCLZ_NCCL_CHECK(ncclAllReduce(send, recv, count, type, average ? ncclAvg : ncclSum, comm_,
+                                reinterpret_cast<cudaStream_t>(stream)));
+  return true;
 }
 
 std::string NcclTransport::asyncError() {

@@ -32,6 +32,11 @@ class NcclTransport final : public Transport {
   void send(const void* buf, uint64_t bytes, int peer) override;
   void recv(void* buf, uint64_t capacity, int peer, uint64_t* receivedBytes) override;
   void groupEnd() override;
+  void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) override;
+  bool reduceScatter(const void* send, void* recv, uint64_t count, int dtype, bool average,
+                     cclzStream_t stream) override;
+  bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
+                 cclzStream_t stream) override;
 
   std::string asyncError() override;
   // ncclCommAbort, also of a wrapped communicator (the only way to stop its operations): the
@@ -42,6 +47,7 @@ class NcclTransport final : public Transport {
 
  private:
   void checkPeer(int peer) const;
+  void checkReady() const;
 
   ncclComm_t comm_ = nullptr;
   bool owned_ = false;
