@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "data.h"
@@ -223,6 +224,9 @@ int main(int argc, char** argv) {
     opt.data = data == "gaussian" ? perf::DataKind::Gaussian : perf::DataKind::UniformBits;
     opt.minBytes = perf::parseBytes(minBytes, "-b/--minbytes");
     opt.maxBytes = perf::parseBytes(maxBytes, "-e/--maxbytes");
+    // Without --piece-bytes, the caller's CCLZ_PIECE_BYTES holds (cclz-perf sets it for the run).
+    const char* pieceEnv = std::getenv("CCLZ_PIECE_BYTES");
+    if (pieceBytes.empty() && pieceEnv && *pieceEnv) pieceBytes = pieceEnv;
     if (!pieceBytes.empty()) opt.pieceBytes = perf::parseBytes(pieceBytes, "--piece-bytes");
     if (opt.minBytes > opt.maxBytes)
       perf::fail("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", opt.minBytes,
