@@ -3,11 +3,13 @@
 // checked against the reference on every rank; all-reduce outputs must be bit-identical across
 // ranks. Also: a rank with different arguments or rejected arguments makes every rank fail (and
 // nobody hangs), a corrupted frame on the wire is reported by its receiver, error feedback keeps
-// what it did not send.
+// what it did not send, and variable-size frames over a transport that must be told sizes (as
+// NCCL must) announce them ahead (LoopbackExactSizes).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,14 +43,17 @@ cclzComm_t loopbackComm(std::shared_ptr<LoopbackHub> hub, int rank,
   return comm;
 }
 
-// Runs body(comm, rank) on n threads, one communicator each.
+using TransportWrap = std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>;
+
+// Runs body(comm, rank) on n threads, one communicator each (its transport wrapped by `wrap`).
 void onRanks(int n, const std::function<void(cclzComm_t, int)>& body,
-             std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+             std::chrono::milliseconds timeout = std::chrono::seconds(20),
+             const TransportWrap& wrap = nullptr) {
   auto hub = std::make_shared<LoopbackHub>(n, timeout);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
-      cclzComm_t comm = loopbackComm(hub, r);
+      cclzComm_t comm = loopbackComm(hub, r, wrap);
       body(comm, r);
       cclzCommDestroy(comm);
     });
@@ -80,7 +85,84 @@ TEST_P(LoopbackCollective, MatchesReferenceOnEveryRank) {
   }
 }
 
+// The loopback as NCCL sees sizes: a receive must name the exact byte count that arrives
+// (learnsReceivedSize false), so the collectives announce variable frame sizes one piece ahead
+// and fetch them (announceSizes, runPieces) as they do on the device. A receive that gets another
+// size than it named fails the call.
+class ExactSizeTransport final : public Transport {
+ public:
+  explicit ExactSizeTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  MemoryKind memory() const override { return inner_->memory(); }
+  const char* name() const override { return "exact-size loopback"; }
+  bool learnsReceivedSize() const override { return false; }
+  void groupStart(cclzStream_t s) override {
+    named_.clear();
+    got_.clear();
+    inner_->groupStart(s);
+  }
+  void send(const void* buf, uint64_t bytes, int peer) override { inner_->send(buf, bytes, peer); }
+  void recv(void* buf, uint64_t capacity, int peer, uint64_t*) override {
+    named_.push_back(capacity);
+    got_.push_back(0);
+    inner_->recv(buf, capacity, peer, &got_.back());
+  }
+  void groupEnd() override {
+    inner_->groupEnd();
+    for (size_t i = 0; i < named_.size(); ++i)
+      CCLZ_REQUIRE(got_[i] == named_[i], cclzInternalError,
+                   "a receive named " + std::to_string(named_[i]) + " bytes and got " +
+                       std::to_string(got_[i]));
+  }
+  void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t s) override {
+    inner_->allGather(send, recv, bytes, s);
+  }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  std::vector<uint64_t> named_;
+  std::deque<uint64_t> got_;  // stable addresses while the group is open
+};
+
 INSTANTIATE_TEST_SUITE_P(Cases, LoopbackCollective, ::testing::ValuesIn(allCases()),
+                         [](const auto& info) { return info.param.name(); });
+
+// Variable-size frames with sizes announced ahead, on 2-4 ranks: every lossless case.
+class LoopbackExactSizes : public ::testing::TestWithParam<CollCase> {};
+
+TEST_P(LoopbackExactSizes, MatchesReferenceOnEveryRank) {
+  const CollCase& c = GetParam();
+  const TransportWrap exact = [](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+    return std::make_unique<ExactSizeTransport>(std::move(t));
+  };
+  for (int n = 2; n <= 4; ++n) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    std::vector<std::vector<uint8_t>> outs(n);
+    std::vector<cclzResult_t> results(n);
+    std::vector<std::string> errors(n);
+    onRanks(
+        n,
+        [&](cclzComm_t comm, int r) {
+          results[r] = runCase(comm, c, n, r, &outs[r]);
+          if (results[r] != cclzSuccess) errors[r] = cclzGetLastError(comm);
+        },
+        std::chrono::seconds(20), exact);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(results[r], cclzSuccess) << "rank " << r << ": " << errors[r];
+      EXPECT_EQ(checkOutput(c, n, r, outs[r]), "") << "rank " << r;
+    }
+  }
+}
+
+std::vector<CollCase> losslessCases() {
+  std::vector<CollCase> cases;
+  for (const CollCase& c : allCases())
+    if (c.codec.codec == cclzCodecLossless) cases.push_back(c);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Lossless, LoopbackExactSizes, ::testing::ValuesIn(losslessCases()),
                          [](const auto& info) { return info.param.name(); });
 
 // One rank passes a different count, codec or dtype: every rank fails with cclzInvalidUsage, and
