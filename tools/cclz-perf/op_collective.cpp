@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <tuple>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "cclz/cclz.h"
@@ -236,23 +238,39 @@ Buffers makeBuffers(const Shape& s, std::vector<uint8_t> input, bool gpu, void* 
   return b;
 }
 
-// Median over iterations of the slowest rank's time (us); after(i) runs untimed after each.
-double timeCollective(const Options& opt, const Buffers& b, const std::function<void()>& call,
-                      const std::function<void(int)>& after) {
-  std::vector<double> samples;
+// One timed contender: the call, and what runs untimed after each of its iterations.
+struct Contender {
+  std::function<void()> call;
+  std::function<void()> after;
+};
+
+// The slowest rank's time of one call (us).
+double timeOnce(const Buffers& b, const Contender& c) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  c.call();
+  b.sync();
+  const double local =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  double slowest = 0;
+  MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  c.after();
+  return slowest;
+}
+
+// Medians over iterations of cclz's and the baseline's times, their iterations alternating, so that
+// a network whose speed drifts during the run (NCCL's socket transport drifts by 20%) weighs on
+// both alike rather than on whichever ran second.
+std::pair<double, double> timeAlternating(const Options& opt, const Buffers& b,
+                                          const Contender& cclz, const Contender& baseline) {
+  std::vector<double> cclzUs, baseUs;
   for (int i = 0; i < opt.warmup + opt.iters; ++i) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    b.sync();
-    const double local =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    double slowest = 0;
-    MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (i >= opt.warmup) samples.push_back(slowest);
-    after(i);
+    const double a = timeOnce(b, cclz), z = timeOnce(b, baseline);
+    if (i < opt.warmup) continue;
+    cclzUs.push_back(a);
+    baseUs.push_back(z);
   }
-  return median(samples);
+  return {median(cclzUs), median(baseUs)};
 }
 
 cclzResult_t callCclz(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
@@ -367,7 +385,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                  opt.codec == "qgrad" ? fmt::format(" (int{})", opt.bits ? opt.bits : 4) : "",
                  pieceBytes);
       fmt::print("#   iters {}, warmup {}, check {}; time: median over iterations of the slowest "
-                 "rank; algbw = size / time, busbw = algbw x nccl-tests' factor (uncompressed)\n",
+                 "rank, cclz's and the baseline's iterations alternating;\n#   algbw = size / "
+                 "time, busbw = algbw x nccl-tests' factor (uncompressed)\n",
                  opt.iters, opt.warmup, opt.check ? 1 : 0);
       fmt::print("#   baseline: plain {} on the same buffers; speedup = baseline time / cclz time\n",
                  plain->name());
@@ -393,32 +412,33 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       const bool checkHere = opt.check && (s.kind != Kind::SendRecv || s.peer >= 0);
       row.checked = opt.check;
 
-      row.timeUs = timeCollective(
-          opt, b,
+      const Contender cclz{
           [&] {
             PERF_CCLZ_CHECK_COMM(callCclz(s, opt.dtype, redOp, comm, &config, b), comm);
           },
-          [&](int) {
+          [&] {
             if (!checkHere) return;
             const coll::Check c = coll::check(ref, opt.dtype, lossy, b.output(), cclzTolerance);
             row.wrong += c.wrong + (lossy && c.nmse > nmseLimit(opt) ? 1 : 0);
             row.nmse = std::max(row.nmse, c.nmse), row.maxRel = std::max(row.maxRel, c.maxRelErr);
             b.clearOutput();
-          });
+          }};
+      // The plain collective: same data, same timing; its moves checked exactly, its reductions
+      // (which round in the dtype at every step) within that rounding. It always sums.
+      const Contender baseline{
+          [&] { plain->run(s, opt.dtype, b.send, b.recv); },
+          [&] {
+            if (!checkHere) return;
+            if (!reduces || redOp == cclzSum)
+              row.baseWrong += coll::check(ref, opt.dtype, false, b.output(), tolerance).wrong;
+            b.clearOutput();  // cclz's next output is checked on a cleared buffer
+          }};
+      std::tie(row.timeUs, row.baseUs) = timeAlternating(opt, b, cclz, baseline);
       if (gpu) {
         cclzResult_t async = cclzSuccess;
         PERF_CCLZ_CHECK(cclzCommGetAsyncError(comm, &async));
         if (async != cclzSuccess) fail("asynchronous error: {}", cclzGetLastError(comm));
       }
-      // The plain collective: same data, same timing; its moves checked exactly, its reductions
-      // (which round in the dtype at every step) within that rounding. It always sums.
-      row.baseUs = timeCollective(
-          opt, b, [&] { plain->run(s, opt.dtype, b.send, b.recv); },
-          [&](int) {
-            if (!checkHere || (reduces && redOp != cclzSum)) return;
-            row.baseWrong += coll::check(ref, opt.dtype, false, b.output(), tolerance).wrong;
-            b.clearOutput();
-          });
 
       uint64_t wrong[2] = {row.wrong, row.baseWrong}, wrongAll[2] = {};
       MPI_Allreduce(wrong, wrongAll, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
