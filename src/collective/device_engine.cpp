@@ -5,7 +5,7 @@
 //                  slots to be decoded);
 //   decode stream: decodes of slot s wait for its transfer.
 // The caller's stream is joined at begin() and waits for all three at end(). Nothing here waits
-// on the host except toHost/fromHost (the call check) and fetched (the sizes of variable-size
+// on the host except toHost (the call check) and fetched (the sizes of variable-size
 // frames, one piece ahead of their transfer).
 #ifdef CCLZ_HAVE_CUDA
 
@@ -207,7 +207,6 @@ class DeviceEngine final : public Engine {
 
   void fromHost(void* dst, const void* hostSrc, uint64_t bytes) override {
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst, hostSrc, bytes, cudaMemcpyHostToDevice, current_));
-    CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));  // the host may reuse hostSrc at once
   }
 
   void fetch(int slot, const void* src, uint64_t bytes) override {

@@ -94,7 +94,8 @@ class Engine {
                          int dtype, float factor) = 0;
 
   // Stream-ordered copies between engine memory and host memory. toHost waits for the bytes (a
-  // host synchronization on the device); fromHost's source may be reused once it returns.
+  // host synchronization on the device). fromHost only queues its copy: hostSrc must stay
+  // unchanged until a later toHost on the same stage has returned.
   virtual void toHost(void* hostDst, const void* src, uint64_t bytes) = 0;
   virtual void fromHost(void* dst, const void* hostSrc, uint64_t bytes) = 0;
 

@@ -171,8 +171,9 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
   return d;
 }
 
-// Sends this rank's descriptor to `peers` and receives theirs (a 64-byte all-to-all), then
-// judges. Returns the verdict ("" when the call agrees everywhere).
+// Sends this rank's descriptor to `peers` and receives theirs, then judges: one 64-byte
+// all-gather for the collectives, a pair of messages for send/recv. One host wait (the
+// descriptors coming back). Returns the verdict ("" when the call agrees everywhere).
 std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
                            const std::vector<int>& peers) {
   Transport& t = comm.transport();
@@ -184,12 +185,16 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
   std::memcpy(host + n * d, &mine, d);
   e.stage(Stage::Move, kNoSlot);
   e.fromHost(wire + n * d, host + n * d, d);
-  t.groupStart(e.moveStream());
-  for (int r : peers) {
-    t.send(wire + n * d, d, r);
-    t.recv(wire + r * d, d, r, nullptr);
+  if (static_cast<int>(peers.size()) == n - 1) {
+    t.allGather(wire + n * d, wire, d, e.moveStream());
+  } else {
+    t.groupStart(e.moveStream());
+    for (int r : peers) {
+      t.send(wire + n * d, d, r);
+      t.recv(wire + r * d, d, r, nullptr);
+    }
+    t.groupEnd();
   }
-  t.groupEnd();
   e.toHost(host, wire, n * d);
   std::vector<CallDescriptor> all(n);
   std::vector<int> ranks = peers;
