@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,6 +35,8 @@ struct Tensor {
 struct Error {
   double nmse = 0, maxRel = 0;
   double bytesPerValue = 0;
+  uint32_t rowElems = 0;  // codec rows: the frame's row length (the encoder's choice where auto)
+  bool smoothed = false;  // codec rows: the frame was smoothed
 };
 
 // NMSE over all elements; max relative error over elements with |x| >= rms (smaller ones are
@@ -73,8 +76,10 @@ Error blockExact(const Tensor& t, uint64_t block) {
   return err;
 }
 
+// rowElems 0: the encoder chooses (Params::shape = kShapeAuto).
 Error codec(const Tensor& t, Params p, uint64_t rowElems) {
-  p.rowElems = static_cast<uint32_t>(rowElems);
+  p.shape = rowElems ? cclz::fp8::kShapeCaller : cclz::fp8::kShapeAuto;
+  p.rowElems = rowElems ? static_cast<uint32_t>(rowElems) : cclz::fp8::kAutoFallbackRowElems;
   std::vector<uint16_t> in(t.x.size()), out(t.x.size());
   for (size_t i = 0; i < in.size(); ++i) in[i] = cclz::floatToBf16(t.x[i]);
   std::vector<uint8_t> frame(cclz::fp8::maxEncodedBytes(p, in.size()));
@@ -86,6 +91,10 @@ Error codec(const Tensor& t, Params p, uint64_t rowElems) {
   for (size_t i = 0; i < y.size(); ++i) y[i] = cclz::bf16ToFloat(out[i]);
   Error e = measure(t.x, y);
   e.bytesPerValue = double(bytes) / double(in.size());
+  cclz::FrameHeader h;
+  std::memcpy(&h, frame.data(), sizeof h);
+  e.rowElems = h.chunkElems;
+  e.smoothed = h.params[7] != 0;
   return e;
 }
 
@@ -94,12 +103,12 @@ struct Variant {
   std::function<Error(const Tensor&)> run;
 };
 
-Params params(uint32_t grid, uint32_t policy, uint32_t candidates, uint32_t threshold = 4) {
+Params params(uint32_t grid, uint32_t policy, uint32_t candidates, uint32_t smoothing = 0) {
   Params p;
   p.grid = grid;
   p.policy = policy;
   p.candidates = candidates;
-  p.threshold = threshold;
+  p.smoothing = smoothing;
   return p;
 }
 
@@ -164,6 +173,19 @@ int main(int argc, char** argv) {
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAdaptive, 1), rows(t)); }},
       {"int8-had-search", "INT8 grid after Hadamard-64, dual-scale search",
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 32), rows(t)); }},
+      // Issue 3's last two parts (bench/results/2026-11-23-fp8-shape).
+      {"auto-rows", "the default with the row length chosen from the data (fp8RowElems 0)",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateNever, 32), 0); }},
+      {"+smooth", "the default + per-channel smoothing (adaptive), no rotation",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateNever, 32, 1), rows(t)); }},
+      {"+search+adaptive+smooth", "search, adaptive Hadamard-64 and adaptive smoothing",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateAdaptive, 32, 1), rows(t)); }},
+      {"+always-had+smooth", "search, Hadamard-64 on every row and adaptive smoothing",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateAlways, 32, 1), rows(t)); }},
+      {"int8-had+smooth", "INT8 after Hadamard-64 with adaptive smoothing (the INT8 option now)",
+       [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 1, 1), rows(t)); }},
+      {"int8-auto", "the INT8 option with fp8RowElems 0: rows chosen, adaptive smoothing",
+       [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 1, 1), 0); }},
   };
 
   nlohmann::ordered_json json;
@@ -182,6 +204,7 @@ int main(int argc, char** argv) {
       results[i].push_back(v.run(tensors[i]));
       const Error& e = results[i].back();
       row[v.key] = {{"nmse", e.nmse}, {"max_rel", e.maxRel}, {"bytes_per_value", e.bytesPerValue}};
+      if (e.rowElems) row[v.key]["row_elems"] = e.rowElems, row[v.key]["smoothed"] = e.smoothed;
     }
     json["tensors"].push_back(row);
     fmt::print(stderr, "{} done\n", tensors[i].name);
@@ -200,6 +223,21 @@ int main(int argc, char** argv) {
       fmt::print("\n");
     }
   }
+  // What the encoder decided from the data, where it decides: row length (auto) and smoothing.
+  fmt::print("\nrow length chosen / smoothed (s) by the encoder\n\n| tensor | hidden |");
+  std::vector<size_t> deciding;
+  for (size_t k = 0; k < variants.size(); ++k)
+    if (variants[k].key.find("auto") != std::string::npos ||
+        variants[k].key.find("smooth") != std::string::npos)
+      deciding.push_back(k), fmt::print(" {} |", variants[k].key);
+  fmt::print("\n|---|---|");
+  for (size_t k = 0; k < deciding.size(); ++k) fmt::print("---|");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    fmt::print("\n| {} | {} |", tensors[i].name, tensors[i].cols);
+    for (size_t k : deciding)
+      fmt::print(" {}{} |", results[i][k].rowElems, results[i][k].smoothed ? " s" : "");
+  }
+  fmt::print("\n");
   fmt::print("\n| summary (real tensors) |");
   for (const auto& v : variants) fmt::print(" {} |", v.key);
   fmt::print("\n|---|");

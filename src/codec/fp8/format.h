@@ -22,9 +22,9 @@ constexpr uint32_t kMinLog2Hadamard = 4, kMaxLog2Hadamard = 8;
 constexpr uint32_t kMaxThreshold = 8;
 
 // Row lengths the encoder may choose from the data (params[5] = 1, docs/formats.md "Choosing the
-// row length"): multiples of max(64, H) in [max(256, H), 4096]; 1024 when nothing stands out.
-// Rows of at least 256 keep the per-row side data (5 bytes) near 2% of the codes.
-constexpr uint32_t kAutoMinRowElems = 256, kAutoMaxRowElems = 4096, kAutoFallbackRowElems = 1024;
+// row length"): multiples of max(64, H) in [512, 4096]; 1024 when nothing stands out.
+// Rows of at least 512 keep the per-row side data (5 bytes per row) near 1% of the codes.
+constexpr uint32_t kAutoMinRowElems = 512, kAutoMaxRowElems = 4096, kAutoFallbackRowElems = 1024;
 // Per-channel smoothing (params[6], "Smoothing"): only for frames of at least kSmoothMinRows rows,
 // so that its byte per channel stays below 1/128 of the codes. One byte per channel: a right
 // shift of at most kMaxSmoothShift binades.

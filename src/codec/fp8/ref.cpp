@@ -173,10 +173,16 @@ uint64_t maxEncodedBytes(const Params& p, uint64_t count) {
 
 uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t log2H) {
   const uint64_t sample = shapeSampleElems(count);
+  uint32_t histogram[256] = {}, counted = 0;
+  for (uint64_t i = 0; i < std::min<uint64_t>(count, kShapeCenterElems); ++i) {
+    const float v = loadAsFloat(src, dtype, i);
+    if (hasMagnitude(v)) ++histogram[floatToBits(v) << 1 >> 24], ++counted;
+  }
+  const uint32_t center = shapeCenter(histogram, counted);
   std::vector<uint32_t> z(sample);
   std::vector<uint64_t> sum(sample + 1, 0), sumSq(sample + 1, 0);  // prefix sums
   for (uint64_t i = 0; i < sample; ++i) {
-    z[i] = magnitudeLevel(loadAsFloat(src, dtype, i));
+    z[i] = shapeLevel(loadAsFloat(src, dtype, i), center);
     sum[i + 1] = sum[i] + z[i];
     sumSq[i + 1] = sumSq[i] + uint64_t{z[i]} * z[i];
   }
@@ -199,21 +205,19 @@ uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t 
 
 bool chooseSmoothingRef(int dtype, const void* src, uint64_t count, uint32_t rowElems,
                         uint8_t* shifts) {
-  const uint64_t numRows = (count + rowElems - 1) / rowElems;
-  std::vector<uint32_t> colMax(rowElems, 0);  // bits of the largest finite |value| per column
+  const uint64_t wholeRows = count / rowElems;
+  std::vector<uint32_t> levels(rowElems, 0);  // per column, the sum of the sample's levels
   for (uint32_t i = 0; i < kSmoothMinRows; ++i) {
-    const uint64_t begin = smoothSampleRow(i, numRows) * rowElems;
-    for (uint32_t j = 0; j < rowElems && begin + j < count; ++j) {
-      const uint32_t u = floatToBits(loadAsFloat(src, dtype, begin + j)) & 0x7FFFFFFFu;
-      if (isFiniteBits(u)) colMax[j] = std::max(colMax[j], u);
-    }
+    const uint64_t begin = smoothSampleRow(i, wholeRows) * rowElems;
+    for (uint32_t j = 0; j < rowElems; ++j)
+      levels[j] += magnitudeLevel(loadAsFloat(src, dtype, begin + j));
   }
   uint32_t histogram[256] = {};
-  for (uint32_t j = 0; j < rowElems; ++j) ++histogram[colMax[j] >> 23];
-  const uint32_t median = medianExponent(histogram, rowElems);
+  for (uint32_t j = 0; j < rowElems; ++j) ++histogram[columnBinade(levels[j])];
+  const uint32_t median = medianBinade(histogram, rowElems);
   bool any = false;
   for (uint32_t j = 0; j < rowElems; ++j) {
-    shifts[j] = static_cast<uint8_t>(smoothShift(colMax[j], median));
+    shifts[j] = static_cast<uint8_t>(smoothShift(columnBinade(levels[j]), median));
     any = any || shifts[j] != 0;
   }
   return any;

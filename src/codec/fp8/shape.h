@@ -13,15 +13,16 @@ namespace cclz::fp8 {
 
 // The row length is estimated from the first kShapeSampleElems elements; a candidate needs
 // kShapeMinRows rows of them.
-constexpr uint32_t kShapeSampleElems = 32768;
-constexpr uint32_t kShapeMinRows = 8;
+constexpr uint32_t kShapeSampleElems = 65536;
+constexpr uint32_t kShapeMinRows = 16;
 constexpr uint32_t kMaxShapeCandidates = (kAutoMaxRowElems - kAutoMinRowElems) / kBlockElems + 1;
 // A length stands out when its columns explain at least 2% of the variance of the values' log
 // magnitudes (noise: well below 1% at these sample sizes); the shortest length within 90% of
 // the best is taken (multiples of the period explain as much as the period).
-constexpr double kShapeMinStructure = 0.02;
-constexpr double kShapeNearBest = 0.9;
-// Smoothing keeps a channel up to 2^3 above the median channel (of the column maxima).
+constexpr double kShapeMinStructure = 0.03;
+constexpr double kShapeNearBest = 0.75;
+// Smoothing leaves a channel whose typical magnitude is up to 2^kSmoothKeep above the median
+// channel's; one further up is shifted down to that.
 constexpr uint32_t kSmoothKeep = 3;
 
 // fp64 with one rounding per operation (see common/float_rn.h).
@@ -64,9 +65,41 @@ CCLZ_HD uint32_t magnitudeLevel(float v) {
   return isFiniteBits(u) ? u >> 20 : 0u;
 }
 
-// One candidate row length R over the sample's first `rows` whole rows (N = rows * R values z):
-// sum of z, sum of z^2, and the sum over the R columns of (sum of the column's z)^2. All below
-// 2^53 (z < 2^11, N <= 2^15).
+// The row-length statistic works on levels relative to the sample's typical magnitude (its
+// center), clamped to 8 binades either side, with zero, NaN and Inf at the center: a few zeros
+// or non-finite values would otherwise outweigh every channel (they lie ~100 binades away).
+constexpr uint32_t kShapeCenterElems = 4096;  // the center: median binade of the first ones
+constexpr uint32_t kShapeWindow = 64;         // levels either side of the center
+
+CCLZ_HD bool hasMagnitude(float v) {
+  const uint32_t u = floatToBits(v) & 0x7FFFFFFFu;
+  return u != 0 && isFiniteBits(u);
+}
+
+// The center from the histogram of the binades (fp32 exponent fields) of the first
+// min(count, kShapeCenterElems) values with a magnitude (`counted` of them): the median binade,
+// in levels, at the middle of its binade.
+CCLZ_HD uint32_t shapeCenter(const uint32_t* histogram, uint32_t counted) {
+  uint32_t seen = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    seen += histogram[b];
+    if (2 * seen >= counted) return b * 8 + 4;
+  }
+  return 0;
+}
+
+// A value's level for the row-length statistic: 0..2 kShapeWindow.
+CCLZ_HD uint32_t shapeLevel(float v, uint32_t center) {
+  if (!hasMagnitude(v)) return kShapeWindow;
+  const int d = static_cast<int>(magnitudeLevel(v)) - static_cast<int>(center) +
+                static_cast<int>(kShapeWindow);
+  return d < 0 ? 0u : d > static_cast<int>(2 * kShapeWindow) ? 2 * kShapeWindow
+                                                             : static_cast<uint32_t>(d);
+}
+
+// One candidate row length R over the sample's first `rows` whole rows (N = rows * R values z,
+// z = shapeLevel): sum of z, sum of z^2, and the sum over the R columns of (sum of the column's
+// z)^2. All far below 2^53 (z <= 128, N <= 2^16).
 struct ShapeStats {
   uint64_t total, sumSq, sumColSq;
   uint32_t rows, unused;
@@ -101,28 +134,33 @@ CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t log2H) {
   return kAutoFallbackRowElems;  // not reached: the best passes its own bar
 }
 
-// Smoothing looks at kSmoothMinRows rows spread evenly over the frame (numRows >= that many).
-CCLZ_HD uint64_t smoothSampleRow(uint32_t i, uint64_t numRows) {
-  return static_cast<uint64_t>(i) * numRows / kSmoothMinRows;
+// Smoothing looks at kSmoothMinRows whole rows spread evenly over the frame (it has at least
+// that many whole rows). Per column it sums the values' levels (magnitudeLevel): the typical
+// magnitude of a channel, which a rare spike barely moves (a column maximum would follow it).
+CCLZ_HD uint64_t smoothSampleRow(uint32_t i, uint64_t wholeRows) {
+  return static_cast<uint64_t>(i) * wholeRows / kSmoothMinRows;
 }
 
-// The median binade of the column maxima, from a histogram of their fp32 exponent fields: the
-// smallest e with at least half of the R columns at or below it.
-CCLZ_HD uint32_t medianExponent(const uint32_t* histogram, uint32_t rowElems) {
+// A column's typical binade: its mean level in whole binades (levels are eighths of a binade;
+// the sum is over kSmoothMinRows = 128 values, so the mean binade is the sum / 1024).
+CCLZ_HD uint32_t columnBinade(uint32_t levelSum) { return levelSum / (8 * kSmoothMinRows); }
+
+// The median of the columns' binades, from their histogram: the smallest b with at least half
+// of the R columns at or below it.
+CCLZ_HD uint32_t medianBinade(const uint32_t* histogram, uint32_t rowElems) {
   const uint32_t need = (rowElems + 1) / 2;
   uint32_t seen = 0;
-  for (uint32_t e = 0; e < 256; ++e) {
-    seen += histogram[e];
-    if (seen >= need) return e;
+  for (uint32_t b = 0; b < 256; ++b) {
+    seen += histogram[b];
+    if (seen >= need) return b;
   }
   return 255;
 }
 
-// The shift of a column whose largest finite |value| has bits colMaxBits.
-CCLZ_HD uint32_t smoothShift(uint32_t colMaxBits, uint32_t median) {
-  const uint32_t e = colMaxBits >> 23;
-  if (e <= median + kSmoothKeep) return 0;
-  const uint32_t s = e - median - kSmoothKeep;
+// The shift of a column: how far its binade lies more than kSmoothKeep above the median.
+CCLZ_HD uint32_t smoothShift(uint32_t binade, uint32_t median) {
+  if (binade <= median + kSmoothKeep) return 0;
+  const uint32_t s = binade - median - kSmoothKeep;
   return s < kMaxSmoothShift ? s : kMaxSmoothShift;
 }
 
