@@ -194,13 +194,13 @@ TEST(Fp8Corrupt, ShapeAndSmoothingFieldsAreChecked) {
   EXPECT_EQ(decode(frame.bytes), cclzSuccess);
   const std::vector<void (*)(FrameHeader&)> edits = {
       [](FrameHeader& e) { e.params[5] = 0, e.chunkElems = 576, e.numChunks = 125; },  // size
-      [](FrameHeader& e) { e.params[5] = 2; },         // unknown shape
-      [](FrameHeader& e) { e.chunkElems = 448, e.numChunks = 160; },   // below 512
-      [](FrameHeader& e) { e.chunkElems = 5120, e.numChunks = 14; },   // above 4096
-      [](FrameHeader& e) { e.chunkElems = 544, e.numChunks = 132; },   // not a multiple of 64
+      [](FrameHeader& e) { e.params[5] = 2; },                        // unknown shape
+      [](FrameHeader& e) { e.chunkElems = 448, e.numChunks = 160; },  // below 512
+      [](FrameHeader& e) { e.chunkElems = 5120, e.numChunks = 14; },  // above 4096
+      [](FrameHeader& e) { e.chunkElems = 544, e.numChunks = 132; },  // not a multiple of 64
       [](FrameHeader& e) { e.chunkElems = 1024, e.numChunks = 70; },  // too few rows to smooth
-      [](FrameHeader& e) { e.params[6] = 0; },         // smoothed without an area
-      [](FrameHeader& e) { e.params[7] = 2; },         // not a flag
+      [](FrameHeader& e) { e.params[6] = 0; },                        // smoothed without an area
+      [](FrameHeader& e) { e.params[7] = 2; },                        // not a flag
   };
   for (size_t i = 0; i < edits.size(); ++i)
     EXPECT_EQ(decode(withHeader(frame.bytes, edits[i])), cclzCorruptFrame) << "edit " << i;

@@ -209,7 +209,7 @@ TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
     std::vector<float> x(t.values.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = bf16ToFloat(t.values[i]);
     for (size_t k : {size_t{0}, size_t{2}, size_t{6}, size_t{8}})  // default, adaptive, int8,
-      checkAll(setups()[k], cclzBfloat16, x, t.name);                // auto int8
+      checkAll(setups()[k], cclzBfloat16, x, t.name);              // auto int8
   }
 }
 
@@ -243,9 +243,9 @@ TEST(Fp8GpuCorrupt, SmoothingFieldsAreChecked) {
   auto* cs = reinterpret_cast<cclzStream_t>(stream);
   for (const auto& [name, bytes] : bad) {
     std::vector<uint8_t> hostOut(2 * n);
-    EXPECT_EQ(cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut.data(), n,
-                             cclzBfloat16),
-              cclzCorruptFrame)
+    EXPECT_EQ(
+        cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut.data(), n, cclzBfloat16),
+        cclzCorruptFrame)
         << name;
     GuardedDeviceBuffer frame(bytes.size()), out(2 * n);
     frame.upload(bytes.data(), bytes.size());

@@ -219,8 +219,10 @@ TEST(Fp8Shape, FrameSizeDoesNotDependOnTheChoice) {
   const uint64_t count = 1024 * 768;
   const fp8::Layout l = fp8::frameLayout(count, 768);
   EXPECT_EQ(fp8::maxEncodedBytes(given, count), l.frameBytes);
-  EXPECT_EQ(l.frameBytes, alignUp(alignUp(alignUp(alignUp(64 + count, 16) + count / 64, 16) +
-                                              4 * 1024, 16) + 1024, 16));
+  EXPECT_EQ(
+      l.frameBytes,
+      alignUp(alignUp(alignUp(alignUp(64 + count, 16) + count / 64, 16) + 4 * 1024, 16) + 1024,
+              16));
 }
 
 TEST(Fp8Smooth, MassiveChannelsAreSmoothedAndErrorDrops) {
@@ -239,8 +241,8 @@ TEST(Fp8Smooth, MassiveChannelsAreSmoothedAndErrorDrops) {
       EXPECT_EQ(smooth.header.params[7], 1) << "massive channels are smoothed";
       EXPECT_LE(after, before / 3) << "measured 7.1e-6 -> 1.2e-6";
       // Exactly the massive channels have a shift.
-      const fp8::Layout l = fp8::frameLayout(t.values.size(), p.rowElems, fp8::kShapeCaller,
-                                             p.rowElems);
+      const fp8::Layout l =
+          fp8::frameLayout(t.values.size(), p.rowElems, fp8::kShapeCaller, p.rowElems);
       int shifted = 0;
       for (uint32_t j = 0; j < p.rowElems; ++j) shifted += smooth.frame[l.smooth + j] != 0;
       EXPECT_EQ(shifted, 6);

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cclz/cclz.h"
-#include "common/float_bits.h"
 #include "codec/lossless/ref.h"
 #include "codec/none/ref.h"
+#include "common/float_bits.h"
 #include "fuzz_input.h"
 #include "support/data.h"
 
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < count; ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       const float u = float(state >> 40) / float(1u << 24) - 0.5f;  // uniform in [-0.5, 0.5)
-      x[i] = u * (i % 64 == 9 ? 500.0f : 1.0f);                      // channel 9 is massive
+      x[i] = u * (i % 64 == 9 ? 500.0f : 1.0f);                     // channel 9 is massive
     }
     std::vector<uint8_t> input(count * test::elementSize(dtype));
     for (size_t i = 0; i < count; ++i) {

@@ -91,8 +91,7 @@ CCLZ_HD bool smoothEligible(uint64_t count, uint32_t rowElems) {
 
 // Bytes of the smoothing area a frame reserves when it has one: the row length, or, where the
 // encoder chooses it, the largest eligible candidate (0: no candidate is eligible, no area).
-CCLZ_HD uint32_t smoothCapacity(uint64_t count, uint32_t shape, uint32_t rowElems,
-                                uint32_t log2H) {
+CCLZ_HD uint32_t smoothCapacity(uint64_t count, uint32_t shape, uint32_t rowElems, uint32_t log2H) {
   if (shape == kShapeCaller) return smoothEligible(count, rowElems) ? rowElems : 0u;
   const uint64_t step = autoRowStep(log2H), limit = count / kSmoothMinRows;
   uint64_t cap = (limit < kAutoMaxRowElems ? limit : kAutoMaxRowElems) / step * step;

@@ -269,8 +269,7 @@ __global__ void __launch_bounds__(kThreads)
   for (uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        r < numRows; r += warps) {
     const uint64_t begin = r * rowElems;
-    const uint32_t n =
-        static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
+    const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
 
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
@@ -433,12 +432,13 @@ __global__ void __launch_bounds__(kShapeThreads)
   const uint64_t centerElems = count < kShapeCenterElems ? count : kShapeCenterElems;
   for (uint32_t i = threadIdx.x; i < centerElems; i += blockDim.x) {
     const float v = loadAsFloat(src, Dtype, i);
-    if (hasMagnitude(v)) atomicAdd(&histogram[floatToBits(v) << 1 >> 24], 1u), atomicAdd(&counted, 1u);
+    if (hasMagnitude(v))
+      atomicAdd(&histogram[floatToBits(v) << 1 >> 24], 1u), atomicAdd(&counted, 1u);
   }
   __syncthreads();
   if (threadIdx.x == 0) center = shapeCenter(histogram, counted);
   __syncthreads();
-  if (rows >= kShapeMinRows) {  // uniform
+  if (rows >= kShapeMinRows) {           // uniform
     const uint32_t n = rows * rowElems;  // a multiple of 64: whole lanes of 8
     unsigned long long mySq = 0;
     for (uint32_t i = threadIdx.x * kLaneElems; i < n; i += blockDim.x * kLaneElems) {
@@ -665,7 +665,8 @@ __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l
       uint32_t w[2] = {0, 0};
 #pragma unroll
       for (uint32_t j = 0; j < kLaneElems; ++j)
-        if (j < t.valid) w[j / 4] |= static_cast<uint32_t>(src[l.smooth + column + j]) << (8 * (j % 4));
+        if (j < t.valid)
+          w[j / 4] |= static_cast<uint32_t>(src[l.smooth + column + j]) << (8 * (j % 4));
       t.shifts = make_uint2(w[0], w[1]);
     }
   }
@@ -847,7 +848,8 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
 uint64_t encodeScratchBytes(const Params& req, uint64_t count) {
   const Params p = hostFrameParams(req, count);
   if (p.shape == kShapeCaller && !p.smoothing) return 0;
-  const uint32_t columns = p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
+  const uint32_t columns =
+      p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
   return sizeof(EncodeChoice) + 4ull * columns;
 }
 

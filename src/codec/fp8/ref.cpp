@@ -1,11 +1,10 @@
 #include "codec/fp8/ref.h"
 
-#include "codec/fp8/shape.h"
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "codec/fp8/shape.h"
 #include "common/error.h"
 
 namespace cclz::fp8 {
@@ -161,7 +160,9 @@ Params frameParams(const Params& req, int dtype, const void* src, uint64_t count
   p.smoothing = req.smoothing && smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) != 0;
   shifts->assign(p.rowElems, 0);
   p.smoothApplied = (p.smoothing && smoothEligible(count, p.rowElems) &&
-                     chooseSmoothingRef(dtype, src, count, p.rowElems, shifts->data())) ? 1 : 0;
+                     chooseSmoothingRef(dtype, src, count, p.rowElems, shifts->data()))
+                        ? 1
+                        : 0;
   return p;
 }
 
@@ -225,7 +226,8 @@ bool chooseSmoothingRef(int dtype, const void* src, uint64_t count, uint32_t row
 
 uint64_t encodeRef(const Params& req, int dtype, const void* src, uint64_t count, uint8_t* dst,
                    uint64_t capacity) {
-  CCLZ_REQUIRE(validParams(req) && req.smoothApplied == 0, cclzInvalidArgument, "invalid fp8 parameters");
+  CCLZ_REQUIRE(validParams(req) && req.smoothApplied == 0, cclzInvalidArgument,
+               "invalid fp8 parameters");
   CCLZ_REQUIRE(isSupportedDtype(dtype), cclzNotSupported, "the fp8 codec takes bf16, fp16 or fp32");
   CCLZ_REQUIRE(count <= kMaxCount, cclzInvalidArgument, "element count too large");
   CCLZ_REQUIRE(count == 0 || src, cclzInvalidArgument, "source is NULL");

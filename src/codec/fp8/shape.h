@@ -93,8 +93,9 @@ CCLZ_HD uint32_t shapeLevel(float v, uint32_t center) {
   if (!hasMagnitude(v)) return kShapeWindow;
   const int d = static_cast<int>(magnitudeLevel(v)) - static_cast<int>(center) +
                 static_cast<int>(kShapeWindow);
-  return d < 0 ? 0u : d > static_cast<int>(2 * kShapeWindow) ? 2 * kShapeWindow
-                                                             : static_cast<uint32_t>(d);
+  return d < 0                                    ? 0u
+         : d > static_cast<int>(2 * kShapeWindow) ? 2 * kShapeWindow
+                                                  : static_cast<uint32_t>(d);
 }
 
 // One candidate row length R over the sample's first `rows` whole rows (N = rows * R values z,
@@ -114,7 +115,8 @@ CCLZ_HD double channelStructure(const ShapeStats& s, uint32_t rowElems) {
   const uint64_t nTotal = N * s.sumSq - s.total * s.total;  // N * total sum of squares
   if (nTotal == 0) return 0.0;
   const uint64_t nWithin = n * s.sumSq - s.sumColSq;  // n * within-column sum of squares
-  const double within = divRnD(static_cast<double>(nWithin), static_cast<double>(n * (N - rowElems)));
+  const double within =
+      divRnD(static_cast<double>(nWithin), static_cast<double>(n * (N - rowElems)));
   const double all = divRnD(static_cast<double>(nTotal), static_cast<double>(N * (N - 1)));
   return subRnD(1.0, divRnD(within, all));
 }
@@ -130,7 +132,8 @@ CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t log2H) {
   if (!(best >= kShapeMinStructure)) return kAutoFallbackRowElems;
   const double bar = mulRnD(kShapeNearBest, best);
   for (uint32_t i = 0; i < n; ++i)
-    if (channelStructure(stats[i], shapeCandidate(i, log2H)) >= bar) return shapeCandidate(i, log2H);
+    if (channelStructure(stats[i], shapeCandidate(i, log2H)) >= bar)
+      return shapeCandidate(i, log2H);
   return kAutoFallbackRowElems;  // not reached: the best passes its own bar
 }
 
