@@ -173,11 +173,13 @@ TEST(Fp8Corrupt, ShapeAndSmoothingFieldsAreChecked) {
   fp8::Params p;
   ASSERT_EQ(fp8::checkFp8Header(h, &p), kFrameOk);
   const fp8::Layout l = fp8::frameLayout(n, p);
-  for (uint32_t j = 0; j < 512; ++j)  // 700x: ~9 binades above the median, 3 of them kept
-    if (j == 77)
+  for (uint32_t j = 0; j < 512; ++j) {  // 700x: ~9 binades above the median, 3 of them kept
+    if (j == 77) {
       EXPECT_TRUE(frame.bytes[l.smooth + j] >= 5 && frame.bytes[l.smooth + j] <= 8);
-    else
+    } else {
       EXPECT_EQ(frame.bytes[l.smooth + j], 0) << j;
+    }
+  }
   const auto decode = [&](const std::vector<uint8_t>& bytes) {
     GuardedBuffer out(2 * n);
     const cclzResult_t r =

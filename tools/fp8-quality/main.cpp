@@ -1,7 +1,7 @@
 // fp8-quality: NMSE and max relative error of the fp8 codec's CPU reference against float64, per
 // tensor and per design choice (issue 3's ablation), on the real tensors and the stress set.
 //
-//   fp8-quality [--data DIR] [--json FILE]
+//   fp8-quality [--data DIR] [--json FILE] [--timing]
 //
 // Each codec row is a real encode + decode (bf16 in, bf16 out) through cclz::fp8::encodeRef /
 // decodeRef. The two reference rows (per-tensor E4M3, 1x32 blocks with exact fp32 scales) use
@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "codec/fp8/ref.h"
+#include "codec/fp8/shape.h"
 #include "common/float_bits.h"
 #include "support/stress.h"
 #include "support/tensors.h"
@@ -112,6 +115,62 @@ Params params(uint32_t grid, uint32_t policy, uint32_t candidates, uint32_t smoo
   return p;
 }
 
+// Median of 5 runs of f, in milliseconds.
+template <class F>
+double medianMs(F f) {
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[2];
+}
+
+// The cost of the encoder's decisions next to a whole encode (default E4M3 with the caller's
+// rows, and the INT8 option with rows chosen and smoothing), on the CPU reference.
+void printTiming(const std::vector<Tensor>& tensors, nlohmann::ordered_json& json) {
+  using namespace cclz::fp8;
+  fmt::print("\nCPU cost of the decisions (median of 5, ms; sample: the first {} values for the row "
+             "length, {} rows for smoothing)\n\n| tensor | values | encode E4M3 (rows given) | "
+             "choose row length | choose smoothing | encode INT8 (rows chosen, smoothing) |\n"
+             "|---|---|---|---|---|---|\n",
+             kShapeSampleElems, kSmoothMinRows);
+  for (const Tensor& t : tensors) {
+    std::vector<uint16_t> in(t.x.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = cclz::floatToBf16(t.x[i]);
+    Params given = params(kE4M3, kRotateNever, 32);
+    given.rowElems = static_cast<uint32_t>(t.cols);
+    Params chosen = params(kInt8, kRotateAlways, 1, 1);
+    chosen.shape = kShapeAuto;
+    std::vector<uint8_t> frame(std::max(maxEncodedBytes(given, in.size()),
+                                        maxEncodedBytes(chosen, in.size())));
+    std::vector<uint8_t> shifts(t.cols);
+    volatile uint32_t sink = 0;
+    const double encode = medianMs([&] {
+      encodeRef(given, cclzBfloat16, in.data(), in.size(), frame.data(), frame.size());
+    });
+    const double shape = medianMs(
+        [&] { sink = chooseRowElemsRef(cclzBfloat16, in.data(), in.size(), 6); });
+    const double smooth = medianMs([&] {
+      sink = chooseSmoothingRef(cclzBfloat16, in.data(), in.size(), uint32_t(t.cols),
+                                shifts.data());
+    });
+    const double encodeAuto = medianMs([&] {
+      encodeRef(chosen, cclzBfloat16, in.data(), in.size(), frame.data(), frame.size());
+    });
+    (void)sink;
+    fmt::print("| {} | {} | {:.2f} | {:.3f} | {:.3f} | {:.2f} |\n", t.name, in.size(), encode,
+               shape, smooth, encodeAuto);
+    json["timing_ms"][t.name] = {{"encode_e4m3_rows_given", encode},
+                                 {"choose_row_length", shape},
+                                 {"choose_smoothing", smooth},
+                                 {"encode_int8_rows_chosen_smoothing", encodeAuto}};
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +179,10 @@ int main(int argc, char** argv) {
   CLI::App app{"fp8-quality: the fp8 codec's error per tensor and design choice (CPU reference)"};
   app.add_option("--data", dir, "folder of the real tensors (index.json)");
   app.add_option("--json", jsonPath, "write every number as JSON");
+  bool timing = false;
+  app.add_flag("--timing", timing,
+               "also time, per tensor, the encoder's decisions (row length, smoothing) against a "
+               "whole encode (CPU reference, median of 5)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Tensor> tensors;
@@ -269,6 +332,7 @@ int main(int argc, char** argv) {
     json["summary_real"] = summary;
   }
   fmt::print("\n");
+  if (timing) printTiming(tensors, json);
   if (!jsonPath.empty()) std::ofstream(jsonPath) << json.dump(1) << '\n';
   return 0;
 }

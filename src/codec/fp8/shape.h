@@ -11,9 +11,11 @@
 
 namespace cclz::fp8 {
 
-// The row length is estimated from the first kShapeSampleElems elements; a candidate needs
-// kShapeMinRows rows of them.
-constexpr uint32_t kShapeSampleElems = 65536;
+// The row length is estimated from the first min(kShapeSampleElems, count / 8) elements (the
+// estimate costs about as much per sampled value as the encode per value, so at most ~1/8 of it);
+// a candidate needs kShapeMinRows rows of them. Messages below 16 * 512 * 8 = 65536 values are
+// too small to tell and get the fallback.
+constexpr uint32_t kShapeSampleElems = 65536, kShapeSampleDivisor = 8;
 constexpr uint32_t kShapeMinRows = 16;
 constexpr uint32_t kMaxShapeCandidates = (kAutoMaxRowElems - kAutoMinRowElems) / kBlockElems + 1;
 // A length stands out when its columns explain at least 2% of the variance of the values' log
@@ -55,7 +57,8 @@ CCLZ_HD uint32_t shapeCandidate(uint32_t i, uint32_t log2H) {
   return autoMinRowElems(log2H) + i * autoRowStep(log2H);
 }
 CCLZ_HD uint64_t shapeSampleElems(uint64_t count) {
-  return count < kShapeSampleElems ? count : kShapeSampleElems;
+  const uint64_t share = count / kShapeSampleDivisor;
+  return share < kShapeSampleElems ? share : kShapeSampleElems;
 }
 
 // log2|v| in eighths of a binade, offset (the exponent and top 3 mantissa bits of |v|: 0..2039);
