@@ -315,6 +315,47 @@ TEST(Fp8Smooth, NanAndInfKeepTheirPlaceInSmoothedFrames) {
     }
 }
 
+TEST(Fp8Smooth, RaggedFramesAreSmoothedToo) {
+  // A last row that is not whole and a last block that is not full; every dtype.
+  uint64_t state = 21;
+  const size_t n = 200 * 768 + 333;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = float(normalFrom(state) * (i % 768 == 40 ? 400.0 : i % 768 == 41 ? 2000.0 : 1.0));
+  for (int dtype : {cclzBfloat16, cclzFloat16, cclzFloat32}) {
+    std::vector<uint8_t> in(n * elementSize(dtype)), out(in.size());
+    std::vector<float> ref(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (dtype == cclzFloat32) {
+        std::memcpy(&in[4 * i], &x[i], 4);
+      } else {
+        const uint16_t h = dtype == cclzBfloat16 ? floatToBf16(x[i]) : floatToHalf(x[i]);
+        std::memcpy(&in[2 * i], &h, 2);
+      }
+      ref[i] = loadAsFloat(in.data(), dtype, i);
+    }
+    Params p;
+    p.grid = fp8::kInt8;
+    p.policy = fp8::kRotateAlways;
+    p.candidates = 1;
+    p.smoothing = 1;
+    p.shape = fp8::kShapeAuto;
+    std::vector<uint8_t> frame(fp8::maxEncodedBytes(p, n));
+    ASSERT_EQ(fp8::encodeRef(p, dtype, in.data(), n, frame.data(), frame.size()), frame.size());
+    FrameHeader h;
+    std::memcpy(&h, frame.data(), sizeof h);
+    EXPECT_EQ(h.chunkElems, 768u) << dtypeLabel(dtype);
+    EXPECT_EQ(h.params[7], 1) << dtypeLabel(dtype);
+    ASSERT_EQ(fp8::decodeRef(frame.data(), frame.size(), dtype, n, out.data()), kFrameOk);
+    double err = 0, energy = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double d = double(loadAsFloat(out.data(), dtype, i)) - ref[i];
+      err += d * d, energy += double(ref[i]) * ref[i];
+    }
+    EXPECT_LE(err / energy, 1e-4) << dtypeLabel(dtype);
+  }
+}
+
 TEST(Fp8Smooth, ShiftsAreExactPowersOfTwo) {
   // Smoothing and its inverse add no rounding of their own for normal values.
   uint64_t state = 3;
