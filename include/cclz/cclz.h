@@ -170,12 +170,16 @@ typedef struct {
   uint64_t seed;
   /* Fp8: the grid of the codes; 0 (cclzFp8Default) is E4M3. */
   cclzFp8Format_t fp8Format;
-  /* Fp8: elements per row, the span of one fp32 coarse scale: pass the tensor's last dimension
-   * (its hidden size). A multiple of 64 and of fp8HadamardSize, at most 2^24; 0 picks 1024. */
+  /* Fp8: elements per row, the span of one fp32 coarse scale and of the smoothing's channels:
+   * pass the tensor's last dimension (its hidden size). A multiple of 64 and of fp8HadamardSize,
+   * at most 2^24; 0: the encoder estimates the channel period from the data (a multiple of 64 in
+   * [512, 4096], 1024 when nothing stands out) and the frame records it. */
   int fp8RowElems;
   /* Fp8: values per Hadamard rotation, a power of two in [16, 256]; 0 picks 64. */
   int fp8HadamardSize;
-  /* Fp8: when rows are rotated (cclzFp8Rotation_t); 0 picks never for E4M3/E5M2, always for INT8. */
+  /* Fp8: when rows are rotated (cclzFp8Rotation_t); 0 picks never for E4M3/E5M2, always for INT8.
+   * Where rows may be rotated, the encoder also smooths massive channels (power-of-two per-channel
+   * scales, decided from the data) in frames of at least 128 rows. */
   cclzFp8Rotation_t fp8Rotation;
   /* Fp8, adaptive rotation: a row is rotated when the mean over its groups of
    * floor(log2(peak-to-average power)) is at least this, 1..8; 0 picks 4. */

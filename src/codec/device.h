@@ -66,9 +66,14 @@ void decodeDevice(int dtype, const uint8_t* src, uint64_t srcBytes, void* dst, u
 }  // namespace none
 
 namespace fp8 {
-// Encodes count values into dst (capacity >= maxEncodedBytes): one pass over the input.
+// Device scratch an encode of count values needs to decide from the data (the row length where
+// p.shape is kShapeAuto, the smoothing where the frame may be smoothed); 0 when it decides nothing.
+uint64_t encodeScratchBytes(const Params& p, uint64_t count);
+// Encodes count values into dst (capacity >= maxEncodedBytes): one pass over the input, after
+// the small sampling kernels of the decisions (scratch: encodeScratchBytes, zeroed here).
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
-                  uint64_t* encodedBytesOut, DeviceStatus* status, cudaStream_t stream);
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
+                  cudaStream_t stream);
 // Decodes into dst (dtype), or, when dst is NULL, adds the decoded values to acc (fp32): one pass.
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
                   float* acc, DeviceStatus* status, cudaStream_t stream);

@@ -8,9 +8,11 @@
 
 #include "cclz/cclz.h"
 #include "codec/fp8/format.h"
+#include "common/float_bits.h"
 #include "support/codec_handle.h"
 #include "support/data.h"
 #include "support/guarded_buffer.h"
+#include "support/stress.h"
 
 namespace cclz::test {
 namespace {
@@ -94,7 +96,10 @@ TEST(Fp8Corrupt, HeaderFieldsAreChecked) {
       [](FrameHeader& h) { h.params[3] = 0; },     // no candidates
       [](FrameHeader& h) { h.params[3] = 33; },    // more than an octave
       [](FrameHeader& h) { h.params[4] = 0; },     // threshold
-      [](FrameHeader& h) { h.params[6] = 1; },     // unused byte
+      [](FrameHeader& h) { h.params[5] = 1; },     // auto shape: 256 is no candidate
+      [](FrameHeader& h) { h.params[5] = 2; },     // unknown shape
+      [](FrameHeader& h) { h.params[6] = 1; },     // smoothing area: the frame is too small
+      [](FrameHeader& h) { h.params[7] = 1; },     // smoothed without an area
       [](FrameHeader& h) { h.chunkElems = 100; },  // row not a multiple of 64
       [](FrameHeader& h) { h.chunkElems = 512; },  // numChunks and frameBytes disagree
       [](FrameHeader& h) { h.chunkElems = 0; },    // no row
@@ -140,6 +145,76 @@ TEST(Fp8Corrupt, SideDataIsChecked) {
   std::vector<uint8_t> nan = never.frame.bytes;
   nan[l.codes + 300] = fp8::kCodeNaN;  // fine where nothing is rotated: it decodes as NaN
   EXPECT_EQ(never.decode(nan, nan.size()), cclzSuccess);
+}
+
+// A frame whose row length the encoder chose and whose channels it smoothed: its own fields
+// (params[5..7], the shift bytes) are checked like the rest.
+TEST(Fp8Corrupt, ShapeAndSmoothingFieldsAreChecked) {
+  cclzCodecConfig_t c = fp8Config(cclzFp8RotateDefault);
+  c.fp8Format = cclzFp8Int8;
+  c.fp8RowElems = 0;
+  CodecPtr codec = makeCodec(c);
+  const size_t n = 140 * 512;  // rows of 512: 140 of them, enough to smooth
+  std::vector<uint8_t> input(2 * n);
+  uint64_t state = 9;
+  std::vector<double> scale(512);
+  for (auto& v : scale) v = std::exp2(normalFrom(state) * 0.5);
+  scale[77] = 700;
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t h = floatToBf16(float(normalFrom(state) * scale[i % 512]));
+    std::memcpy(&input[2 * i], &h, 2);
+  }
+  const HostFrame frame = encodeHost(codec.get(), cclzBfloat16, input, n);
+  FrameHeader h;
+  std::memcpy(&h, frame.bytes.data(), sizeof h);
+  ASSERT_EQ(h.chunkElems, 512u);
+  ASSERT_EQ(h.params[5], 1);
+  ASSERT_EQ(h.params[7], 1);
+  fp8::Params p;
+  ASSERT_EQ(fp8::checkFp8Header(h, &p), kFrameOk);
+  const fp8::Layout l = fp8::frameLayout(n, p);
+  for (uint32_t j = 0; j < 512; ++j) {  // 700x: ~9 binades above the median, 3 of them kept
+    if (j == 77) {
+      EXPECT_TRUE(frame.bytes[l.smooth + j] >= 5 && frame.bytes[l.smooth + j] <= 8);
+    } else {
+      EXPECT_EQ(frame.bytes[l.smooth + j], 0) << j;
+    }
+  }
+  const auto decode = [&](const std::vector<uint8_t>& bytes) {
+    GuardedBuffer out(2 * n);
+    const cclzResult_t r =
+        cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), out.data(), n, cclzBfloat16);
+    EXPECT_TRUE(out.guardsIntact());
+    if (r != cclzSuccess)
+      for (size_t i = 0; i < out.size(); ++i)
+        if (out.data()[i] != GuardedBuffer::kPattern) {
+          ADD_FAILURE() << "a rejected frame wrote byte " << i;
+          break;
+        }
+    return r;
+  };
+  EXPECT_EQ(decode(frame.bytes), cclzSuccess);
+  const std::vector<void (*)(FrameHeader&)> edits = {
+      [](FrameHeader& e) { e.params[5] = 0, e.chunkElems = 576, e.numChunks = 125; },  // size
+      [](FrameHeader& e) { e.params[5] = 2; },                        // unknown shape
+      [](FrameHeader& e) { e.chunkElems = 448, e.numChunks = 160; },  // below 512
+      [](FrameHeader& e) { e.chunkElems = 5120, e.numChunks = 14; },  // above 4096
+      [](FrameHeader& e) { e.chunkElems = 544, e.numChunks = 132; },  // not a multiple of 64
+      [](FrameHeader& e) { e.chunkElems = 1024, e.numChunks = 70; },  // too few rows to smooth
+      [](FrameHeader& e) { e.params[6] = 0; },                        // smoothed without an area
+      [](FrameHeader& e) { e.params[7] = 2; },                        // not a flag
+  };
+  for (size_t i = 0; i < edits.size(); ++i)
+    EXPECT_EQ(decode(withHeader(frame.bytes, edits[i])), cclzCorruptFrame) << "edit " << i;
+  std::vector<uint8_t> shift = frame.bytes;
+  shift[l.smooth + 3] = 16;  // past the largest shift
+  EXPECT_EQ(decode(shift), cclzCorruptFrame);
+  shift[l.smooth + 3] = 15;
+  EXPECT_EQ(decode(shift), cclzSuccess) << "any shift up to 15 is valid";
+  for (size_t cut : {size_t{64}, l.smooth, frame.bytes.size() - 16}) {
+    std::vector<uint8_t> b(frame.bytes.begin(), frame.bytes.begin() + cut);
+    EXPECT_EQ(decode(b), cclzCorruptFrame) << cut;
+  }
 }
 
 // Any payload byte may be anything: decoding never crashes or strays (ASan checks in CI).

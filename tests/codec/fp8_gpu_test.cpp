@@ -49,6 +49,10 @@ const std::vector<GpuSetup>& setups() {
       {"e5m2_adaptive_h128", cclzFp8E5M2, 768, 128, cclzFp8RotateAdaptive, 0},
       {"int8", cclzFp8Int8, 768, 0, cclzFp8RotateDefault, 0},
       {"int8_k32_row64", cclzFp8Int8, 64, 32, cclzFp8RotateAdaptive, 32},
+      // The encoder's own choices (row length and smoothing, sampling kernels on the device).
+      {"auto_int8", cclzFp8Int8, 0, 0, cclzFp8RotateDefault, 0},
+      {"auto_adaptive_h128", cclzFp8E4M3, 0, 128, cclzFp8RotateAdaptive, 0},
+      {"smooth_row512_always", cclzFp8E4M3, 512, 0, cclzFp8RotateAlways, 0},
   };
   return s;
 }
@@ -86,6 +90,16 @@ std::vector<Input> inputs(size_t count) {
     if (uniformFrom(state) < 3e-3) s.x[i] *= float(1e3 * uniformFrom(state));
   }
   in.push_back(std::move(s));
+  // Channel structure with a period of 768 (the row length the encoder should find) and three
+  // massive channels (what smoothing is for), NaN and Inf included.
+  Input c{"channels", std::vector<float>(count)};
+  std::vector<double> scale(768);
+  for (auto& v : scale) v = std::exp2(normalFrom(state) * 0.5);
+  scale[5] = 300, scale[100] = 900, scale[701] = 150;
+  for (size_t i = 0; i < count; ++i) c.x[i] = float(normalFrom(state) * scale[i % 768]);
+  for (size_t i = 11; i < count; i += 5003) c.x[i] = NAN;
+  for (size_t i = 99; i < count; i += 7001) c.x[i] = INFINITY;
+  in.push_back(std::move(c));
   return in;
 }
 
@@ -194,9 +208,53 @@ TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
   for (const auto& t : loadRealTensors(dir)) {
     std::vector<float> x(t.values.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = bf16ToFloat(t.values[i]);
-    for (size_t k : {size_t{0}, size_t{2}, size_t{6}})  // default, adaptive, int8
-      checkAll(setups()[k], cclzBfloat16, x, t.name);
+    for (size_t k : {size_t{0}, size_t{2}, size_t{6}, size_t{8}})  // default, adaptive, int8,
+      checkAll(setups()[k], cclzBfloat16, x, t.name);              // auto int8
   }
+}
+
+// A smoothed frame whose shift is out of range, or whose header lost its smoothing area: both
+// decoders reject it (the device one reports it).
+TEST(Fp8GpuCorrupt, SmoothingFieldsAreChecked) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const GpuSetup setup{"int8", cclzFp8Int8, 768, 0, cclzFp8RotateDefault, 0};
+  CodecPtr codec = makeCodec(setup.config());
+  const auto t = makeStressTensors(0)[0];  // massive channels: smoothed
+  const size_t n = t.values.size();
+  const HostFrame cpu = encodeHost(codec.get(), cclzBfloat16, toDtype(t.values, cclzBfloat16), n);
+  FrameHeader h;
+  std::memcpy(&h, cpu.bytes.data(), sizeof h);
+  ASSERT_EQ(h.params[7], 1);
+  fp8::Params p;
+  ASSERT_EQ(fp8::checkFp8Header(h, &p), kFrameOk);
+  const fp8::Layout l = fp8::frameLayout(n, p);
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad;
+  std::vector<uint8_t> b = cpu.bytes;
+  b[l.smooth + 100] = 16;
+  bad.emplace_back("shift 16", b);
+  b = cpu.bytes;
+  FrameHeader e = h;
+  e.params[6] = 0;  // applied without an area
+  e.checksum = headerChecksum(e);
+  std::memcpy(b.data(), &e, sizeof e);
+  bad.emplace_back("no area", b);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto* cs = reinterpret_cast<cclzStream_t>(stream);
+  for (const auto& [name, bytes] : bad) {
+    std::vector<uint8_t> hostOut(2 * n);
+    EXPECT_EQ(
+        cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut.data(), n, cclzBfloat16),
+        cclzCorruptFrame)
+        << name;
+    GuardedDeviceBuffer frame(bytes.size()), out(2 * n);
+    frame.upload(bytes.data(), bytes.size());
+    ASSERT_EQ(cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), n, cclzBfloat16, cs),
+              cclzSuccess);
+    EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
+    EXPECT_TRUE(out.guardsIntact()) << name;
+  }
+  cudaStreamDestroy(stream);
 }
 
 // The device decoder reports what the host decoder rejects and writes nothing outside.

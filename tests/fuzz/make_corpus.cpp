@@ -2,12 +2,14 @@
 // kinds and chunkings, each behind the prefix that makes the harness decode it as it is
 // (fuzz_input.h). Usage: make_fuzz_corpus <folder>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cclz/cclz.h"
 #include "codec/lossless/ref.h"
 #include "codec/none/ref.h"
+#include "common/float_bits.h"
 #include "fuzz_input.h"
 #include "support/data.h"
 
@@ -121,6 +123,38 @@ int main(int argc, char** argv) {
                      3, d, config, input, count);
       }
     }
+  }
+  // Frames with the fields the encoder fills from the data: an auto-shaped frame (params[5],
+  // rows chosen, padded slots) and smoothed ones (params[6..7], the shift bytes), one per dtype.
+  for (int d = 0; d < 3; ++d) {
+    const int dtype = fuzz::kFp8Dtypes[d];
+    const size_t count = 128 * 64 + 37;  // 128 whole rows of 64: smoothing is allowed
+    std::vector<float> x(count);
+    uint64_t state = 17 + d;
+    for (size_t i = 0; i < count; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const float u = float(state >> 40) / float(1u << 24) - 0.5f;  // uniform in [-0.5, 0.5)
+      x[i] = u * (i % 64 == 9 ? 500.0f : 1.0f);                     // channel 9 is massive
+    }
+    std::vector<uint8_t> input(count * test::elementSize(dtype));
+    for (size_t i = 0; i < count; ++i) {
+      if (dtype == cclzFloat32) {
+        std::memcpy(&input[4 * i], &x[i], 4);
+      } else {
+        const uint16_t h = dtype == cclzBfloat16 ? floatToBf16(x[i]) : floatToHalf(x[i]);
+        std::memcpy(&input[2 * i], &h, 2);
+      }
+    }
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+    config.codec = cclzCodecFp8;
+    config.fp8Format = cclzFp8Int8;
+    config.fp8RowElems = 64;
+    config.fp8HadamardSize = 32;
+    writeApiSeed("fp8_smooth_" + std::string(test::dtypeLabel(dtype)), 3, d, config, input, count);
+    config.fp8RowElems = 0;
+    config.fp8Format = cclzFp8E4M3;
+    config.fp8Rotation = cclzFp8RotateAdaptive;
+    writeApiSeed("fp8_auto_" + std::string(test::dtypeLabel(dtype)), 3, d, config, input, count);
   }
   std::printf("%d seeds in %s\n", written, dir.c_str());
   return 0;

@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"default", "e4m3", "e5m2", "int8"}))
       ->capture_default_str();
   app.add_option("--fp8-row-elems", opt.fp8RowElems,
-                 "fp8: elements per row (the coarse scale's span; 0: default)")
+                 "fp8: elements per row (the coarse scale's span; 0: the encoder chooses it from "
+                 "the data)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--fp8-hadamard", opt.fp8Hadamard, "fp8: Hadamard size (0: default)")
       ->check(CLI::NonNegativeNumber);

@@ -49,8 +49,10 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
     fmt::print(
         "#   codec config: fp8-format {}, fp8-row-elems {}, fp8-hadamard {}, fp8-rotation {}, "
         "fp8-threshold {}, fp8-candidates {}\n",
-        opt_.fp8Format, configText(opt_.fp8RowElems), configText(opt_.fp8Hadamard),
-        opt_.fp8Rotation, configText(opt_.fp8Threshold), configText(opt_.fp8Candidates));
+        opt_.fp8Format,
+        opt_.fp8RowElems ? std::to_string(opt_.fp8RowElems) : "auto (from the data)",
+        configText(opt_.fp8Hadamard), opt_.fp8Rotation, configText(opt_.fp8Threshold),
+        configText(opt_.fp8Candidates));
   else
     fmt::print("#   codec config: format-version {}, chunk-elems {}, streams {}, max-code-length {}\n",
                configText(opt_.formatVersion), configText(opt_.chunkElems),

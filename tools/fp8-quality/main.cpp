@@ -1,7 +1,7 @@
 // fp8-quality: NMSE and max relative error of the fp8 codec's CPU reference against float64, per
 // tensor and per design choice (issue 3's ablation), on the real tensors and the stress set.
 //
-//   fp8-quality [--data DIR] [--json FILE]
+//   fp8-quality [--data DIR] [--json FILE] [--timing]
 //
 // Each codec row is a real encode + decode (bf16 in, bf16 out) through cclz::fp8::encodeRef /
 // decodeRef. The two reference rows (per-tensor E4M3, 1x32 blocks with exact fp32 scales) use
@@ -9,13 +9,17 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "codec/fp8/ref.h"
+#include "codec/fp8/shape.h"
 #include "common/float_bits.h"
 #include "support/stress.h"
 #include "support/tensors.h"
@@ -34,6 +38,8 @@ struct Tensor {
 struct Error {
   double nmse = 0, maxRel = 0;
   double bytesPerValue = 0;
+  uint32_t rowElems = 0;  // codec rows: the frame's row length (the encoder's choice where auto)
+  bool smoothed = false;  // codec rows: the frame was smoothed
 };
 
 // NMSE over all elements; max relative error over elements with |x| >= rms (smaller ones are
@@ -73,8 +79,10 @@ Error blockExact(const Tensor& t, uint64_t block) {
   return err;
 }
 
+// rowElems 0: the encoder chooses (Params::shape = kShapeAuto).
 Error codec(const Tensor& t, Params p, uint64_t rowElems) {
-  p.rowElems = static_cast<uint32_t>(rowElems);
+  p.shape = rowElems ? cclz::fp8::kShapeCaller : cclz::fp8::kShapeAuto;
+  p.rowElems = rowElems ? static_cast<uint32_t>(rowElems) : cclz::fp8::kAutoFallbackRowElems;
   std::vector<uint16_t> in(t.x.size()), out(t.x.size());
   for (size_t i = 0; i < in.size(); ++i) in[i] = cclz::floatToBf16(t.x[i]);
   std::vector<uint8_t> frame(cclz::fp8::maxEncodedBytes(p, in.size()));
@@ -86,6 +94,10 @@ Error codec(const Tensor& t, Params p, uint64_t rowElems) {
   for (size_t i = 0; i < y.size(); ++i) y[i] = cclz::bf16ToFloat(out[i]);
   Error e = measure(t.x, y);
   e.bytesPerValue = double(bytes) / double(in.size());
+  cclz::FrameHeader h;
+  std::memcpy(&h, frame.data(), sizeof h);
+  e.rowElems = h.chunkElems;
+  e.smoothed = h.params[7] != 0;
   return e;
 }
 
@@ -94,13 +106,69 @@ struct Variant {
   std::function<Error(const Tensor&)> run;
 };
 
-Params params(uint32_t grid, uint32_t policy, uint32_t candidates, uint32_t threshold = 4) {
+Params params(uint32_t grid, uint32_t policy, uint32_t candidates, uint32_t smoothing = 0) {
   Params p;
   p.grid = grid;
   p.policy = policy;
   p.candidates = candidates;
-  p.threshold = threshold;
+  p.smoothing = smoothing;
   return p;
+}
+
+// Median of 5 runs of f, in milliseconds.
+template <class F>
+double medianMs(F f) {
+  std::vector<double> ms;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[2];
+}
+
+// The cost of the encoder's decisions next to a whole encode (default E4M3 with the caller's
+// rows, and the INT8 option with rows chosen and smoothing), on the CPU reference.
+void printTiming(const std::vector<Tensor>& tensors, nlohmann::ordered_json& json) {
+  using namespace cclz::fp8;
+  fmt::print("\nCPU cost of the decisions (median of 5, ms; sample: the first {} values for the row "
+             "length, {} rows for smoothing)\n\n| tensor | values | encode E4M3 (rows given) | "
+             "choose row length | choose smoothing | encode INT8 (rows chosen, smoothing) |\n"
+             "|---|---|---|---|---|---|\n",
+             kShapeSampleElems, kSmoothMinRows);
+  for (const Tensor& t : tensors) {
+    std::vector<uint16_t> in(t.x.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = cclz::floatToBf16(t.x[i]);
+    Params given = params(kE4M3, kRotateNever, 32);
+    given.rowElems = static_cast<uint32_t>(t.cols);
+    Params chosen = params(kInt8, kRotateAlways, 1, 1);
+    chosen.shape = kShapeAuto;
+    std::vector<uint8_t> frame(std::max(maxEncodedBytes(given, in.size()),
+                                        maxEncodedBytes(chosen, in.size())));
+    std::vector<uint8_t> shifts(t.cols);
+    volatile uint32_t sink = 0;
+    const double encode = medianMs([&] {
+      encodeRef(given, cclzBfloat16, in.data(), in.size(), frame.data(), frame.size());
+    });
+    const double shape = medianMs(
+        [&] { sink = chooseRowElemsRef(cclzBfloat16, in.data(), in.size(), 6); });
+    const double smooth = medianMs([&] {
+      sink = chooseSmoothingRef(cclzBfloat16, in.data(), in.size(), uint32_t(t.cols),
+                                shifts.data());
+    });
+    const double encodeAuto = medianMs([&] {
+      encodeRef(chosen, cclzBfloat16, in.data(), in.size(), frame.data(), frame.size());
+    });
+    (void)sink;
+    fmt::print("| {} | {} | {:.2f} | {:.3f} | {:.3f} | {:.2f} |\n", t.name, in.size(), encode,
+               shape, smooth, encodeAuto);
+    json["timing_ms"][t.name] = {{"encode_e4m3_rows_given", encode},
+                                 {"choose_row_length", shape},
+                                 {"choose_smoothing", smooth},
+                                 {"encode_int8_rows_chosen_smoothing", encodeAuto}};
+  }
 }
 
 }  // namespace
@@ -111,6 +179,10 @@ int main(int argc, char** argv) {
   CLI::App app{"fp8-quality: the fp8 codec's error per tensor and design choice (CPU reference)"};
   app.add_option("--data", dir, "folder of the real tensors (index.json)");
   app.add_option("--json", jsonPath, "write every number as JSON");
+  bool timing = false;
+  app.add_flag("--timing", timing,
+               "also time, per tensor, the encoder's decisions (row length, smoothing) against a "
+               "whole encode (CPU reference, median of 5)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Tensor> tensors;
@@ -164,6 +236,19 @@ int main(int argc, char** argv) {
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAdaptive, 1), rows(t)); }},
       {"int8-had-search", "INT8 grid after Hadamard-64, dual-scale search",
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 32), rows(t)); }},
+      // Issue 3's last two parts (bench/results/2026-11-23-fp8-shape).
+      {"auto-rows", "the default with the row length chosen from the data (fp8RowElems 0)",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateNever, 32), 0); }},
+      {"+smooth", "the default + per-channel smoothing (adaptive), no rotation",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateNever, 32, 1), rows(t)); }},
+      {"+search+adaptive+smooth", "search, adaptive Hadamard-64 and adaptive smoothing",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateAdaptive, 32, 1), rows(t)); }},
+      {"+always-had+smooth", "search, Hadamard-64 on every row and adaptive smoothing",
+       [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateAlways, 32, 1), rows(t)); }},
+      {"int8-had+smooth", "INT8 after Hadamard-64 with adaptive smoothing (the INT8 option now)",
+       [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 1, 1), rows(t)); }},
+      {"int8-auto", "the INT8 option with fp8RowElems 0: rows chosen, adaptive smoothing",
+       [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 1, 1), 0); }},
   };
 
   nlohmann::ordered_json json;
@@ -182,6 +267,7 @@ int main(int argc, char** argv) {
       results[i].push_back(v.run(tensors[i]));
       const Error& e = results[i].back();
       row[v.key] = {{"nmse", e.nmse}, {"max_rel", e.maxRel}, {"bytes_per_value", e.bytesPerValue}};
+      if (e.rowElems) row[v.key]["row_elems"] = e.rowElems, row[v.key]["smoothed"] = e.smoothed;
     }
     json["tensors"].push_back(row);
     fmt::print(stderr, "{} done\n", tensors[i].name);
@@ -200,6 +286,21 @@ int main(int argc, char** argv) {
       fmt::print("\n");
     }
   }
+  // What the encoder decided from the data, where it decides: row length (auto) and smoothing.
+  fmt::print("\nrow length chosen / smoothed (s) by the encoder\n\n| tensor | hidden |");
+  std::vector<size_t> deciding;
+  for (size_t k = 0; k < variants.size(); ++k)
+    if (variants[k].key.find("auto") != std::string::npos ||
+        variants[k].key.find("smooth") != std::string::npos)
+      deciding.push_back(k), fmt::print(" {} |", variants[k].key);
+  fmt::print("\n|---|---|");
+  for (size_t k = 0; k < deciding.size(); ++k) fmt::print("---|");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    fmt::print("\n| {} | {} |", tensors[i].name, tensors[i].cols);
+    for (size_t k : deciding)
+      fmt::print(" {}{} |", results[i][k].rowElems, results[i][k].smoothed ? " s" : "");
+  }
+  fmt::print("\n");
   fmt::print("\n| summary (real tensors) |");
   for (const auto& v : variants) fmt::print(" {} |", v.key);
   fmt::print("\n|---|");
@@ -231,6 +332,7 @@ int main(int argc, char** argv) {
     json["summary_real"] = summary;
   }
   fmt::print("\n");
+  if (timing) printTiming(tensors, json);
   if (!jsonPath.empty()) std::ofstream(jsonPath) << json.dump(1) << '\n';
   return 0;
 }

@@ -12,7 +12,6 @@
 namespace cclz {
 namespace {
 
-constexpr int kDefaultRowElems = 1024;
 constexpr int kDefaultHadamard = 64;
 constexpr int kDefaultThreshold = 4;
 
@@ -23,7 +22,9 @@ fp8::Params fp8Params(const cclzCodecConfig_t& c) {
   p.grid = c.fp8Format == cclzFp8E5M2   ? fp8::kE5M2
            : c.fp8Format == cclzFp8Int8 ? fp8::kInt8
                                         : fp8::kE4M3;
-  p.rowElems = static_cast<uint32_t>(c.fp8RowElems ? c.fp8RowElems : kDefaultRowElems);
+  // 0: the encoder chooses the row length from the data (the frame records it).
+  p.shape = c.fp8RowElems ? fp8::kShapeCaller : fp8::kShapeAuto;
+  p.rowElems = static_cast<uint32_t>(c.fp8RowElems ? c.fp8RowElems : fp8::kAutoFallbackRowElems);
   const int h = c.fp8HadamardSize ? c.fp8HadamardSize : kDefaultHadamard;
   p.log2Hadamard = 0;
   while ((1 << p.log2Hadamard) < h) ++p.log2Hadamard;
@@ -40,6 +41,10 @@ fp8::Params fp8Params(const cclzCodecConfig_t& c) {
     default:  // the int8 grid is meant for rotated blocks; E4M3/E5M2 lose precision to rotation
       p.policy = p.grid == fp8::kInt8 ? fp8::kRotateAlways : fp8::kRotateNever;
   }
+  // Per-channel smoothing is the scale of the scale-Hadamard transform: considered (and applied
+  // where the data asks) whenever rows may be rotated; never otherwise, where it measured no gain
+  // (bench/results/2026-11-23-fp8-shape).
+  p.smoothing = p.policy != fp8::kRotateNever ? 1 : 0;
   p.threshold =
       static_cast<uint32_t>(c.fp8RotateThreshold ? c.fp8RotateThreshold : kDefaultThreshold);
   // The search places the largest values of a block on grid points, which is what E4M3 and
@@ -81,7 +86,7 @@ class Fp8Codec final : public Codec {
 
   uint64_t maxEncodedBytes(const cclzCodecConfig_t& c, int, uint64_t count) const override {
     const fp8::Params p = fp8Params(c);
-    CCLZ_REQUIRE(count <= fp8::kMaxCount && (count + p.rowElems - 1) / p.rowElems <= 0xFFFFFFFFull,
+    CCLZ_REQUIRE(count <= fp8::kMaxCount && fp8::frameLayout(count, p).rowSlots <= 0xFFFFFFFFull,
                  cclzInvalidArgument, "element count too large");
     return fp8::maxEncodedBytes(p, count);
   }
@@ -111,10 +116,15 @@ class Fp8Codec final : public Codec {
   }
 
 #ifdef CCLZ_HAVE_CUDA
+  uint64_t encodeScratchBytes(const cclzCodecConfig_t& c, int, uint64_t count) const override {
+    return fp8::encodeScratchBytes(fp8Params(c), count);
+  }
+
   void encodeDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                     uint8_t* dst, uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    fp8::encodeDevice(fp8Params(c), dtype, src, count, dst, encodedBytesOut, ws.status, stream);
+    fp8::encodeDevice(fp8Params(c), dtype, src, count, dst, encodedBytesOut, ws.status, ws.scratch,
+                      stream);
   }
 
   void decodeDevice(const cclzCodecConfig_t&, const uint8_t* src, uint64_t srcBytes, int dtype,

@@ -21,6 +21,15 @@ constexpr uint32_t kMaxCandidates = 32;  // one octave of fine-scale codes
 constexpr uint32_t kMinLog2Hadamard = 4, kMaxLog2Hadamard = 8;
 constexpr uint32_t kMaxThreshold = 8;
 
+// Row lengths the encoder may choose from the data (params[5] = 1, docs/formats.md "Choosing the
+// row length"): multiples of max(64, H) in [512, 4096]; 1024 when nothing stands out.
+// Rows of at least 512 keep the per-row side data (5 bytes per row) near 1% of the codes.
+constexpr uint32_t kAutoMinRowElems = 512, kAutoMaxRowElems = 4096, kAutoFallbackRowElems = 1024;
+// Per-channel smoothing (params[6], "Smoothing"): only for frames of at least kSmoothMinRows rows,
+// so that its byte per channel stays below 1/128 of the codes. One byte per channel: a right
+// shift of at most kMaxSmoothShift binades.
+constexpr uint32_t kSmoothMinRows = 128, kMaxSmoothShift = 15;
+
 // Frame values of params[0] (the grid) and params[2] (the rotation policy).
 enum Grid : uint32_t { kE4M3 = 0, kE5M2 = 1, kInt8 = 2, kNumGrids };
 enum Policy : uint32_t { kRotateNever = 0, kRotateAlways = 1, kRotateAdaptive = 2, kNumPolicies };
@@ -35,13 +44,20 @@ constexpr float kMaxRotatedCoarse = 5.0706024009129176e30f;  // 2^102
 // A coarse scale below 2^-100 is stored as 0 (the row decodes as zeros): inverses stay finite.
 constexpr float kMinCoarse = 7.888609052210118e-31f;  // 2^-100
 
+enum Shape : uint32_t { kShapeCaller = 0, kShapeAuto = 1 };
+
 struct Params {
   uint32_t grid = kE4M3;
   uint32_t log2Hadamard = 6;
   uint32_t policy = kRotateNever;
   uint32_t candidates = kMaxCandidates;
   uint32_t threshold = 4;  // adaptive: mean floor(log2 PAPR) per group at which a row rotates
-  uint32_t rowElems = 1024;
+  uint32_t rowElems = 1024;  // with shape = kShapeAuto: the encoder's choice (ignored on encode)
+  uint32_t shape = kShapeCaller;  // params[5]
+  // Encode: 1 = per-channel smoothing where the data asks for it. Frame (params[6]): 1 = the frame
+  // has a smoothing area (the encoder asked and the frame is large enough).
+  uint32_t smoothing = 0;
+  uint32_t smoothApplied = 0;  // params[7]: the frame's values were smoothed (frames only)
 };
 
 CCLZ_HD bool validParams(const Params& p) {
@@ -50,7 +66,36 @@ CCLZ_HD bool validParams(const Params& p) {
          p.log2Hadamard <= kMaxLog2Hadamard && p.policy < kNumPolicies && p.candidates >= 1 &&
          p.candidates <= kMaxCandidates && p.threshold >= 1 && p.threshold <= kMaxThreshold &&
          p.rowElems >= kBlockElems && p.rowElems <= kMaxRowElems && p.rowElems % kBlockElems == 0 &&
-         p.rowElems % h == 0;
+         p.rowElems % h == 0 && p.shape <= kShapeAuto && p.smoothing <= 1 &&
+         p.smoothApplied <= p.smoothing;
+}
+
+// The step and the smallest of the row lengths an encoder may choose (kShapeAuto).
+CCLZ_HD uint32_t autoRowStep(uint32_t log2H) {
+  const uint32_t h = 1u << log2H;
+  return h > kBlockElems ? h : kBlockElems;
+}
+CCLZ_HD uint32_t autoMinRowElems(uint32_t log2H) {
+  const uint32_t step = autoRowStep(log2H);
+  return step > kAutoMinRowElems ? step : kAutoMinRowElems;
+}
+CCLZ_HD bool isAutoCandidate(uint32_t rowElems, uint32_t log2H) {
+  return rowElems % autoRowStep(log2H) == 0 && rowElems >= autoMinRowElems(log2H) &&
+         rowElems <= kAutoMaxRowElems;
+}
+
+// True when a frame of count elements in rows of rowElems may be smoothed.
+CCLZ_HD bool smoothEligible(uint64_t count, uint32_t rowElems) {
+  return count >= static_cast<uint64_t>(kSmoothMinRows) * rowElems;
+}
+
+// Bytes of the smoothing area a frame reserves when it has one: the row length, or, where the
+// encoder chooses it, the largest eligible candidate (0: no candidate is eligible, no area).
+CCLZ_HD uint32_t smoothCapacity(uint64_t count, uint32_t shape, uint32_t rowElems, uint32_t log2H) {
+  if (shape == kShapeCaller) return smoothEligible(count, rowElems) ? rowElems : 0u;
+  const uint64_t step = autoRowStep(log2H), limit = count / kSmoothMinRows;
+  uint64_t cap = (limit < kAutoMaxRowElems ? limit : kAutoMaxRowElems) / step * step;
+  return cap >= autoMinRowElems(log2H) ? static_cast<uint32_t>(cap) : 0u;
 }
 
 CCLZ_HD bool isSupportedDtype(int dtype) {
@@ -58,22 +103,42 @@ CCLZ_HD bool isSupportedDtype(int dtype) {
 }
 
 // Where each part of a frame lies (docs/formats.md, "Layout").
+// rowSlots: entries of the coarse-scale and flag arrays (numRows, or where the encoder chooses
+// the row length, the rows of its shortest candidate, so that the frame's size does not depend on
+// the choice); smoothBytes: the smoothing area (0: none). Without either, the layout is version
+// 1's: the smoothing area starts where the frame ends.
 struct Layout {
-  uint64_t numRows, numBlocks;
-  uint64_t codes, fine, coarse, flags, frameBytes;
+  uint64_t numRows, numBlocks, rowSlots, smoothBytes;
+  uint64_t codes, fine, coarse, flags, smooth, frameBytes;
 };
 
-CCLZ_HD Layout frameLayout(uint64_t count, uint32_t rowElems) {
+CCLZ_HD Layout frameLayout(uint64_t count, uint32_t rowElems, uint32_t shape = kShapeCaller,
+                           uint32_t smoothBytes = 0, uint32_t log2H = 6) {
   Layout l;
   l.numRows = (count + rowElems - 1) / rowElems;
   l.numBlocks = (count + kBlockElems - 1) / kBlockElems;
+  const uint32_t slotRow = shape == kShapeAuto ? autoMinRowElems(log2H) : rowElems;
+  l.rowSlots = (count + slotRow - 1) / slotRow;
+  l.smoothBytes = smoothBytes;
   l.codes = kFrameHeaderBytes;
   l.fine = alignUp(l.codes + count, 16);
   l.coarse = alignUp(l.fine + l.numBlocks, 16);
-  l.flags = alignUp(l.coarse + 4 * l.numRows, 16);
-  l.frameBytes = alignUp(l.flags + l.numRows, 16);
+  l.flags = alignUp(l.coarse + 4 * l.rowSlots, 16);
+  l.smooth = alignUp(l.flags + l.rowSlots, 16);
+  l.frameBytes = alignUp(l.smooth + smoothBytes, 16);
   return l;
 }
+
+// The layout of a frame made under p (p.rowElems: the row length the frame declares).
+CCLZ_HD Layout frameLayout(uint64_t count, const Params& p) {
+  const uint32_t smooth =
+      p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0u;
+  return frameLayout(count, p.rowElems, p.shape, smooth, p.log2Hadamard);
+}
+
+// The power of two 2^-s (encode, s <= kMaxSmoothShift) or 2^s (decode) of a smoothing shift.
+CCLZ_HD float smoothDown(uint32_t s) { return bitsToFloat((127u - s) << 23); }
+CCLZ_HD float smoothUp(uint32_t s) { return bitsToFloat((127u + s) << 23); }
 
 // ---- fp32 arithmetic, one rounding per operation (mulRn/addRn/subRn: common/float_rn.h) ----
 
@@ -336,8 +401,6 @@ CCLZ_HD bool validCoarse(float c, uint8_t flag) {
 CCLZ_HD uint32_t checkFp8Header(const FrameHeader& h, Params* p) {
   if (h.codec != cclzCodecFp8 || !isSupportedDtype(h.dtype) || h.flags != 0 || h.count > kMaxCount)
     return kFrameBadField;
-  for (int i = 5; i < 8; ++i)
-    if (h.params[i] != 0) return kFrameBadField;
   Params q;
   q.grid = h.params[0];
   q.log2Hadamard = h.params[1];
@@ -345,14 +408,23 @@ CCLZ_HD uint32_t checkFp8Header(const FrameHeader& h, Params* p) {
   q.candidates = h.params[3];
   q.threshold = h.params[4];
   q.rowElems = h.chunkElems;
+  q.shape = h.params[5];
+  q.smoothing = h.params[6];
+  q.smoothApplied = h.params[7];
   if (!validParams(q)) return kFrameBadField;
-  const Layout l = frameLayout(h.count, q.rowElems);
+  if (q.shape == kShapeAuto && !isAutoCandidate(q.rowElems, q.log2Hadamard)) return kFrameBadField;
+  if (q.smoothing && smoothCapacity(h.count, q.shape, q.rowElems, q.log2Hadamard) == 0)
+    return kFrameBadField;
+  if (q.smoothApplied && !smoothEligible(h.count, q.rowElems)) return kFrameBadField;
+  const Layout l = frameLayout(h.count, q);
   if (l.numRows > 0xFFFFFFFFull) return kFrameBadField;
   if (h.numChunks != l.numRows || h.frameBytes != l.frameBytes) return kFrameBadField;
   if (p) *p = q;
   return kFrameOk;
 }
 
+// The header of a frame made under p, whose fields are the frame's own (p.rowElems the row length
+// it uses, p.smoothing whether it has a smoothing area, p.smoothApplied whether it smoothed).
 CCLZ_HD FrameHeader makeHeader(const Params& p, int dtype, uint64_t count) {
   FrameHeader h{};
   h.magic = kFrameMagic;
@@ -360,7 +432,7 @@ CCLZ_HD FrameHeader makeHeader(const Params& p, int dtype, uint64_t count) {
   h.codec = cclzCodecFp8;
   h.dtype = static_cast<uint8_t>(dtype);
   h.count = count;
-  const Layout l = frameLayout(count, p.rowElems);
+  const Layout l = frameLayout(count, p);
   h.frameBytes = l.frameBytes;
   h.chunkElems = p.rowElems;
   h.numChunks = static_cast<uint32_t>(l.numRows);
@@ -369,6 +441,9 @@ CCLZ_HD FrameHeader makeHeader(const Params& p, int dtype, uint64_t count) {
   h.params[2] = static_cast<uint8_t>(p.policy);
   h.params[3] = static_cast<uint8_t>(p.candidates);
   h.params[4] = static_cast<uint8_t>(p.threshold);
+  h.params[5] = static_cast<uint8_t>(p.shape);
+  h.params[6] = static_cast<uint8_t>(p.smoothing);
+  h.params[7] = static_cast<uint8_t>(p.smoothApplied);
   h.checksum = headerChecksum(h);
   return h;
 }

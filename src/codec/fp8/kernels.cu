@@ -13,6 +13,7 @@
 
 #include "codec/device.h"
 #include "codec/fp8/format.h"
+#include "codec/fp8/shape.h"
 
 namespace cclz::fp8 {
 namespace {
@@ -201,30 +202,74 @@ __device__ __forceinline__ uint32_t validIn(uint32_t first, uint32_t n) {
   return first < n ? min(kLaneElems, n - first) : 0u;
 }
 
-template <int Dtype>
+// The data-dependent choices of one encode, at the start of its scratch (encodeScratchBytes);
+// the column maxima of the smoothing sample follow it.
+struct EncodeChoice {
+  uint32_t rowElems, smoothApplied;
+  uint32_t shapeBlocksDone, smoothBlocksDone;  // the last block to finish decides
+  ShapeStats stats[kMaxShapeCandidates];
+};
+
+// Multiplies the lane's 8 values (columns first.. of their row) by their columns' 2^-shift.
+__device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_t valid) {
+  if (valid == 0) return;
+  uint32_t w[2] = {0, 0};
+  if (valid == kLaneElems) {
+    const uint2 q = *reinterpret_cast<const uint2*>(shifts);
+    w[0] = q.x, w[1] = q.y;
+  } else {
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j)
+      if (j < valid) w[j / 4] |= static_cast<uint32_t>(shifts[j]) << (8 * (j % 4));
+  }
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j)
+    v[j] = mulRn(v[j], smoothDown((w[j / 4] >> (8 * (j % 4))) & 0xFFu));
+}
+
+// Chosen = false is the encode with every parameter known on the host. Chosen = true reads the
+// row length and the smoothing decision the sampling kernels left in `choice`, patches the
+// header with them, and leaves the side data's unused slots to the memset that preceded it.
+template <int Dtype, bool Chosen>
 __global__ void __launch_bounds__(kThreads)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
-                 bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status) {
+                 bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
+                 const EncodeChoice* choice) {
   __shared__ ScaleTable tables[kThreads / 32];
   ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;
+  uint32_t rowElems = p.rowElems;
+  uint64_t numRows = l.numRows;
+  bool smoothed = false;
+  if constexpr (Chosen) {
+    if (p.shape == kShapeAuto) rowElems = choice->rowElems;
+    smoothed = choice->smoothApplied != 0;
+    numRows = (count + rowElems - 1) / rowElems;
+  }
   if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if constexpr (Chosen) {
+      header.chunkElems = rowElems;
+      header.numChunks = static_cast<uint32_t>(numRows);
+      header.params[7] = smoothed ? 1 : 0;
+      header.checksum = headerChecksum(header);
+    }
     *reinterpret_cast<FrameHeader*>(dst) = header;
     // The alignment gaps are zero (each is shorter than 16 bytes).
     for (uint64_t i = l.codes + count; i < l.fine; ++i) dst[i] = 0;
     for (uint64_t i = l.fine + l.numBlocks; i < l.coarse; ++i) dst[i] = 0;
-    for (uint64_t i = l.coarse + 4 * l.numRows; i < l.flags; ++i) dst[i] = 0;
-    for (uint64_t i = l.flags + l.numRows; i < l.frameBytes; ++i) dst[i] = 0;
+    if constexpr (!Chosen) {
+      for (uint64_t i = l.coarse + 4 * l.numRows; i < l.flags; ++i) dst[i] = 0;
+      for (uint64_t i = l.flags + l.numRows; i < l.frameBytes; ++i) dst[i] = 0;
+    }
     status->encodedBytes = l.frameBytes;
     if (encodedBytesOut) *encodedBytesOut = l.frameBytes;
   }
   const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       r < l.numRows; r += warps) {
-    const uint64_t begin = r * p.rowElems;
-    const uint32_t n =
-        static_cast<uint32_t>(count - begin < p.rowElems ? count - begin : p.rowElems);
+       r < numRows; r += warps) {
+    const uint64_t begin = r * rowElems;
+    const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
 
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
@@ -236,6 +281,8 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t first = t0 + lane * kLaneElems;
       float v[kLaneElems];
       load8<Dtype>(src, begin + first, validIn(first, n), vector, v);
+      if constexpr (Chosen)
+        if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
 #pragma unroll
       for (uint32_t j = 0; j < kLaneElems; ++j) {
         if (isFiniteBits(floatToBits(v[j])))
@@ -274,6 +321,8 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t first = t0 + lane * kLaneElems, valid = validIn(first, n);
       float v[kLaneElems];
       load8<Dtype>(src, begin + first, valid, vector, v);
+      if constexpr (Chosen)
+        if (smoothed) smooth8(v, dst + l.smooth + first, valid);
       if (rotate) {
         const bool whole = t0 + (lane / groupLanes + 1) * h <= n;
         float y[kLaneElems];
@@ -349,6 +398,138 @@ __global__ void __launch_bounds__(kThreads)
       dst[l.flags + r] = rotate ? 1 : 0;
     }
   }
+}
+
+// ---- The decisions from the data (codec/fp8/shape.h): small kernels over a sample, run before
+// the encode on its stream, whose integer statistics are exact in any order.
+
+// Reads a word another block of this grid wrote (before its __threadfence): from L2, not L1.
+__device__ __forceinline__ uint64_t loadShared64(const uint64_t* p) {
+  return __ldcg(reinterpret_cast<const unsigned long long*>(p));
+}
+
+constexpr int kShapeThreads = 1024;
+
+// Block c measures candidate row length c (ShapeStats over the sample: the column sums of the
+// levels in shared memory, integer atomics, so exact in any order); the last block to finish
+// chooses the row length, as chooseRowElemsRef does from the same integers.
+template <int Dtype>
+__global__ void __launch_bounds__(kShapeThreads)
+    shapeKernel(const void* src, uint64_t count, uint32_t log2H, bool vector,
+                EncodeChoice* choice) {
+  __shared__ uint32_t column[kAutoMaxRowElems];  // <= 128 rows x 128: no overflow
+  __shared__ uint32_t histogram[256], counted, center;
+  __shared__ unsigned long long total, sumSq, sumColSq;
+  __shared__ bool last;
+  const uint32_t c = blockIdx.x, rowElems = shapeCandidate(c, log2H);
+  const uint32_t rows = static_cast<uint32_t>(shapeSampleElems(count) / rowElems);
+  for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) column[j] = 0;
+  for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+  if (threadIdx.x == 0) total = sumSq = sumColSq = 0, counted = 0;
+  __syncthreads();
+  // NOTE: every block finds the same center (a few thousand values from L2) rather than waiting
+  // for one that would publish it.
+  const uint64_t centerElems = count < kShapeCenterElems ? count : kShapeCenterElems;
+  for (uint32_t i = threadIdx.x; i < centerElems; i += blockDim.x) {
+    const float v = loadAsFloat(src, Dtype, i);
+    if (hasMagnitude(v))
+      atomicAdd(&histogram[floatToBits(v) << 1 >> 24], 1u), atomicAdd(&counted, 1u);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) center = shapeCenter(histogram, counted);
+  __syncthreads();
+  if (rows >= kShapeMinRows) {           // uniform
+    const uint32_t n = rows * rowElems;  // a multiple of 64: whole lanes of 8
+    unsigned long long mySq = 0;
+    for (uint32_t i = threadIdx.x * kLaneElems; i < n; i += blockDim.x * kLaneElems) {
+      float v[kLaneElems];
+      load8<Dtype>(src, i, kLaneElems, vector, v);
+      const uint32_t first = i % rowElems;  // the 8 values lie in one row
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j) {
+        const uint32_t z = shapeLevel(v[j], center);
+        atomicAdd(&column[first + j], z);
+        mySq += uint64_t{z} * z;
+      }
+    }
+    atomicAdd(&sumSq, mySq);
+    __syncthreads();
+    unsigned long long myTotal = 0, myColSq = 0;
+    for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) {
+      const uint64_t sum = column[j];
+      myTotal += sum;
+      myColSq += sum * sum;
+    }
+    atomicAdd(&total, myTotal);
+    atomicAdd(&sumColSq, myColSq);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ShapeStats st{};
+    st.rows = rows;
+    if (rows >= kShapeMinRows) st.total = total, st.sumSq = sumSq, st.sumColSq = sumColSq;
+    choice->stats[c] = st;
+    __threadfence();
+    last = atomicAdd(&choice->shapeBlocksDone, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x == 0) {
+    __threadfence();
+    ShapeStats all[kMaxShapeCandidates];
+    for (uint32_t i = 0; i < gridDim.x; ++i) {
+      all[i].total = loadShared64(&choice->stats[i].total);
+      all[i].sumSq = loadShared64(&choice->stats[i].sumSq);
+      all[i].sumColSq = loadShared64(&choice->stats[i].sumColSq);
+      all[i].rows = __ldcg(&choice->stats[i].rows);
+    }
+    choice->rowElems = chooseRowElems(all, log2H);
+  }
+}
+
+// Block i adds the levels of sample row i (smoothSampleRow) into the column sums; the last block
+// to finish writes the shifts into the frame's smoothing area and the decision into `choice`, as
+// chooseSmoothingRef does. rowElems is the caller's, or (0) the shape kernel's choice.
+template <int Dtype>
+__global__ void __launch_bounds__(kThreads)
+    smoothKernel(const void* src, uint64_t count, uint32_t fixedRowElems, EncodeChoice* choice,
+                 uint32_t* levels, uint8_t* shiftsOut) {
+  __shared__ uint32_t histogram[256];
+  __shared__ uint32_t median;
+  __shared__ bool last;
+  const uint32_t rowElems = fixedRowElems ? fixedRowElems : choice->rowElems;
+  const bool eligible = smoothEligible(count, rowElems);
+  if (eligible) {
+    const uint64_t begin = smoothSampleRow(blockIdx.x, count / rowElems) * rowElems;
+    for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x)
+      atomicAdd(&levels[j], magnitudeLevel(loadAsFloat(src, Dtype, begin + j)));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(&choice->smoothBlocksDone, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (!eligible) {
+    if (threadIdx.x == 0) choice->smoothApplied = 0;
+    return;
+  }
+  for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+  __syncthreads();
+  for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x)
+    atomicAdd(&histogram[columnBinade(__ldcg(&levels[j]))], 1u);
+  __syncthreads();
+  if (threadIdx.x == 0) median = medianBinade(histogram, rowElems);
+  __syncthreads();
+  bool any = false;
+  for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) {
+    const uint32_t shift = smoothShift(columnBinade(__ldcg(&levels[j])), median);
+    shiftsOut[j] = static_cast<uint8_t>(shift);
+    any = any || shift != 0;
+  }
+  any = __syncthreads_or(any);
+  if (threadIdx.x == 0) choice->smoothApplied = any ? 1 : 0;
 }
 
 // True when one of the word's four codes is special: NaN (0x80) or +-Inf (0x7F, 0xFF).
@@ -457,11 +638,14 @@ struct TileLoad {
   uint2 codes;     // byte j of (x, y) is code j; codes past `valid` are 0
   float coarse;
   uint8_t flag, fine;
+  uint2 shifts;  // smoothed frames: the smoothing shifts of the lane's 8 columns
 };
 
 __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l, uint32_t rowElems,
-                                             uint64_t count, uint64_t tile, uint32_t lane) {
+                                             bool smoothed, uint64_t count, uint64_t tile,
+                                             uint32_t lane) {
   TileLoad t;
+  t.shifts = make_uint2(0, 0);
   t.first = tile * kTileElems + lane * kLaneElems;
   t.valid = t.first >= count               ? 0u
             : count - t.first < kLaneElems ? static_cast<uint32_t>(count - t.first)
@@ -473,6 +657,19 @@ __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l
   t.coarse = *reinterpret_cast<const float*>(src + l.coarse + 4 * row);
   t.flag = src[l.flags + row];
   t.fine = src[l.fine + t.first / kBlockElems];
+  if (smoothed) {  // uniform; the lane's 8 columns lie in one row (rows are multiples of 64)
+    const uint64_t column = t.first % rowElems;
+    if (t.valid == kLaneElems) {
+      t.shifts = *reinterpret_cast<const uint2*>(src + l.smooth + column);
+    } else {
+      uint32_t w[2] = {0, 0};
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j)
+        if (j < t.valid)
+          w[j / 4] |= static_cast<uint32_t>(src[l.smooth + column + j]) << (8 * (j % 4));
+      t.shifts = make_uint2(w[0], w[1]);
+    }
+  }
   if (t.valid == kLaneElems) {
     t.codes = *reinterpret_cast<const uint2*>(src + l.codes + t.first);
   } else {
@@ -527,6 +724,16 @@ __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, u
 #pragma unroll
       for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = mulRn(y[j], invH);
   }
+  if (p.smoothApplied && t.valid > 0) {  // uniform across the frame; specials keep their bits
+    const uint32_t w[2] = {t.shifts.x, t.shifts.y};
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j) {
+      const uint32_t shift = (w[j / 4] >> (8 * (j % 4))) & 0xFFu;
+      if (shift > kMaxSmoothShift) bad = true;
+      const uint8_t code = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
+      if (!special || !isSpecialCode(code)) v[j] = mulRn(v[j], smoothUp(shift & 15u));
+    }
+  }
   // A bad lane may have spread garbage through its rotated group: the whole tile is skipped.
   if (__any_sync(kFullMask, bad)) {
     if (bad) atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
@@ -571,16 +778,17 @@ __global__ void __launch_bounds__(kThreads)
   const uint8_t code = static_cast<uint8_t>(threadIdx.x);
   codeTable[threadIdx.x] = isSpecialCode(code) ? 0.0f : codeValue(p.grid, code);
   __syncthreads();
-  const Layout l = frameLayout(count, p.rowElems);
+  const Layout l = frameLayout(count, p);
+  const bool smoothed = p.smoothApplied != 0;
   const uint32_t lane = threadIdx.x & 31;
   const uint64_t tiles = (count + kTileElems - 1) / kTileElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        tile < tiles; tile += 2 * warps) {
     const bool second = tile + warps < tiles;  // uniform across the warp
-    const TileLoad a = loadTile(src, l, p.rowElems, count, tile, lane);
+    const TileLoad a = loadTile(src, l, p.rowElems, smoothed, count, tile, lane);
     TileLoad b;
-    if (second) b = loadTile(src, l, p.rowElems, count, tile + warps, lane);
+    if (second) b = loadTile(src, l, p.rowElems, smoothed, count, tile + warps, lane);
     decodeTile<Dtype, Accumulate>(a, p, count, codeTable, dst, acc, lane, status);
     if (second) decodeTile<Dtype, Accumulate>(b, p, count, codeTable, dst, acc, lane, status);
   }
@@ -594,24 +802,69 @@ unsigned gridFor(uint64_t warpsOfWork) {
 
 }  // namespace
 
-void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
-                  uint64_t* encodedBytesOut, DeviceStatus* status, cudaStream_t stream) {
-  const Layout l = frameLayout(count, p.rowElems);
-  const FrameHeader header = makeHeader(p, dtype, count);
+namespace {
+
+// The parameters of the frame as far as the host knows them: the smoothing area where the frame
+// has one; the row length (auto) and the smoothing decision come from the device.
+Params hostFrameParams(const Params& req, uint64_t count) {
+  Params p = req;
+  p.smoothing = req.smoothing && smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) != 0;
+  p.smoothApplied = 0;
+  return p;
+}
+
+template <int Dtype>
+void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
+                  cudaStream_t stream) {
+  const Params p = hostFrameParams(req, count);
+  const Layout l = frameLayout(count, p);
+  const FrameHeader header = makeHeader(p, Dtype, count);
   const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  const unsigned blocks = gridFor(l.numRows);
+  const unsigned blocks = gridFor(l.rowSlots);
+  if (p.shape == kShapeCaller && !p.smoothing) {  // nothing to decide: the one-pass encode alone
+    encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
+        p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+    return;
+  }
+  auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
+  CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(req, count), stream));
+  // NOTE: the side data's unused slots (rows the choice did not need, the smoothing area of a
+  // frame not smoothed) are zero; a memset of the side data is cheaper than finding them.
+  CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
+  if (p.shape == kShapeAuto)
+    shapeKernel<Dtype><<<numShapeCandidates(p.log2Hadamard), kShapeThreads, 0, stream>>>(
+        src, count, p.log2Hadamard, vector, choice);
+  if (p.smoothing)
+    smoothKernel<Dtype><<<kSmoothMinRows, kThreads, 0, stream>>>(
+        src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice,
+        reinterpret_cast<uint32_t*>(scratch + sizeof(EncodeChoice)), dst + l.smooth);
+  encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
+                                                             encodedBytesOut, status, choice);
+}
+
+}  // namespace
+
+uint64_t encodeScratchBytes(const Params& req, uint64_t count) {
+  const Params p = hostFrameParams(req, count);
+  if (p.shape == kShapeCaller && !p.smoothing) return 0;
+  const uint32_t columns =
+      p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
+  return sizeof(EncodeChoice) + 4ull * columns;
+}
+
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
+                  cudaStream_t stream) {
   switch (dtype) {
     case cclzBfloat16:
-      encodeKernel<cclzBfloat16><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector,
-                                                                  dst, encodedBytesOut, status);
+      launchEncode<cclzBfloat16>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
       break;
     case cclzFloat16:
-      encodeKernel<cclzFloat16><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector,
-                                                                 dst, encodedBytesOut, status);
+      launchEncode<cclzFloat16>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
       break;
     default:
-      encodeKernel<cclzFloat32><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector,
-                                                                 dst, encodedBytesOut, status);
+      launchEncode<cclzFloat32>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/fp8/shape.h"
 #include "common/error.h"
 
 namespace cclz::fp8 {
@@ -96,7 +97,10 @@ uint32_t validate(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t cou
   if (err == kFrameOk) err = checkFrameMatches(v->h, cclzCodecFp8, dtype, count);
   if (err == kFrameOk) err = checkFp8Header(v->h, &v->p);
   if (err != kFrameOk) return err;
-  v->l = frameLayout(count, v->p.rowElems);
+  v->l = frameLayout(count, v->p);
+  if (v->p.smoothApplied)
+    for (uint32_t j = 0; j < v->p.rowElems; ++j)
+      if (src[v->l.smooth + j] > kMaxSmoothShift) return kFrameBadChunk;
   const uint32_t h = 1u << v->p.log2Hadamard;
   for (uint64_t r = 0; r < v->l.numRows; ++r) {
     const float c = readCoarse(src, v->l, r);
@@ -134,6 +138,10 @@ void decodeRows(const uint8_t* src, const FrameView& v, uint64_t count, int dtyp
         for (uint32_t i = 0; i < h; ++i) row[g + i] = mulRn(row[g + i], inv);
       }
     }
+    if (v.p.smoothApplied)  // special codes keep their value (and their NaN's bits)
+      for (uint64_t i = 0; i < n; ++i)
+        if (!isSpecialCode(src[v.l.codes + begin + i]))
+          row[i] = mulRn(row[i], smoothUp(src[v.l.smooth + i]));
     // Special codes keep their NaN/Inf; everything else saturates (a finite input never
     // decodes to Inf, even where rounding pushed it past the dtype's range).
     for (uint64_t i = 0; i < n; ++i)
@@ -142,31 +150,107 @@ void decodeRows(const uint8_t* src, const FrameView& v, uint64_t count, int dtyp
   }
 }
 
+// The parameters a frame of these values records: the row length chosen where the caller left it
+// to the encoder, the smoothing area where the frame is large enough, the smoothing decision and
+// its shifts (rowElems of them, all 0 when the frame is not smoothed).
+Params frameParams(const Params& req, int dtype, const void* src, uint64_t count,
+                   std::vector<uint8_t>* shifts) {
+  Params p = req;
+  if (p.shape == kShapeAuto) p.rowElems = chooseRowElemsRef(dtype, src, count, p.log2Hadamard);
+  p.smoothing = req.smoothing && smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) != 0;
+  shifts->assign(p.rowElems, 0);
+  p.smoothApplied = (p.smoothing && smoothEligible(count, p.rowElems) &&
+                     chooseSmoothingRef(dtype, src, count, p.rowElems, shifts->data()))
+                        ? 1
+                        : 0;
+  return p;
+}
+
 }  // namespace
 
 uint64_t maxEncodedBytes(const Params& p, uint64_t count) {
-  return frameLayout(count, p.rowElems).frameBytes;
+  return frameLayout(count, p).frameBytes;  // auto shape: the same for every row length chosen
 }
 
-uint64_t encodeRef(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t log2H) {
+  const uint64_t sample = shapeSampleElems(count);
+  uint32_t histogram[256] = {}, counted = 0;
+  for (uint64_t i = 0; i < std::min<uint64_t>(count, kShapeCenterElems); ++i) {
+    const float v = loadAsFloat(src, dtype, i);
+    if (hasMagnitude(v)) ++histogram[floatToBits(v) << 1 >> 24], ++counted;
+  }
+  const uint32_t center = shapeCenter(histogram, counted);
+  std::vector<uint32_t> z(sample);
+  std::vector<uint64_t> sum(sample + 1, 0), sumSq(sample + 1, 0);  // prefix sums
+  for (uint64_t i = 0; i < sample; ++i) {
+    z[i] = shapeLevel(loadAsFloat(src, dtype, i), center);
+    sum[i + 1] = sum[i] + z[i];
+    sumSq[i + 1] = sumSq[i] + uint64_t{z[i]} * z[i];
+  }
+  ShapeStats stats[kMaxShapeCandidates] = {};
+  std::vector<uint64_t> column(kAutoMaxRowElems);
+  for (uint32_t c = 0; c < numShapeCandidates(log2H); ++c) {
+    const uint32_t rowElems = shapeCandidate(c, log2H);
+    ShapeStats& s = stats[c];
+    s.rows = static_cast<uint32_t>(sample / rowElems);
+    if (s.rows < kShapeMinRows) continue;
+    std::fill(column.begin(), column.begin() + rowElems, 0);
+    for (uint64_t r = 0; r < s.rows; ++r)
+      for (uint32_t j = 0; j < rowElems; ++j) column[j] += z[r * rowElems + j];
+    for (uint32_t j = 0; j < rowElems; ++j) s.sumColSq += column[j] * column[j];
+    s.total = sum[uint64_t{s.rows} * rowElems];
+    s.sumSq = sumSq[uint64_t{s.rows} * rowElems];
+  }
+  return chooseRowElems(stats, log2H);
+}
+
+bool chooseSmoothingRef(int dtype, const void* src, uint64_t count, uint32_t rowElems,
+                        uint8_t* shifts) {
+  const uint64_t wholeRows = count / rowElems;
+  std::vector<uint32_t> levels(rowElems, 0);  // per column, the sum of the sample's levels
+  for (uint32_t i = 0; i < kSmoothMinRows; ++i) {
+    const uint64_t begin = smoothSampleRow(i, wholeRows) * rowElems;
+    for (uint32_t j = 0; j < rowElems; ++j)
+      levels[j] += magnitudeLevel(loadAsFloat(src, dtype, begin + j));
+  }
+  uint32_t histogram[256] = {};
+  for (uint32_t j = 0; j < rowElems; ++j) ++histogram[columnBinade(levels[j])];
+  const uint32_t median = medianBinade(histogram, rowElems);
+  bool any = false;
+  for (uint32_t j = 0; j < rowElems; ++j) {
+    shifts[j] = static_cast<uint8_t>(smoothShift(columnBinade(levels[j]), median));
+    any = any || shifts[j] != 0;
+  }
+  return any;
+}
+
+uint64_t encodeRef(const Params& req, int dtype, const void* src, uint64_t count, uint8_t* dst,
                    uint64_t capacity) {
-  CCLZ_REQUIRE(validParams(p), cclzInvalidArgument, "invalid fp8 parameters");
+  CCLZ_REQUIRE(validParams(req) && req.smoothApplied == 0, cclzInvalidArgument,
+               "invalid fp8 parameters");
   CCLZ_REQUIRE(isSupportedDtype(dtype), cclzNotSupported, "the fp8 codec takes bf16, fp16 or fp32");
   CCLZ_REQUIRE(count <= kMaxCount, cclzInvalidArgument, "element count too large");
   CCLZ_REQUIRE(count == 0 || src, cclzInvalidArgument, "source is NULL");
   CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
-  const Layout l = frameLayout(count, p.rowElems);
-  CCLZ_REQUIRE(l.numRows <= 0xFFFFFFFFull, cclzInvalidArgument, "too many rows for one frame");
-  CCLZ_REQUIRE(capacity >= l.frameBytes, cclzBufferTooSmall,
+  CCLZ_REQUIRE(frameLayout(count, req).rowSlots <= 0xFFFFFFFFull, cclzInvalidArgument,
+               "too many rows for one frame");
+  CCLZ_REQUIRE(capacity >= maxEncodedBytes(req, count), cclzBufferTooSmall,
                "destination capacity is below the maximum encoded size");
-  std::memset(dst, 0, l.frameBytes);  // alignment gaps are zero
+  std::vector<uint8_t> shifts;
+  const Params p = frameParams(req, dtype, src, count, &shifts);
+  const Layout l = frameLayout(count, p);
+  std::memset(dst, 0, l.frameBytes);  // alignment gaps and unused slots are zero
   const FrameHeader h = makeHeader(p, dtype, count);
   std::memcpy(dst, &h, sizeof h);
+  if (p.smoothApplied) std::memcpy(dst + l.smooth, shifts.data(), p.rowElems);
   std::vector<float> row(p.rowElems);
   for (uint64_t r = 0; r < l.numRows; ++r) {
     const uint64_t begin = r * p.rowElems;
     const uint64_t n = std::min<uint64_t>(count - begin, p.rowElems);
-    for (uint64_t i = 0; i < n; ++i) row[i] = loadAsFloat(src, dtype, begin + i);
+    for (uint64_t i = 0; i < n; ++i) {
+      row[i] = loadAsFloat(src, dtype, begin + i);
+      if (p.smoothApplied) row[i] = mulRn(row[i], smoothDown(shifts[i]));
+    }
     float c;
     encodeRow(p, row.data(), n, dst + l.codes + begin, dst + l.fine + begin / kBlockElems, &c,
               dst + l.flags + r);

@@ -12,7 +12,8 @@ namespace cclz::fp8 {
 uint64_t maxEncodedBytes(const Params& p, uint64_t count);
 
 // Encodes count bf16/fp16/fp32 values (host memory) into dst (capacity bytes). Returns the frame
-// size. Throws cclz::Error on invalid arguments.
+// size. Throws cclz::Error on invalid arguments. With p.shape = kShapeAuto the encoder chooses
+// the row length (chooseRowElemsRef); with p.smoothing it smooths where chooseSmoothingRef says.
 uint64_t encodeRef(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
                    uint64_t capacity);
 
@@ -24,5 +25,14 @@ uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t co
 // unchanged.
 uint32_t decodeAccumulateRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count,
                              float* acc);
+
+// The row length an encoder with shape kShapeAuto chooses for these values (docs/formats.md,
+// "Choosing the row length"). Reads the first shapeSampleElems(count) values.
+uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t log2H);
+
+// The smoothing shifts of a frame of count values in rows of rowElems (smoothEligible): fills
+// shifts[0, rowElems) and returns true when one is non-zero, i.e. the frame is smoothed.
+bool chooseSmoothingRef(int dtype, const void* src, uint64_t count, uint32_t rowElems,
+                        uint8_t* shifts);
 
 }  // namespace cclz::fp8

@@ -1,0 +1,173 @@
+// What the fp8 encoder decides from the data before it encodes (docs/formats.md, "Choosing the
+// row length" and "Smoothing"): the row length, when the caller leaves it to the codec, and the
+// per-channel smoothing shifts. The statistics are integers (exact in any order) and the few
+// floating-point steps of the decisions are single IEEE operations, so the CPU reference and the
+// kernels decide the same.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/fp8/format.h"
+
+namespace cclz::fp8 {
+
+// The row length is estimated from the first min(kShapeSampleElems, count / 8) elements (the
+// estimate costs about as much per sampled value as the encode per value, so at most ~1/8 of it);
+// a candidate needs kShapeMinRows rows of them. Messages below 16 * 512 * 8 = 65536 values are
+// too small to tell and get the fallback.
+constexpr uint32_t kShapeSampleElems = 65536, kShapeSampleDivisor = 8;
+constexpr uint32_t kShapeMinRows = 16;
+constexpr uint32_t kMaxShapeCandidates = (kAutoMaxRowElems - kAutoMinRowElems) / kBlockElems + 1;
+// A length stands out when its columns explain at least 2% of the variance of the values' log
+// magnitudes (noise: well below 1% at these sample sizes); the shortest length within 90% of
+// the best is taken (multiples of the period explain as much as the period).
+constexpr double kShapeMinStructure = 0.03;
+constexpr double kShapeNearBest = 0.75;
+// Smoothing leaves a channel whose typical magnitude is up to 2^kSmoothKeep above the median
+// channel's; one further up is shifted down to that.
+constexpr uint32_t kSmoothKeep = 3;
+
+// fp64 with one rounding per operation (see common/float_rn.h).
+CCLZ_HD double divRnD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CCLZ_HD double subRnD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CCLZ_HD double mulRnD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+CCLZ_HD uint32_t numShapeCandidates(uint32_t log2H) {
+  return (kAutoMaxRowElems - autoMinRowElems(log2H)) / autoRowStep(log2H) + 1;
+}
+CCLZ_HD uint32_t shapeCandidate(uint32_t i, uint32_t log2H) {
+  return autoMinRowElems(log2H) + i * autoRowStep(log2H);
+}
+CCLZ_HD uint64_t shapeSampleElems(uint64_t count) {
+  const uint64_t share = count / kShapeSampleDivisor;
+  return share < kShapeSampleElems ? share : kShapeSampleElems;
+}
+
+// log2|v| in eighths of a binade, offset (the exponent and top 3 mantissa bits of |v|: 0..2039);
+// NaN and Inf count as 0.
+CCLZ_HD uint32_t magnitudeLevel(float v) {
+  const uint32_t u = floatToBits(v) & 0x7FFFFFFFu;
+  return isFiniteBits(u) ? u >> 20 : 0u;
+}
+
+// The row-length statistic works on levels relative to the sample's typical magnitude (its
+// center), clamped to 8 binades either side, with zero, NaN and Inf at the center: a few zeros
+// or non-finite values would otherwise outweigh every channel (they lie ~100 binades away).
+constexpr uint32_t kShapeCenterElems = 4096;  // the center: median binade of the first ones
+constexpr uint32_t kShapeWindow = 64;         // levels either side of the center
+
+CCLZ_HD bool hasMagnitude(float v) {
+  const uint32_t u = floatToBits(v) & 0x7FFFFFFFu;
+  return u != 0 && isFiniteBits(u);
+}
+
+// The center from the histogram of the binades (fp32 exponent fields) of the first
+// min(count, kShapeCenterElems) values with a magnitude (`counted` of them): the median binade,
+// in levels, at the middle of its binade.
+CCLZ_HD uint32_t shapeCenter(const uint32_t* histogram, uint32_t counted) {
+  uint32_t seen = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    seen += histogram[b];
+    if (2 * seen >= counted) return b * 8 + 4;
+  }
+  return 0;
+}
+
+// A value's level for the row-length statistic: 0..2 kShapeWindow.
+CCLZ_HD uint32_t shapeLevel(float v, uint32_t center) {
+  if (!hasMagnitude(v)) return kShapeWindow;
+  const int d = static_cast<int>(magnitudeLevel(v)) - static_cast<int>(center) +
+                static_cast<int>(kShapeWindow);
+  return d < 0                                    ? 0u
+         : d > static_cast<int>(2 * kShapeWindow) ? 2 * kShapeWindow
+                                                  : static_cast<uint32_t>(d);
+}
+
+// One candidate row length R over the sample's first `rows` whole rows (N = rows * R values z,
+// z = shapeLevel): sum of z, sum of z^2, and the sum over the R columns of (sum of the column's
+// z)^2. All far below 2^53 (z <= 128, N <= 2^16).
+struct ShapeStats {
+  uint64_t total, sumSq, sumColSq;
+  uint32_t rows, unused;
+};
+
+// The adjusted share of the variance of z that the columns explain (one-way analysis of
+// variance): 1 - (within-column variance) / (total variance), each with its degrees of freedom.
+// About 0 without channel structure; -1 for a candidate with too few rows to measure.
+CCLZ_HD double channelStructure(const ShapeStats& s, uint32_t rowElems) {
+  if (s.rows < kShapeMinRows) return -1.0;
+  const uint64_t n = s.rows, N = n * rowElems;
+  const uint64_t nTotal = N * s.sumSq - s.total * s.total;  // N * total sum of squares
+  if (nTotal == 0) return 0.0;
+  const uint64_t nWithin = n * s.sumSq - s.sumColSq;  // n * within-column sum of squares
+  const double within =
+      divRnD(static_cast<double>(nWithin), static_cast<double>(n * (N - rowElems)));
+  const double all = divRnD(static_cast<double>(nTotal), static_cast<double>(N * (N - 1)));
+  return subRnD(1.0, divRnD(within, all));
+}
+
+// The row length from the candidates' statistics (stats[i] for shapeCandidate(i)).
+CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t log2H) {
+  const uint32_t n = numShapeCandidates(log2H);
+  double best = -1.0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const double e = channelStructure(stats[i], shapeCandidate(i, log2H));
+    if (e > best) best = e;
+  }
+  if (!(best >= kShapeMinStructure)) return kAutoFallbackRowElems;
+  const double bar = mulRnD(kShapeNearBest, best);
+  for (uint32_t i = 0; i < n; ++i)
+    if (channelStructure(stats[i], shapeCandidate(i, log2H)) >= bar)
+      return shapeCandidate(i, log2H);
+  return kAutoFallbackRowElems;  // not reached: the best passes its own bar
+}
+
+// Smoothing looks at kSmoothMinRows whole rows spread evenly over the frame (it has at least
+// that many whole rows). Per column it sums the values' levels (magnitudeLevel): the typical
+// magnitude of a channel, which a rare spike barely moves (a column maximum would follow it).
+CCLZ_HD uint64_t smoothSampleRow(uint32_t i, uint64_t wholeRows) {
+  return static_cast<uint64_t>(i) * wholeRows / kSmoothMinRows;
+}
+
+// A column's typical binade: its mean level in whole binades (levels are eighths of a binade;
+// the sum is over kSmoothMinRows = 128 values, so the mean binade is the sum / 1024).
+CCLZ_HD uint32_t columnBinade(uint32_t levelSum) { return levelSum / (8 * kSmoothMinRows); }
+
+// The median of the columns' binades, from their histogram: the smallest b with at least half
+// of the R columns at or below it.
+CCLZ_HD uint32_t medianBinade(const uint32_t* histogram, uint32_t rowElems) {
+  const uint32_t need = (rowElems + 1) / 2;
+  uint32_t seen = 0;
+  for (uint32_t b = 0; b < 256; ++b) {
+    seen += histogram[b];
+    if (seen >= need) return b;
+  }
+  return 255;
+}
+
+// The shift of a column: how far its binade lies more than kSmoothKeep above the median.
+CCLZ_HD uint32_t smoothShift(uint32_t binade, uint32_t median) {
+  if (binade <= median + kSmoothKeep) return 0;
+  const uint32_t s = binade - median - kSmoothKeep;
+  return s < kMaxSmoothShift ? s : kMaxSmoothShift;
+}
+
+}  // namespace cclz::fp8
