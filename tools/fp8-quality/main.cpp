@@ -236,7 +236,7 @@ int main(int argc, char** argv) {
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAdaptive, 1), rows(t)); }},
       {"int8-had-search", "INT8 grid after Hadamard-64, dual-scale search",
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 32), rows(t)); }},
-      // Issue 3's last two parts (bench/results/2026-11-23-fp8-shape).
+      // Issue 3's last two parts (bench/results/2026-11-22-fp8-shape).
       {"auto-rows", "the default with the row length chosen from the data (fp8RowElems 0)",
        [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateNever, 32), 0); }},
       {"+smooth", "the default + per-channel smoothing (adaptive), no rotation",

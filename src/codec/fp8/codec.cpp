@@ -43,7 +43,7 @@ fp8::Params fp8Params(const cclzCodecConfig_t& c) {
   }
   // Per-channel smoothing is the scale of the scale-Hadamard transform: considered (and applied
   // where the data asks) whenever rows may be rotated; never otherwise, where it measured no gain
-  // (bench/results/2026-11-23-fp8-shape).
+  // (bench/results/2026-11-22-fp8-shape).
   p.smoothing = p.policy != fp8::kRotateNever ? 1 : 0;
   p.threshold =
       static_cast<uint32_t>(c.fp8RotateThreshold ? c.fp8RotateThreshold : kDefaultThreshold);
