@@ -18,8 +18,8 @@ namespace cclz::fp8 {
 constexpr uint32_t kShapeSampleElems = 65536, kShapeSampleDivisor = 8;
 constexpr uint32_t kShapeMinRows = 16;
 constexpr uint32_t kMaxShapeCandidates = (kAutoMaxRowElems - kAutoMinRowElems) / kBlockElems + 1;
-// A length stands out when its columns explain at least 2% of the variance of the values' log
-// magnitudes (noise: well below 1% at these sample sizes); the shortest length within 90% of
+// A length stands out when its columns explain at least 3% of the variance of the values' log
+// magnitudes (noise: well below 1% at these sample sizes); the shortest length within 75% of
 // the best is taken (multiples of the period explain as much as the period).
 constexpr double kShapeMinStructure = 0.03;
 constexpr double kShapeNearBest = 0.75;
