@@ -37,6 +37,29 @@ CCLZ_HD float divRn(float a, float b) {
 #endif
 }
 
+// The same in fp64 (the fp8 encoder's decisions from the data, codec/fp8/shape.h).
+CCLZ_HD double divRnD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CCLZ_HD double subRnD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CCLZ_HD double mulRnD(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // acc + x where a reduction accumulates. A NaN sum is stored as 0x7FFFFFFF, the NaN the GPU's
 // adder makes: x86 would carry an operand's payload instead, and CPU and GPU accumulators would
 // hold different bytes.

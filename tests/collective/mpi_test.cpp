@@ -13,20 +13,10 @@
 #include "cclz/cclz.h"
 #include "coll_cases.h"
 #include "coll_runner.h"
+#include "mpi_world.h"
 
 namespace cclz::test {
 namespace {
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // One communicator for the whole run, as a training job would have.
 cclzComm_t theComm() {
@@ -41,13 +31,6 @@ cclzComm_t theComm() {
     return c;
   }();
   return comm;
-}
-
-// True on every rank when `ok` holds on every rank.
-bool allRanks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
 }
 
 class MpiCollective : public ::testing::TestWithParam<CollCase> {};

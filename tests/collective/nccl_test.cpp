@@ -16,21 +16,11 @@
 #include "cclz/cclz.h"
 #include "coll_cases.h"
 #include "coll_runner.h"
+#include "mpi_world.h"
 #include "support/data.h"
 
 namespace cclz::test {
 namespace {
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 struct Comms {
   cclzComm_t device = nullptr;
@@ -82,12 +72,6 @@ struct DeviceBytes {
   void* ptr = nullptr;
   size_t size;
 };
-
-bool allRanks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
 
 class NcclCollective : public ::testing::TestWithParam<CollCase> {};
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "codec/fp8/format.h"
+#include "common/float_rn.h"
 
 namespace cclz::fp8 {
 
@@ -26,29 +27,6 @@ constexpr double kShapeNearBest = 0.75;
 // Smoothing leaves a channel whose typical magnitude is up to 2^kSmoothKeep above the median
 // channel's; one further up is shifted down to that.
 constexpr uint32_t kSmoothKeep = 3;
-
-// fp64 with one rounding per operation (see common/float_rn.h).
-CCLZ_HD double divRnD(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-CCLZ_HD double subRnD(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-CCLZ_HD double mulRnD(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
 
 CCLZ_HD uint32_t numShapeCandidates(uint32_t log2H) {
   return (kAutoMaxRowElems - autoMinRowElems(log2H)) / autoRowStep(log2H) + 1;
