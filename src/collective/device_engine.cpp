@@ -4,9 +4,10 @@
 //   move stream:   the transport's work for slot s waits for its encodes (and for its receive
 //                  slots to be decoded);
 //   decode stream: decodes of slot s wait for its transfer.
-// The caller's stream is joined at begin() and waits for all three at end(). Nothing here waits
-// on the host except toHost (the call check) and fetched (the sizes of variable-size
-// frames, one piece ahead of their transfer).
+// The caller's stream is joined at begin() and waits for all three at end(). A fourth stream,
+// control, carries the call check: it waits for nothing, so the check's host wait (toHost) covers
+// only its 64-byte exchange. Nothing here waits on the host except toHost (the call check) and
+// fetched (the sizes of variable-size frames, one piece ahead of their transfer).
 #ifdef CCLZ_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -28,7 +29,7 @@ class DeviceEngine final : public Engine {
  public:
   DeviceEngine() {
     CCLZ_CUDA_CHECK(cudaGetDevice(&device_));
-    for (cudaStream_t* s : {&encode_, &move_, &decode_})
+    for (cudaStream_t* s : {&encode_, &move_, &decode_, &control_})
       CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
     for (cudaEvent_t* e : allEvents()) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, kEventFlags));
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
@@ -37,13 +38,13 @@ class DeviceEngine final : public Engine {
   }
 
   ~DeviceEngine() override {
-    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamSynchronize(s);
+    for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamSynchronize(s);
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) cudaFree(areas_[a]);
     cudaFree(status_);
     cudaFreeHost(stage_);
     cudaFreeHost(fetchHost_);
     for (cudaEvent_t* e : allEvents()) cudaEventDestroy(*e);
-    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamDestroy(s);
+    for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamDestroy(s);
   }
 
   MemoryKind memory() const override { return MemoryKind::Device; }
@@ -121,6 +122,9 @@ class DeviceEngine final : public Engine {
           decodedSlot_ = slot;  // recorded when the next stage begins
         }
         break;
+      case Stage::Control:
+        current_ = control_;
+        break;
     }
   }
 
@@ -134,6 +138,7 @@ class DeviceEngine final : public Engine {
   }
 
   cclzStream_t moveStream() const override { return reinterpret_cast<cclzStream_t>(move_); }
+  cclzStream_t controlStream() const override { return reinterpret_cast<cclzStream_t>(control_); }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t,
               uint64_t* sizeSlot, float* residual, uint64_t step) override {
@@ -289,11 +294,13 @@ class DeviceEngine final : public Engine {
   }
 
   void waitIdle() {
-    for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (cudaStream_t s : {encode_, move_, decode_, control_})
+      CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
   int device_ = 0;
   cudaStream_t encode_ = nullptr, move_ = nullptr, decode_ = nullptr;
+  cudaStream_t control_ = nullptr;  // the call check's; waits for nothing (Stage::Control)
   cudaStream_t user_ = nullptr, current_ = nullptr;
   cudaEvent_t start_ = nullptr, finished_ = nullptr;
   cudaEvent_t encoded_[kSlots] = {}, moved_[kSlots] = {}, decoded_[kSlots] = {};

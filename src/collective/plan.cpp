@@ -172,23 +172,25 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
 }
 
 // Sends this rank's descriptor to `peers` and receives theirs, then judges: one 64-byte
-// all-gather for the collectives, a pair of messages for send/recv. One host wait (the
-// descriptors coming back). Returns the verdict ("" when the call agrees everywhere).
+// all-gather for the collectives, a pair of messages for send/recv. They go over the control
+// transport on the control stage, which wait for nothing the data path queued, so the one host
+// wait (the descriptors coming back) covers this exchange alone. Returns the verdict ("" when
+// the call agrees everywhere).
 std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
                            const std::vector<int>& peers) {
-  Transport& t = comm.transport();
+  Transport& t = comm.transport().control();
   Engine& e = comm.engine();
   const int n = t.size(), me = t.rank();
   const uint64_t d = sizeof(CallDescriptor);
   uint8_t* wire = e.area(Area::Control);  // [n descriptors received][this rank's]
   uint8_t* host = e.hostStage((n + 1) * d);
   std::memcpy(host + n * d, &mine, d);
-  e.stage(Stage::Move, kNoSlot);
+  e.stage(Stage::Control, kNoSlot);
   e.fromHost(wire + n * d, host + n * d, d);
   if (static_cast<int>(peers.size()) == n - 1) {
-    t.allGather(wire + n * d, wire, d, e.moveStream());
+    t.allGather(wire + n * d, wire, d, e.controlStream());
   } else {
-    t.groupStart(e.moveStream());
+    t.groupStart(e.controlStream());
     for (int r : peers) {
       t.send(wire + n * d, d, r);
       t.recv(wire + r * d, d, r, nullptr);
