@@ -77,10 +77,32 @@ class DeviceEngine final : public Engine {
 
   void begin(cclzStream_t stream) override {
     user_ = reinterpret_cast<cudaStream_t>(stream);
+    job_ = false;
     CCLZ_CUDA_CHECK(cudaEventRecord(start_, user_));
     for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start_));
     current_ = encode_;
     decodedSlot_ = kNoSlot;
+  }
+
+  void beginAfter(void* startEvent) override {
+    user_ = nullptr;
+    job_ = true;
+    const auto start = static_cast<cudaEvent_t>(startEvent);
+    for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start));
+    current_ = encode_;
+    decodedSlot_ = kNoSlot;
+  }
+
+  // The move stream waits for the other two; finished_ (pollError) is recorded there.
+  cclzStream_t endJoined() override {
+    closeDecode();
+    CCLZ_CUDA_CHECK(cudaEventRecord(joined_[0], encode_));
+    CCLZ_CUDA_CHECK(cudaEventRecord(joined_[2], decode_));
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, joined_[0]));
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, joined_[2]));
+    CCLZ_CUDA_CHECK(cudaEventRecord(finished_, move_));
+    ran_ = true;
+    return reinterpret_cast<cclzStream_t>(move_);
   }
 
   void end() override {
@@ -90,6 +112,7 @@ class DeviceEngine final : public Engine {
   }
 
   void abandon() noexcept override {
+    if (job_) return;  // an async job: the proxy joins it with endJoined()
     try {
       finish();
     } catch (...) {
@@ -310,6 +333,7 @@ class DeviceEngine final : public Engine {
   cudaEvent_t joined_[3] = {};
   int decodedSlot_ = kNoSlot;
   bool ran_ = false;
+  bool job_ = false;  // the current call is an async job (beginAfter)
   DeviceStatus* status_ = nullptr;
   uint8_t* areas_[static_cast<int>(Area::Count)] = {};
   uint64_t capacity_[static_cast<int>(Area::Count)] = {};

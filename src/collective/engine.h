@@ -71,6 +71,13 @@ class Engine {
   virtual void end() = 0;
   virtual void abandon() noexcept = 0;
 
+  // An async job of the proxy (proxy.h), device engine only: the call's work waits for
+  // `startEvent` (a cudaEvent_t the caller recorded on its stream when it made the call) instead
+  // of a stream, and endJoined() gathers the work of every stage into one stream and returns it:
+  // what is queued there after the return runs after the whole call (the completion word).
+  virtual void beginAfter(void* startEvent) = 0;
+  virtual cclzStream_t endJoined() = 0;
+
   virtual void stage(Stage s, int slot) = 0;
   // Every stream waits for all work queued so far (between the phases of an all-reduce).
   virtual void join() = 0;

@@ -56,6 +56,13 @@ class HostEngine final : public Engine {
   }
   void abandon() noexcept override { firstError_.reset(); }
 
+  void beginAfter(void*) override {
+    CCLZ_FAIL(cclzInternalError, "a host engine runs no async jobs");
+  }
+  cclzStream_t endJoined() override {
+    CCLZ_FAIL(cclzInternalError, "a host engine runs no async jobs");
+  }
+
   void stage(Stage, int) override {}
   void join() override {}
   cclzStream_t moveStream() const override { return nullptr; }
