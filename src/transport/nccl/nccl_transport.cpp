@@ -135,8 +135,7 @@ std::string NcclTransport::asyncError() {
 
 void NcclTransport::abort() {
   if (control_) control_->abort();
-  if (comm_) ncclCommAbort(comm_);
-  comm_ = nullptr;
+  if (ncclComm_t comm = comm_.exchange(nullptr)) ncclCommAbort(comm);
 }
 
 }  // namespace cclz

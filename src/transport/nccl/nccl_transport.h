@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
 
 #include "transport/transport.h"
@@ -61,7 +62,8 @@ class NcclTransport final : public Transport {
   void checkPeer(int peer) const;
   void checkReady() const;
 
-  ncclComm_t comm_ = nullptr;
+  // Atomic: cclzCommAbort may clear it while the proxy thread (CCLZ_ASYNC=1) is using it.
+  std::atomic<ncclComm_t> comm_{nullptr};
   bool owned_ = false;
   int rank_ = 0;
   int size_ = 0;
