@@ -5,6 +5,12 @@
 
 #include "common/error.h"
 
+#ifdef CCLZ_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "codec/device.h"
+#endif
+
 namespace cclz {
 
 CommSettings CommSettings::fromEnvironment() {
@@ -26,6 +32,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_CHECK_CALLS=" + v + ": expected 1 (every call) or first");
     s.checkEveryCall = v == "1";
   }
+  if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
+    const std::string v = async;
+    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
+                 "CCLZ_ASYNC=" + v + ": expected 0 (calls block until queued) or 1 (proxy thread)");
+    s.async = v == "1";
+  }
   return s;
 }
 
@@ -33,6 +45,13 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
     : transport_(std::move(transport)), settings_(settings) {
 #ifdef CCLZ_HAVE_CUDA
   engine_ = transport_->memory() == MemoryKind::Device ? makeDeviceEngine() : makeHostEngine();
+  if (settings_.async && transport_->memory() == MemoryKind::Device) {
+    checkEngine_ = makeDeviceEngine();
+    words_ = std::make_unique<CompletionWords>();
+    int device = 0;
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+    proxy_ = std::make_unique<Proxy>([device] { cudaSetDevice(device); });
+  }
 #else
   CCLZ_REQUIRE(transport_->memory() == MemoryKind::Host, cclzInvalidUsage,
                "a device transport needs a build with CUDA");
@@ -40,7 +59,18 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
 #endif
 }
 
-Communicator::~Communicator() = default;
+// The proxy's jobs still use the engine, the transport and the words: they run to the end
+// first (cclzCommDestroy waits for them, as NCCL's destroy waits for queued operations).
+Communicator::~Communicator() {
+  if (proxy_) proxy_->stop(false);
+}
+
+void Communicator::setJobError(cclzResult_t code, const std::string& message) {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  if (jobError_ != cclzSuccess) return;
+  jobError_ = code;
+  jobErrorMessage_ = message;
+}
 
 bool Communicator::shouldCheck(CollOp op) {
   const uint32_t bit = 1u << static_cast<int>(op);
@@ -52,10 +82,30 @@ bool Communicator::shouldCheck(CollOp op) {
 cclzResult_t Communicator::asyncError(std::string* message) {
   *message = transport_->asyncError();
   if (!message->empty()) return cclzSystemError;
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (jobError_ != cclzSuccess) {
+      *message = "a queued call failed on the proxy thread: " + jobErrorMessage_;
+      return jobError_;
+    }
+  }
+  // The engine's error word belongs to the thread using the engine: while the proxy runs jobs,
+  // it is read once they are done (a later call of this function).
+  if (proxy_ && proxy_->busy()) return cclzSuccess;
   return engine_->pollError(message);
 }
 
-void Communicator::abort() { transport_->abort(); }
+// Queued jobs are cancelled (their completion words written, so no stream hangs), the transport
+// is aborted (which ends the NCCL waits of a running job), then the proxy's thread ends.
+void Communicator::abort() {
+  if (proxy_) {
+    setJobError(cclzInvalidUsage, "the communicator was aborted");
+    transport_->abort();
+    proxy_->stop(true);
+    return;
+  }
+  transport_->abort();
+}
 
 void Communicator::setLastError(const std::string& message) {
   std::lock_guard<std::mutex> lock(errorMutex_);

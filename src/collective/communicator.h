@@ -7,8 +7,10 @@
 #include <mutex>
 #include <string>
 
+#include "collective/completion_words.h"
 #include "collective/descriptor.h"
 #include "collective/engine.h"
+#include "collective/proxy.h"
 #include "transport/transport.h"
 
 namespace cclz {
@@ -19,18 +21,38 @@ struct CommSettings {
   // call of each kind (=first): the check costs one small exchange, and on a device communicator
   // a host synchronization (docs/collectives.md, "Checking the call").
   bool checkEveryCall = true;
+  // Device communicators: calls whose frames need their sizes on the host (lossless) hand their
+  // data part to a proxy thread and return at once (CCLZ_ASYNC=1; default off: it has not run on
+  // a GPU yet). docs/collectives.md, "Calls that return at once".
+  bool async = false;
 
-  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS); every rank must see the same.
+  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_ASYNC); every rank must see the
+  // same.
   static CommSettings fromEnvironment();
 };
 
 class Communicator {
  public:
   Communicator(std::unique_ptr<Transport> transport, CommSettings settings);
+  // Waits for the proxy's queued jobs (if any) before anything is released.
   ~Communicator();
 
   Transport& transport() { return *transport_; }
+  // The data path's engine. With a proxy, the proxy's jobs use it, and the caller's thread only
+  // while the proxy is idle.
   Engine& engine() { return *engine_; }
+  // The call check's engine (its control stage and scratch): the data engine, except with a
+  // proxy, where the check runs on the caller's thread while a job may be using the data engine,
+  // so it has an engine of its own.
+  Engine& checkEngine() { return checkEngine_ ? *checkEngine_ : *engine_; }
+  // The proxy and its completion words: only on a device communicator with settings().async.
+  Proxy* proxy() { return proxy_.get(); }
+#ifdef CCLZ_HAVE_CUDA
+  CompletionWords& words() { return *words_; }
+#endif
+  // A job that failed on the proxy: the first such error becomes the communicator's
+  // asynchronous error and stays (the ranks may no longer agree on what was sent: abort).
+  void setJobError(cclzResult_t code, const std::string& message);
   const CommSettings& settings() const { return settings_; }
 
   // Whether a call of this kind checks its descriptors now. Every rank makes the same calls in
@@ -49,7 +71,14 @@ class Communicator {
  private:
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Engine> checkEngine_;  // with a proxy only
+#ifdef CCLZ_HAVE_CUDA
+  std::unique_ptr<CompletionWords> words_;
+#endif
+  std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
+  cclzResult_t jobError_ = cclzSuccess;
+  std::string jobErrorMessage_;
   uint32_t checkedOps_ = 0;  // bit per CollOp already checked
   std::mutex errorMutex_;
   std::string lastError_;

@@ -4,9 +4,10 @@
 //   move stream:   the transport's work for slot s waits for its encodes (and for its receive
 //                  slots to be decoded);
 //   decode stream: decodes of slot s wait for its transfer.
-// The caller's stream is joined at begin() and waits for all three at end(). Nothing here waits
-// on the host except toHost (the call check) and fetched (the sizes of variable-size
-// frames, one piece ahead of their transfer).
+// The caller's stream is joined at begin() and waits for all three at end(). A fourth stream,
+// control, carries the call check: it waits for nothing, so the check's host wait (toHost) covers
+// only its 64-byte exchange. Nothing here waits on the host except toHost (the call check) and
+// fetched (the sizes of variable-size frames, one piece ahead of their transfer).
 #ifdef CCLZ_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -28,7 +29,7 @@ class DeviceEngine final : public Engine {
  public:
   DeviceEngine() {
     CCLZ_CUDA_CHECK(cudaGetDevice(&device_));
-    for (cudaStream_t* s : {&encode_, &move_, &decode_})
+    for (cudaStream_t* s : {&encode_, &move_, &decode_, &control_})
       CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
     for (cudaEvent_t* e : allEvents()) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, kEventFlags));
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
@@ -37,13 +38,13 @@ class DeviceEngine final : public Engine {
   }
 
   ~DeviceEngine() override {
-    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamSynchronize(s);
+    for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamSynchronize(s);
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) cudaFree(areas_[a]);
     cudaFree(status_);
     cudaFreeHost(stage_);
     cudaFreeHost(fetchHost_);
     for (cudaEvent_t* e : allEvents()) cudaEventDestroy(*e);
-    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamDestroy(s);
+    for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamDestroy(s);
   }
 
   MemoryKind memory() const override { return MemoryKind::Device; }
@@ -76,10 +77,32 @@ class DeviceEngine final : public Engine {
 
   void begin(cclzStream_t stream) override {
     user_ = reinterpret_cast<cudaStream_t>(stream);
+    job_ = false;
     CCLZ_CUDA_CHECK(cudaEventRecord(start_, user_));
     for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start_));
     current_ = encode_;
     decodedSlot_ = kNoSlot;
+  }
+
+  void beginAfter(void* startEvent) override {
+    user_ = nullptr;
+    job_ = true;
+    const auto start = static_cast<cudaEvent_t>(startEvent);
+    for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start));
+    current_ = encode_;
+    decodedSlot_ = kNoSlot;
+  }
+
+  // The move stream waits for the other two; finished_ (pollError) is recorded there.
+  cclzStream_t endJoined() override {
+    closeDecode();
+    CCLZ_CUDA_CHECK(cudaEventRecord(joined_[0], encode_));
+    CCLZ_CUDA_CHECK(cudaEventRecord(joined_[2], decode_));
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, joined_[0]));
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, joined_[2]));
+    CCLZ_CUDA_CHECK(cudaEventRecord(finished_, move_));
+    ran_ = true;
+    return reinterpret_cast<cclzStream_t>(move_);
   }
 
   void end() override {
@@ -89,6 +112,7 @@ class DeviceEngine final : public Engine {
   }
 
   void abandon() noexcept override {
+    if (job_) return;  // an async job: the proxy joins it with endJoined()
     try {
       finish();
     } catch (...) {
@@ -121,6 +145,9 @@ class DeviceEngine final : public Engine {
           decodedSlot_ = slot;  // recorded when the next stage begins
         }
         break;
+      case Stage::Control:
+        current_ = control_;
+        break;
     }
   }
 
@@ -134,6 +161,7 @@ class DeviceEngine final : public Engine {
   }
 
   cclzStream_t moveStream() const override { return reinterpret_cast<cclzStream_t>(move_); }
+  cclzStream_t controlStream() const override { return reinterpret_cast<cclzStream_t>(control_); }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t,
               uint64_t* sizeSlot, float* residual, uint64_t step) override {
@@ -289,11 +317,13 @@ class DeviceEngine final : public Engine {
   }
 
   void waitIdle() {
-    for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (cudaStream_t s : {encode_, move_, decode_, control_})
+      CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
   int device_ = 0;
   cudaStream_t encode_ = nullptr, move_ = nullptr, decode_ = nullptr;
+  cudaStream_t control_ = nullptr;  // the call check's; waits for nothing (Stage::Control)
   cudaStream_t user_ = nullptr, current_ = nullptr;
   cudaEvent_t start_ = nullptr, finished_ = nullptr;
   cudaEvent_t encoded_[kSlots] = {}, moved_[kSlots] = {}, decoded_[kSlots] = {};
@@ -303,6 +333,7 @@ class DeviceEngine final : public Engine {
   cudaEvent_t joined_[3] = {};
   int decodedSlot_ = kNoSlot;
   bool ran_ = false;
+  bool job_ = false;  // the current call is an async job (beginAfter)
   DeviceStatus* status_ = nullptr;
   uint8_t* areas_[static_cast<int>(Area::Count)] = {};
   uint64_t capacity_[static_cast<int>(Area::Count)] = {};

@@ -27,7 +27,10 @@ struct CodecUse {
 // until the previous piece in slot s has been moved and decoded. Three slots: where frame sizes
 // go ahead of the frames (pipeline.h, runPieces), piece i's encode and size exchange then wait
 // for piece i - 3, which finished long ago, rather than for the transfer of piece i - 2.
-enum class Stage { Encode, Move, Decode };
+// Control: the call check's messages (kNoSlot), on a stream of their own that never waits for
+// the caller's stream or the other stages, so that the check's host wait covers only its own
+// exchange and not the transfers earlier calls still have queued.
+enum class Stage { Encode, Move, Decode, Control };
 constexpr int kSlots = 3;
 constexpr int kNoSlot = -1;  // a stage with no slot buffers (control messages)
 
@@ -68,11 +71,20 @@ class Engine {
   virtual void end() = 0;
   virtual void abandon() noexcept = 0;
 
+  // An async job of the proxy (proxy.h), device engine only: the call's work waits for
+  // `startEvent` (a cudaEvent_t the caller recorded on its stream when it made the call) instead
+  // of a stream, and endJoined() gathers the work of every stage into one stream and returns it:
+  // what is queued there after the return runs after the whole call (the completion word).
+  virtual void beginAfter(void* startEvent) = 0;
+  virtual cclzStream_t endJoined() = 0;
+
   virtual void stage(Stage s, int slot) = 0;
   // Every stream waits for all work queued so far (between the phases of an all-reduce).
   virtual void join() = 0;
   // The stream of the Move stage, for the transport.
   virtual cclzStream_t moveStream() const = 0;
+  // The stream of the Control stage, for the control transport (Transport::control()).
+  virtual cclzStream_t controlStream() const = 0;
 
   // Codec calls, on the current stage's stream. encode writes the frame's size to *sizeSlot
   // (engine memory); with a residual it is the error-feedback encode (step numbers its draws).

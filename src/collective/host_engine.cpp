@@ -56,9 +56,17 @@ class HostEngine final : public Engine {
   }
   void abandon() noexcept override { firstError_.reset(); }
 
+  void beginAfter(void*) override {
+    CCLZ_FAIL(cclzInternalError, "a host engine runs no async jobs");
+  }
+  cclzStream_t endJoined() override {
+    CCLZ_FAIL(cclzInternalError, "a host engine runs no async jobs");
+  }
+
   void stage(Stage, int) override {}
   void join() override {}
   cclzStream_t moveStream() const override { return nullptr; }
+  cclzStream_t controlStream() const override { return nullptr; }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t capacity,
               uint64_t* sizeSlot, float* residual, uint64_t step) override {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 
 #ifdef CCLZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "codec/device.h"
 #endif
 
 namespace cclz {
@@ -172,23 +175,25 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
 }
 
 // Sends this rank's descriptor to `peers` and receives theirs, then judges: one 64-byte
-// all-gather for the collectives, a pair of messages for send/recv. One host wait (the
-// descriptors coming back). Returns the verdict ("" when the call agrees everywhere).
+// all-gather for the collectives, a pair of messages for send/recv. They go over the control
+// transport on the control stage, which wait for nothing the data path queued, so the one host
+// wait (the descriptors coming back) covers this exchange alone. Returns the verdict ("" when
+// the call agrees everywhere).
 std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
                            const std::vector<int>& peers) {
-  Transport& t = comm.transport();
-  Engine& e = comm.engine();
+  Transport& t = comm.transport().control();
+  Engine& e = comm.checkEngine();
   const int n = t.size(), me = t.rank();
   const uint64_t d = sizeof(CallDescriptor);
   uint8_t* wire = e.area(Area::Control);  // [n descriptors received][this rank's]
   uint8_t* host = e.hostStage((n + 1) * d);
   std::memcpy(host + n * d, &mine, d);
-  e.stage(Stage::Move, kNoSlot);
+  e.stage(Stage::Control, kNoSlot);
   e.fromHost(wire + n * d, host + n * d, d);
   if (static_cast<int>(peers.size()) == n - 1) {
-    t.allGather(wire + n * d, wire, d, e.moveStream());
+    t.allGather(wire + n * d, wire, d, e.controlStream());
   } else {
-    t.groupStart(e.moveStream());
+    t.groupStart(e.controlStream());
     for (int r : peers) {
       t.send(wire + n * d, d, r);
       t.recv(wire + r * d, d, r, nullptr);
@@ -312,17 +317,160 @@ uint64_t frameStride(const Plan& plan) {
   return (worst + 255) / 256 * 256;  // keeps every slot 256-byte aligned
 }
 
+// The scratch of a call's data part (the check's area is sized apart, on the check engine).
+void dataBytes(const CollArgs& a, const Plan& plan, int n, int me, MemoryKind memory,
+               uint64_t stride, uint64_t* bytes) {
+  const uint64_t slots = static_cast<uint64_t>(kSlots) * n * stride;
+  bytes[static_cast<int>(Area::SendFrames)] = slots;
+  bytes[static_cast<int>(Area::RecvFrames)] = slots;
+  bytes[static_cast<int>(Area::Sizes)] = kSlots * 2 * n * sizeof(uint64_t);
+  if (reduces(a.op))
+    bytes[static_cast<int>(Area::Accumulator)] =
+        kSlots * Pipeline::accumulatorStride(plan.pieceElems) * sizeof(float);
+  if (a.op == CollOp::AllReduce)
+    bytes[static_cast<int>(Area::Shard)] = plan.chunks[me].count * plan.elemBytes;
+#ifdef CCLZ_HAVE_CUDA
+  if (memory == MemoryKind::Device) {
+    bytes[static_cast<int>(Area::Decoded)] = plan.pieceElems * plan.elemBytes;
+    if (a.step) bytes[static_cast<int>(Area::Residual)] = plan.pieceElems * sizeof(float);
+    bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
+      return plan.use.codec->encodeScratchBytes(plan.use.config, plan.use.dtype, count);
+    });
+  }
+#else
+  (void)memory;
+#endif
+}
+
+// The data part of a checked call: the network's own collective (codec none) or the pipeline.
+// startEvent NULL: on the caller's thread, after and before a.stream (begin/end). Otherwise an
+// async job on the proxy thread: after that event, and the proxy joins it (endJoined).
+void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride,
+             void* startEvent) {
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  dataBytes(a, plan, t.size(), t.rank(), e.memory(), stride, bytes);
+  e.reserve(bytes);
+  if (startEvent)
+    e.beginAfter(startEvent);
+  else
+    e.begin(a.stream);
+  try {
+    if (plan.use.config.codec != cclzCodecNone || !runNative(comm, a, plan))
+      runPlan(comm, a, plan, stride);
+    if (a.step) ++*a.step;
+    if (!startEvent) e.end();
+  } catch (...) {
+    e.abandon();
+    throw;
+  }
+}
+
+#ifdef CCLZ_HAVE_CUDA
+// With CCLZ_ASYNC=1 the work of a call is queued later, by the proxy thread: a graph captured
+// from the caller's stream would hold only the wait for it.
+void refuseCapture(cclzStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status));
+  CCLZ_REQUIRE(status == cudaStreamCaptureStatusNone, cclzInvalidUsage,
+               "the stream is being captured into a CUDA graph, and with CCLZ_ASYNC=1 a call's "
+               "work is queued later by the proxy thread: capture with CCLZ_ASYNC=0");
+}
+
+// Whether a checked call's data part goes to the proxy: frames whose sizes the host must learn
+// (variable-size frames on the device), or any call while earlier ones are still queued (NCCL
+// needs the same order of operations on every rank, and the order is the order of the queue).
+bool goesToProxy(Communicator& comm, const Plan& plan) {
+  Proxy* proxy = comm.proxy();
+  return proxy && (!plan.use.codec->fixedFrameSize() || proxy->busy());
+}
+
+// What a queued call keeps: copies of its arguments and plan (the codec configuration by value;
+// the buffers and the feedback residual are the caller's, as for any stream-ordered call), the
+// step its draws use, its start event (per call: the engine's own would be overwritten by the
+// next call) and its completion word.
+struct QueuedCall {
+  CollArgs args;
+  Plan plan;
+  uint64_t stride = 0;
+  uint64_t step = 0;
+  cudaEvent_t start = nullptr;
+  uint32_t word = 0;
+};
+
+// On the proxy thread. Whatever happens, the completion word is written: on the engine's joined
+// stream after the call's work, or, where that cannot be queued, from the host at once.
+void runQueued(Communicator& comm, QueuedCall& call) noexcept {
+  const std::string op = collOpName(call.args.op);
+  try {
+    runData(comm, call.args, call.plan, call.stride, call.start);
+  } catch (const Error& error) {
+    comm.setJobError(error.code(), op + ": " + error.what());
+  } catch (const std::exception& error) {
+    comm.setJobError(cclzInternalError, op + ": " + error.what());
+  } catch (...) {
+    comm.setJobError(cclzInternalError, op + ": unknown error");
+  }
+  try {
+    comm.words().writeOn(comm.engine().endJoined(), call.word);
+  } catch (const std::exception& error) {
+    comm.setJobError(cclzUnhandledCudaError,
+                     op + ": its completion could not be queued (" + error.what() +
+                         "); the caller's stream was released from the host");
+    comm.words().writeFromHost(call.word);
+  }
+  cudaEventDestroy(call.start);
+}
+
+// On the caller's thread, after the check: the caller's stream gets the call's start event and
+// then the wait for its completion word, and the proxy gets the rest.
+void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
+  auto call = std::make_shared<QueuedCall>();
+  call->args = a;
+  call->plan = plan;
+  call->args.codec = a.codec ? &call->plan.use.config : nullptr;
+  call->stride = stride;
+  if (a.step) {
+    call->step = *a.step;
+    call->args.step = &call->step;
+  }
+  const auto stream = reinterpret_cast<cudaStream_t>(a.stream);
+  CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&call->start, cudaEventDisableTiming));
+  try {
+    CCLZ_CUDA_CHECK(cudaEventRecord(call->start, stream));
+    call->word = comm.words().next();
+    comm.words().waitOn(a.stream, call->word);
+  } catch (...) {
+    cudaEventDestroy(call->start);
+    throw;
+  }
+  if (a.step) ++*a.step;  // as a call on the caller's thread does once its encodes are queued
+  Communicator* c = &comm;
+  comm.proxy()->submit(Proxy::Job{
+      [c, call] { runQueued(*c, *call); },
+      [c, call] {
+        c->setJobError(cclzInvalidUsage, std::string(collOpName(call->args.op)) +
+                                             ": dropped, the communicator was aborted");
+        c->words().writeFromHost(call->word);
+        cudaEventDestroy(call->start);
+      }});
+}
+#endif  // CCLZ_HAVE_CUDA
+
 }  // namespace
 
 void runCollective(Communicator& comm, const CollArgs& a) {
   Transport& t = comm.transport();
-  Engine& e = comm.engine();
   const int n = t.size(), me = t.rank();
 
   Plan plan;
   std::exception_ptr rejected;
   try {
     plan = makePlan(comm, a);
+#ifdef CCLZ_HAVE_CUDA
+    if (comm.proxy()) refuseCapture(a.stream);
+#endif
   } catch (...) {
     rejected = std::current_exception();
     plan.use.config = a.codec ? *a.codec : noneConfig();
@@ -332,55 +480,33 @@ void runCollective(Communicator& comm, const CollArgs& a) {
   const bool check = comm.shouldCheck(a.op) && peerValid;
   if (!check && rejected) std::rethrow_exception(rejected);
 
-  uint64_t bytes[static_cast<int>(Area::Count)] = {};
-  bytes[static_cast<int>(Area::Control)] = (n + 1) * sizeof(CallDescriptor);
-  uint64_t stride = 0;
-  if (!rejected) {
-    stride = frameStride(plan);
-    const uint64_t slots = static_cast<uint64_t>(kSlots) * n * stride;
-    bytes[static_cast<int>(Area::SendFrames)] = slots;
-    bytes[static_cast<int>(Area::RecvFrames)] = slots;
-    bytes[static_cast<int>(Area::Sizes)] = kSlots * 2 * n * sizeof(uint64_t);
-    if (reduces(a.op))
-      bytes[static_cast<int>(Area::Accumulator)] =
-          kSlots * Pipeline::accumulatorStride(plan.pieceElems) * sizeof(float);
-    if (a.op == CollOp::AllReduce)
-      bytes[static_cast<int>(Area::Shard)] = plan.chunks[me].count * plan.elemBytes;
-#ifdef CCLZ_HAVE_CUDA
-    if (e.memory() == MemoryKind::Device) {
-      bytes[static_cast<int>(Area::Decoded)] = plan.pieceElems * plan.elemBytes;
-      if (a.step) bytes[static_cast<int>(Area::Residual)] = plan.pieceElems * sizeof(float);
-      bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
-        return plan.use.codec->encodeScratchBytes(plan.use.config, plan.use.dtype, count);
-      });
-    }
-#endif
+  // The check, on the caller's thread: its verdict is this call's return code.
+  if (check) {
+    Engine& e = comm.checkEngine();
+    uint64_t bytes[static_cast<int>(Area::Count)] = {};
+    bytes[static_cast<int>(Area::Control)] = (n + 1) * sizeof(CallDescriptor);
+    e.reserve(bytes);
+    std::vector<int> peers;
+    if (pointToPoint)
+      peers.push_back(a.peer);
+    else
+      for (int r = 0; r < n; ++r)
+        if (r != me) peers.push_back(r);
+    const std::string verdict =
+        checkWithPeers(comm, describe(comm, a, plan, rejected != nullptr), peers);
+    if (rejected) std::rethrow_exception(rejected);
+    if (!verdict.empty())
+      CCLZ_FAIL(cclzInvalidUsage, std::string(collOpName(a.op)) + ": " + verdict);
   }
-  e.reserve(bytes);
 
-  e.begin(a.stream);
-  try {
-    if (check) {
-      std::vector<int> peers;
-      if (pointToPoint)
-        peers.push_back(a.peer);
-      else
-        for (int r = 0; r < n; ++r)
-          if (r != me) peers.push_back(r);
-      const std::string verdict = checkWithPeers(comm, describe(comm, a, plan, rejected != nullptr),
-                                                 peers);
-      if (rejected) std::rethrow_exception(rejected);
-      if (!verdict.empty())
-        CCLZ_FAIL(cclzInvalidUsage, std::string(collOpName(a.op)) + ": " + verdict);
-    }
-    if (plan.use.config.codec != cclzCodecNone || !runNative(comm, a, plan))
-      runPlan(comm, a, plan, stride);
-    if (a.step) ++*a.step;
-    e.end();
-  } catch (...) {
-    e.abandon();
-    throw;
+  const uint64_t stride = frameStride(plan);
+#ifdef CCLZ_HAVE_CUDA
+  if (goesToProxy(comm, plan)) {
+    queueCall(comm, a, plan, stride);
+    return;
   }
+#endif
+  runData(comm, a, plan, stride, nullptr);
 }
 
 }  // namespace cclz

@@ -73,6 +73,13 @@ class Transport {
   // The largest message one send, receive or allGather part may hold (MPI counts are ints).
   virtual uint64_t maxMessageBytes() const { return UINT64_MAX; }
 
+  // The transport the call check (src/collective/plan.cpp, checkWithPeers) runs on: the same
+  // ranks, but its messages do not queue behind this transport's data. NCCL: a second
+  // communicator split from the first (its operations on the engine's control stream never wait
+  // for earlier calls' transfers). Host transports finish every message before returning, so
+  // they are their own control transport.
+  virtual Transport& control() { return *this; }
+
   // An error the network met outside a call (NCCL's asynchronous errors); empty when none.
   virtual std::string asyncError() { return {}; }
   // Stops what is in flight and makes the transport unusable (cclzCommAbort).

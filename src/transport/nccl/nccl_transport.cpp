@@ -22,11 +22,29 @@ void ncclCheck(ncclResult_t result, const char* call, const char* file, int line
 
 NcclTransport::NcclTransport(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
   CCLZ_REQUIRE(comm, cclzInvalidArgument, "the NCCL communicator is NULL");
+  query();
+  // Same ranks in the same order (one color, the rank as key). If the split throws, the
+  // constructor does not finish and the caller still owns comm (cclzCommInitRank destroys it).
+  ncclComm_t split = nullptr;
+  CCLZ_NCCL_CHECK(ncclCommSplit(comm_, 0, rank_, &split, nullptr));
+  CCLZ_REQUIRE(split, cclzSystemError, "ncclCommSplit returned no communicator");
+  try {
+    control_.reset(new NcclTransport(split, ControlTag{}));
+  } catch (...) {
+    ncclCommDestroy(split);
+    throw;
+  }
+}
+
+NcclTransport::NcclTransport(ncclComm_t comm, ControlTag) : comm_(comm), owned_(true) { query(); }
+
+void NcclTransport::query() {
   CCLZ_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
   CCLZ_NCCL_CHECK(ncclCommCount(comm_, &size_));
 }
 
 NcclTransport::~NcclTransport() {
+  control_.reset();
   if (owned_ && comm_) ncclCommDestroy(comm_);
 }
 
@@ -110,13 +128,14 @@ std::string NcclTransport::asyncError() {
   if (!comm_) return "the communicator was aborted";
   ncclResult_t state = ncclSuccess;
   if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
-  if (state == ncclSuccess || state == ncclInProgress) return {};
+  if (state == ncclSuccess || state == ncclInProgress)
+    return control_ ? control_->asyncError() : std::string();
   return std::string("NCCL: ") + ncclGetErrorString(state);
 }
 
 void NcclTransport::abort() {
-  if (comm_) ncclCommAbort(comm_);
-  comm_ = nullptr;
+  if (control_) control_->abort();
+  if (ncclComm_t comm = comm_.exchange(nullptr)) ncclCommAbort(comm);
 }
 
 }  // namespace cclz

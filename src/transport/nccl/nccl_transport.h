@@ -1,11 +1,15 @@
 // The NCCL transport: device buffers, ncclSend/ncclRecv inside ncclGroupStart/End on the
 // collective's stream. Created from a unique id (it owns the ncclComm_t) or around a communicator
-// the caller already has and keeps owning.
+// the caller already has and keeps owning. Either way it splits off a second communicator of the
+// same ranks, which it owns, for the call check (control()).
 #pragma once
 
 #ifdef CCLZ_HAVE_NCCL
 
 #include <nccl.h>
+
+#include <atomic>
+#include <memory>
 
 #include "transport/transport.h"
 
@@ -17,7 +21,8 @@ void ncclCheck(ncclResult_t result, const char* call, const char* file, int line
 
 class NcclTransport final : public Transport {
  public:
-  // Wraps comm; destroys it at the end when `owned`.
+  // Wraps comm; destroys it at the end when `owned`. Collective over comm's ranks: every rank
+  // creates its control communicator here (ncclCommSplit).
   NcclTransport(ncclComm_t comm, bool owned);
   ~NcclTransport() override;
 
@@ -38,23 +43,33 @@ class NcclTransport final : public Transport {
   bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
                  cclzStream_t stream) override;
 
+  // The communicator split off at construction (owned), as a transport of its own.
+  Transport& control() override { return control_ ? *control_ : *this; }
+
   std::string asyncError() override;
   // ncclCommAbort, also of a wrapped communicator (the only way to stop its operations): the
-  // caller must not use or destroy that ncclComm_t afterwards.
+  // caller must not use or destroy that ncclComm_t afterwards. The control communicator is
+  // aborted too.
   void abort() override;
 
   ncclComm_t comm() const { return comm_; }
 
  private:
+  struct ControlTag {};
+  // The control communicator's transport: owns comm, splits nothing.
+  NcclTransport(ncclComm_t comm, ControlTag);
+  void query();
   void checkPeer(int peer) const;
   void checkReady() const;
 
-  ncclComm_t comm_ = nullptr;
+  // Atomic: cclzCommAbort may clear it while the proxy thread (CCLZ_ASYNC=1) is using it.
+  std::atomic<ncclComm_t> comm_{nullptr};
   bool owned_ = false;
   int rank_ = 0;
   int size_ = 0;
   cudaStream_t stream_ = nullptr;
   bool inGroup_ = false;
+  std::unique_ptr<NcclTransport> control_;  // destroyed before comm_
 };
 
 }  // namespace cclz
