@@ -25,4 +25,7 @@ inline bool allRanks(bool ok) {
   return all == 1;
 }
 
+// ctest's SKIP_RETURN_CODE for the multi-process GPU tests (tests/collective/CMakeLists.txt).
+inline constexpr int kSkipReturnCode = 77;
+
 }  // namespace cclz::test

@@ -14,21 +14,11 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "mpi_world.h"
 #include "support/data.h"
 
 namespace cclz::test {
 namespace {
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // Spins until *flag != 0 or about `timeoutNs` have passed; *sawFlag records which.
 __global__ void spinUntil(const volatile unsigned* flag, unsigned long long timeoutNs,
@@ -189,11 +179,14 @@ TEST(NcclAsync, RefusesCapture) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  // NCCL wants one GPU per rank of a communicator: fewer GPUs than ranks is a skip, not a pass.
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    if (cclz::test::worldRank() == 0) printf("no CUDA device: the NCCL tests are skipped\n");
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < cclz::test::worldSize()) {
+    if (cclz::test::worldRank() == 0)
+      printf("%d CUDA devices for %d ranks: the NCCL tests are skipped\n", devices,
+             cclz::test::worldSize());
     MPI_Finalize();
-    return 0;
+    return cclz::test::kSkipReturnCode;
   }
   if (const char* async = std::getenv("CCLZ_ASYNC"); !async || std::string(async) != "1") {
     fprintf(stderr, "nccl_async_tests needs CCLZ_ASYNC=1 (ctest sets it)\n");
@@ -204,11 +197,9 @@ int main(int argc, char** argv) {
   setenv("CCLZ_PIECE_BYTES", "64K", 1);
   ::testing::InitGoogleTest(&argc, argv);
   if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
-  int result = RUN_ALL_TESTS();
-  int mine = result == 0 ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const bool passed = cclz::test::allRanks(RUN_ALL_TESTS() == 0);
   cclzCommDestroy(cclz::test::comms().device);
   cclzCommDestroy(cclz::test::comms().host);
   MPI_Finalize();
-  return all == 1 ? 0 : 1;
+  return passed ? 0 : 1;
 }

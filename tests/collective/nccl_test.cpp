@@ -196,11 +196,14 @@ TEST(NcclErrors, MismatchFailsOnEveryRank) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  // NCCL wants one GPU per rank of a communicator: fewer GPUs than ranks is a skip, not a pass.
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    if (cclz::test::worldRank() == 0) printf("no CUDA device: the NCCL tests are skipped\n");
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < cclz::test::worldSize()) {
+    if (cclz::test::worldRank() == 0)
+      printf("%d CUDA devices for %d ranks: the NCCL tests are skipped\n", devices,
+             cclz::test::worldSize());
     MPI_Finalize();
-    return 0;
+    return cclz::test::kSkipReturnCode;
   }
   cudaSetDevice(cclz::test::worldRank() % devices);
   setenv("CCLZ_PIECE_BYTES", std::to_string(cclz::test::kTestPieceBytes).c_str(), 1);
