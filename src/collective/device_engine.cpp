@@ -61,6 +61,20 @@ class DeviceEngine final : public Engine {
       CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&areas_[a]), bytes[a]));
       capacity_[a] = bytes[a];
     }
+    const uint64_t fetchBytes = fetchSlotBytes(bytes);
+    if (fetchBytes > fetchBytes_) {
+      waitIdle();
+      CCLZ_CUDA_CHECK(cudaFreeHost(fetchHost_));
+      fetchHost_ = nullptr;
+      fetchBytes_ = 0;
+      CCLZ_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&fetchHost_), kSlots * fetchBytes));
+      fetchBytes_ = fetchBytes;
+    }
+  }
+  bool covers(const uint64_t* bytes) const override {
+    for (int a = 0; a < static_cast<int>(Area::Count); ++a)
+      if (bytes[a] > capacity_[a]) return false;
+    return fetchSlotBytes(bytes) <= fetchBytes_;
   }
   uint8_t* area(Area a) override { return areas_[static_cast<int>(a)]; }
 
@@ -238,14 +252,10 @@ class DeviceEngine final : public Engine {
   }
 
   void fetch(int slot, const void* src, uint64_t bytes) override {
-    if (bytes > fetchBytes_) {  // the first call of a communicator size: nothing in flight uses it
-      waitIdle();
-      CCLZ_CUDA_CHECK(cudaFreeHost(fetchHost_));
-      fetchHost_ = nullptr;
-      fetchBytes_ = 0;
-      CCLZ_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&fetchHost_), kSlots * bytes));
-      fetchBytes_ = bytes;
-    }
+    // Sized by reserve(), never here: growing waits for the whole device, which a call queued
+    // behind a completion word (CCLZ_ASYNC) would wait for forever.
+    CCLZ_REQUIRE(bytes <= fetchBytes_, cclzInternalError,
+                 "frame sizes fetched beyond the reserved Sizes area");
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(fetchHost_ + slot * fetchBytes_, src, bytes,
                                     cudaMemcpyDeviceToHost, current_));
     CCLZ_CUDA_CHECK(cudaEventRecord(fetchedEvent_[slot], current_));
@@ -328,6 +338,10 @@ class DeviceEngine final : public Engine {
   cudaEvent_t start_ = nullptr, finished_ = nullptr;
   cudaEvent_t encoded_[kSlots] = {}, moved_[kSlots] = {}, decoded_[kSlots] = {};
   cudaEvent_t fetchedEvent_[kSlots] = {};
+  // The host copies of fetch(): one per slot, each as large as one slot's share of the Sizes area.
+  static uint64_t fetchSlotBytes(const uint64_t* bytes) {
+    return bytes[static_cast<int>(Area::Sizes)] / kSlots;
+  }
   uint8_t* fetchHost_ = nullptr;  // kSlots pinned host copies of fetchBytes_ each (fetch)
   uint64_t fetchBytes_ = 0;
   cudaEvent_t joined_[3] = {};

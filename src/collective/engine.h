@@ -57,9 +57,12 @@ class Engine {
   virtual ~Engine() = default;
   virtual MemoryKind memory() const = 0;
 
-  // Sizes every area (bytes[Area::Count]) before a call queues any work: growing an area on the
-  // device waits for the engine's streams. area() then returns the area's base.
+  // Sizes every area (bytes[Area::Count]), and the host copies of fetch() after the Sizes area
+  // (one slot's share each), before a call queues any work. Growing on the device waits for the
+  // engine's streams, and its cudaFree and cudaMallocHost wait for the whole device. covers()
+  // says whether reserve(bytes) would grow nothing. area() returns an area's base.
   virtual void reserve(const uint64_t* bytes) = 0;
+  virtual bool covers(const uint64_t* bytes) const = 0;
   virtual uint8_t* area(Area a) = 0;
   // Host memory for `bytes` (pinned on the device engine), kept between calls.
   virtual uint8_t* hostStage(uint64_t bytes) = 0;

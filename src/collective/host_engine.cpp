@@ -17,6 +17,7 @@ class HostBuffer {
  public:
   ~HostBuffer() { release(); }
   uint8_t* data() { return data_; }
+  uint64_t size() const { return bytes_; }
   void ensure(uint64_t bytes) {
     if (bytes <= bytes_) return;
     release();
@@ -40,6 +41,11 @@ class HostEngine final : public Engine {
 
   void reserve(const uint64_t* bytes) override {
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) areas_[a].ensure(bytes[a]);
+  }
+  bool covers(const uint64_t* bytes) const override {
+    for (int a = 0; a < static_cast<int>(Area::Count); ++a)
+      if (bytes[a] > areas_[a].size()) return false;
+    return true;
   }
   uint8_t* area(Area a) override { return areas_[static_cast<int>(a)].data(); }
   uint8_t* hostStage(uint64_t bytes) override {

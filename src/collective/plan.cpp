@@ -435,6 +435,17 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
     call->step = *a.step;
     call->args.step = &call->step;
   }
+  // Growing the engine (cudaFree, cudaMallocHost) waits for the whole device, the caller's
+  // stream included, and that stream is about to wait for this call's completion word: grown on
+  // the proxy thread, it would wait forever. So the caller grows it here, before it queues the
+  // wait, once the proxy has queued every earlier call (whose work can then finish).
+  Engine& e = comm.engine();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  dataBytes(a, plan, comm.transport().size(), comm.transport().rank(), e.memory(), stride, bytes);
+  if (!e.covers(bytes)) {
+    comm.proxy()->drain();
+    e.reserve(bytes);
+  }
   const auto stream = reinterpret_cast<cudaStream_t>(a.stream);
   CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&call->start, cudaEventDisableTiming));
   try {

@@ -104,6 +104,19 @@ TEST(NcclAsync, ReturnsWhileTheStreamIsBlockedAndMatchesTheHost) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
+  // The first calls of a size grow the engine's memory on the caller's thread, which waits for
+  // the device (docs/collectives.md): warm up before blocking the stream.
+  ASSERT_EQ(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, comms().device, &lossless,
+                          stream),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  ASSERT_EQ(cclzAllGather(send, gathered, count, cclzBfloat16, comms().device, nullptr, stream),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  ASSERT_EQ(cudaMemset(recv, 0, in.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(gathered, 0, in.size() * n), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   spinUntil<<<1, 1, 0, comms().stream>>>(flagOnDevice, 20ull * 1000 * 1000 * 1000, saw);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_EQ(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, comms().device, &lossless,
