@@ -273,10 +273,12 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
         for (size_t count : {size_t{4096} * 8, size_t{4096} * 8 + 1000, size_t{4096} * 8 + 8}) {
           SCOPED_TRACE(std::string(setup.name) + " " + dtypeLabel(dtype) + " n " +
                        std::to_string(count) + (zeros ? " with zeros" : ""));
-          Case c{dtype, count,
+          Case c{dtype,
+                 count,
                  makeData(DataKind::kGauss1, dtype, count, setup.params(count).chunkElems,
                           mixSeed(dtype, count, zeros ? 61 : 0)),
-                 {}, 0};
+                 {},
+                 0};
           const size_t esize = elementSize(dtype);
           if (zeros)
             for (size_t i = 0; i < count; i += 61) std::memset(&c.input[i * esize], 0, esize);
@@ -291,8 +293,7 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
             codedWithEscapes += (c.cpuFrame[b.offset + 1] & 0x80) != 0;
           }
           EXPECT_GE(coded, static_cast<int>(v.numChunks) - 1) << "expected coded chunks";
-          if (zeros)
-            EXPECT_EQ(codedWithEscapes, coded) << "expected escapes in every coded chunk";
+          if (zeros) EXPECT_EQ(codedWithEscapes, coded) << "expected escapes in every coded chunk";
           ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 0, stream.get()));
           ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 1, stream.get()));
           std::vector<uint8_t> out;

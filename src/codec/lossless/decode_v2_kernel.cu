@@ -11,7 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-
 #include <type_traits>
 
 #include "codec/lossless/device_v2.cuh"
@@ -227,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     uint32_t myBits = base;
     if (width) {
       const uint32_t bit = 8 * kHeaderBytes + lane * width, last = blockBytes / 4 - 1;
-      const uint64_t two = stageWords[bit / 32] |
-                           (static_cast<uint64_t>(stageWords[min(bit / 32 + 1, last)]) << 32);
+      const uint64_t two =
+          stageWords[bit / 32] | (static_cast<uint64_t>(stageWords[min(bit / 32 + 1, last)]) << 32);
       myBits += static_cast<uint32_t>(two >> (bit % 32)) & ((1u << width) - 1);
     }
     const uint32_t inclusive = warpInclusiveScan(myBits, lane);
@@ -318,7 +317,7 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
 
 void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream) {
-  DecodeArgs args{src,    srcBytes, dst, count, status, frameLayout(dtype, count, chunkElems),
+  DecodeArgs args{src,        srcBytes, dst, count, status, frameLayout(dtype, count, chunkElems),
                   chunkElems, dtype};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
   switch (dtype) {

@@ -80,7 +80,8 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, uint32_
     base -= 32;
   }
   if (lane == 0)
-    atomicExch(reinterpret_cast<unsigned long long*>(state + k), kStateInclusive | (exclusive + size));
+    atomicExch(reinterpret_cast<unsigned long long*>(state + k),
+               kStateInclusive | (exclusive + size));
   return exclusive;
 }
 
@@ -169,7 +170,9 @@ __device__ inline uint32_t entryLength(uint32_t e) { return e >> kEntryLengthShi
 __device__ inline uint32_t pairBits(uint32_t e0, uint32_t e1) {
   return (e0 | (e1 << entryLength(e0))) & 0xFFFFFu;
 }
-__device__ inline uint32_t pairLength(uint32_t e0, uint32_t e1) { return (e0 + e1) >> kEntryLengthShift; }
+__device__ inline uint32_t pairLength(uint32_t e0, uint32_t e1) {
+  return (e0 + e1) >> kEntryLengthShift;
+}
 
 // One lane's stream, written into the warp's zeroed stage from bit position bitPos on.
 // NOTE: a lane stores a word with a plain store once its own bits reach the word's end, and
@@ -305,8 +308,9 @@ __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in
 // kNoEscapes: every offset is below the family's D (top - bottom < D), so offsets need no
 // clamp, and four come from one subtraction: top - s per byte never borrows, since s <= top.
 template <bool kFull, bool kNoEscapes>
-__device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t (&sym)[kMaxGroupsPerLane][2],
-                                          uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
+__device__ __forceinline__ void laneCosts(const EncodeTables& t,
+                                          const uint32_t (&sym)[kMaxGroupsPerLane][2], uint32_t top,
+                                          uint32_t offsets, uint32_t n, uint32_t lane,
                                           uint32_t groupsPerLane, uint32_t (&packed)[4]) {
   packed[0] = packed[1] = packed[2] = packed[3] = 0;
   const uint32_t top4 = top * 0x01010101u;
@@ -322,7 +326,8 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t 
       }
     } else {
       const uint32_t valid =
-          kFull ? kGroup : (j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0);
+          kFull ? kGroup
+                : (j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0);
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) {
         if (!kFull && i >= static_cast<int>(valid)) break;
@@ -335,8 +340,9 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t 
 // Codes the lane's symbols with code table `code` (kNoEscapes as in laneCosts: two symbols
 // per put, at most 20 bits).
 template <bool kFull, bool kNoEscapes>
-__device__ __forceinline__ void codeLane(const uint32_t* code, const uint32_t (&sym)[kMaxGroupsPerLane][2],
-                                         uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
+__device__ __forceinline__ void codeLane(const uint32_t* code,
+                                         const uint32_t (&sym)[kMaxGroupsPerLane][2], uint32_t top,
+                                         uint32_t offsets, uint32_t n, uint32_t lane,
                                          uint32_t groupsPerLane, LaneWriter& w) {
   const uint32_t top4x4 = top * 0x04040404u;
 #pragma unroll
@@ -357,7 +363,8 @@ __device__ __forceinline__ void codeLane(const uint32_t* code, const uint32_t (&
       }
     } else {
       const uint32_t valid =
-          kFull ? kGroup : (j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0);
+          kFull ? kGroup
+                : (j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0);
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) {
         if (!kFull && i >= static_cast<int>(valid)) break;
@@ -409,7 +416,8 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
       if (total < best) best = total, table = t;  // the lowest code on ties, as ref_v2.cpp
     }
 #pragma unroll
-    for (uint32_t t = 0; t < kTables; ++t)  // (a register array indexed at run time is local memory)
+    for (uint32_t t = 0; t < kTables;
+         ++t)  // (a register array indexed at run time is local memory)
       if (t == table) myBits = (packed[t / 2] >> (16 * (t % 2))) & 0xFFFFu;
     base = warpMin(myBits);
     width = bitWidth(warpMax(myBits) - base);
@@ -446,8 +454,8 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
     }
   } else {
     if (lane == 0) {
-      stageWords[0] = kModeHuffman | ((table | (escapes ? kEscapeFlag : 0)) << 8) | (top << 16) |
-                      (width << 24);
+      stageWords[0] =
+          kModeHuffman | ((table | (escapes ? kEscapeFlag : 0)) << 8) | (top << 16) | (width << 24);
       stageWords[1] = base;
     }
     if (width) {  // this lane's size delta, w bits at bit 64 + lane * w
