@@ -256,6 +256,54 @@ TEST(LosslessGpuMismatch, OtherFormatVersionIsCorrupt) {
   }
 }
 
+// Payload version 2's encoder paths (encode_v2_kernel.cu): whole 4096-element chunks from an
+// aligned source take a branch-free path, and within it chunks without escapes code two symbols
+// per step; chunks with escapes, short last chunks, 1024-element chunks and unaligned sources
+// take the general path. Gaussian data with a zero every 61 elements gives coded chunks with
+// escapes (a zero's symbol is far below the chunk's top); without the zeros, coded chunks
+// without. The test checks that the CPU frames hold each kind of block it means to exercise.
+TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  StreamHolder stream;
+  for (const CodecSetup& setup : {v2Setup(), v2SmallSetup()}) {
+    CodecPtr codec = makeCodec(setup.apiConfig());
+    ASSERT_TRUE(codec);
+    for (int dtype : losslessDtypes())
+      for (bool zeros : {false, true})
+        for (size_t count : {size_t{4096} * 8, size_t{4096} * 8 + 1000, size_t{4096} * 8 + 8}) {
+          SCOPED_TRACE(std::string(setup.name) + " " + dtypeLabel(dtype) + " n " +
+                       std::to_string(count) + (zeros ? " with zeros" : ""));
+          Case c{dtype,
+                 count,
+                 makeData(DataKind::kGauss1, dtype, count, setup.params(count).chunkElems,
+                          mixSeed(dtype, count, zeros ? 61 : 0)),
+                 {},
+                 0};
+          const size_t esize = elementSize(dtype);
+          if (zeros)
+            for (size_t i = 0; i < count; i += 61) std::memset(&c.input[i * esize], 0, esize);
+          ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
+          const FrameView v = viewFrame(c.cpuFrame.data());
+          ASSERT_EQ(v.version, 2);
+          int coded = 0, codedWithEscapes = 0;
+          for (uint32_t k = 0; k < v.numChunks; ++k) {
+            const BlockView b = viewBlock(c.cpuFrame.data(), v, k);
+            if (b.mode != 1) continue;
+            ++coded;
+            codedWithEscapes += (c.cpuFrame[b.offset + 1] & 0x80) != 0;
+          }
+          EXPECT_GE(coded, static_cast<int>(v.numChunks) - 1) << "expected coded chunks";
+          if (zeros) EXPECT_EQ(codedWithEscapes, coded) << "expected escapes in every coded chunk";
+          ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 0, stream.get()));
+          ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 1, stream.get()));
+          std::vector<uint8_t> out;
+          ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+                    cclzSuccess);
+          EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+        }
+  }
+}
+
 // The real tensors, through both directions, default and smallest chunking.
 TEST(LosslessGpuRealTensors, MatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";

@@ -11,7 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-
 #include <type_traits>
 
 #include "codec/lossless/device_v2.cuh"
@@ -141,6 +140,22 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     for (uint32_t i = lane * 16; i < blockBytes; i += 32 * 16)
       lossless::device::copyAsync16(stage + i, block + i);
     lossless::device::copyAsyncCommit();
+    const uint8_t* planeA = planeAll + first;
+    const uint16_t* planeB = planeBAll + first;
+    Word* out = static_cast<Word*>(a.dst) + first;
+    const uint32_t groupsPerLane = chunkElems / (kGroup * kLanes);
+    // The raw planes, read straight from the frame: whole vectors even for a short last group
+    // (the planes are padded to 16 bytes inside the frame).
+    auto loadRaw = [&](uint32_t g, uint2& ra, uint4& rb) {
+      ra = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
+      if constexpr (E::kHasPlaneB) rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
+    };
+    // The lane's first group of raw bits, loaded while the block is staged. NOTE: loaded after
+    // the staging wait (v2 as first run), its latency was the decoder's top stall (session 5
+    // profile: 8.3% of stall samples on its first use).
+    uint2 firstA = make_uint2(0, 0);
+    uint4 firstB = make_uint4(0, 0, 0, 0);
+    if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
     lossless::device::copyAsyncWaitAll();
     __syncwarp();
 
@@ -162,16 +177,6 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
       continue;
     }
 
-    const uint8_t* planeA = planeAll + first;
-    const uint16_t* planeB = planeBAll + first;
-    Word* out = static_cast<Word*>(a.dst) + first;
-    const uint32_t groupsPerLane = chunkElems / (kGroup * kLanes);
-    // The raw planes, read straight from the frame: whole vectors even for a short last group
-    // (the planes are padded to 16 bytes inside the frame).
-    auto loadRaw = [&](uint32_t g, uint2& ra, uint4& rb) {
-      ra = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
-      if constexpr (E::kHasPlaneB) rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
-    };
     auto emit = [&](uint32_t g, uint32_t valid, uint32_t symLo, uint32_t symHi, uint2 ra,
                     const uint4& rb) {
       uint32_t words[Joiner::kWords];
@@ -221,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     uint32_t myBits = base;
     if (width) {
       const uint32_t bit = 8 * kHeaderBytes + lane * width, last = blockBytes / 4 - 1;
-      const uint64_t two = stageWords[bit / 32] |
-                           (static_cast<uint64_t>(stageWords[min(bit / 32 + 1, last)]) << 32);
+      const uint64_t two =
+          stageWords[bit / 32] | (static_cast<uint64_t>(stageWords[min(bit / 32 + 1, last)]) << 32);
       myBits += static_cast<uint32_t>(two >> (bit % 32)) & ((1u << width) - 1);
     }
     const uint32_t inclusive = warpInclusiveScan(myBits, lane);
@@ -245,9 +250,8 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
       constexpr bool kEscapes = decltype(escapesFlag)::value;
       BitReader r(stageWords, blockBytes, start);
       uint32_t check = 0;
-      uint2 nextA = make_uint2(0, 0);
-      uint4 nextB = make_uint4(0, 0, 0, 0);
-      if (groupValid(n, lane)) loadRaw(lane, nextA, nextB);
+      uint2 nextA = firstA;
+      uint4 nextB = firstB;
       for (uint32_t j = 0; j < groupsPerLane; ++j) {
         const uint32_t g = lane + kLanes * j, valid = groupValid(n, g);
         if (!valid) break;
@@ -313,7 +317,7 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
 
 void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream) {
-  DecodeArgs args{src,    srcBytes, dst, count, status, frameLayout(dtype, count, chunkElems),
+  DecodeArgs args{src,        srcBytes, dst, count, status, frameLayout(dtype, count, chunkElems),
                   chunkElems, dtype};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
   switch (dtype) {
