@@ -57,6 +57,8 @@ const std::vector<GpuSetup>& setups() {
       // take other value conversions than E4M3; rows of 64 put 8 rows in a warp's tile.
       {"e5m2_row1024", cclzFp8E5M2, 1024, 0, cclzFp8RotateNever, 0},
       {"int8_never_row64", cclzFp8Int8, 64, 0, cclzFp8RotateNever, 0},
+      // Rows longer than the encoder holds in registers (1024 bf16/fp16 values): the two-read path.
+      {"row2048", cclzFp8E4M3, 2048, 0, cclzFp8RotateNever, 0},
   };
   return s;
 }

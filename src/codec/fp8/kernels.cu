@@ -23,6 +23,7 @@ constexpr uint32_t kLaneElems = 8;
 constexpr uint32_t kTileElems = 32 * kLaneElems;  // one warp step
 constexpr int kThreads = 256;
 constexpr uint32_t kNoCandidate = 0xFFFFFFFFu;
+constexpr uint32_t kHeldTiles = 4;  // encode: rows of up to 1024 bf16/fp16 values held in registers
 
 template <int Dtype>
 __device__ __forceinline__ float halfWordToFloat(uint32_t w) {
@@ -55,6 +56,29 @@ __device__ __forceinline__ void load8(const void* src, uint64_t i, uint32_t vali
 #pragma unroll
   for (uint32_t j = 0; j < kLaneElems; ++j)
     v[j] = j < valid ? loadAsFloat(src, Dtype, i + j) : 0.0f;
+}
+
+// A lane's 8 bf16/fp16 values at element i as they are stored (those at or past `valid` read as
+// 0 bits, which load8 reads as 0), and their fp32 values: unpackRaw8(loadRaw8(...)) is load8.
+template <int Dtype>
+__device__ __forceinline__ uint4 loadRaw8(const void* src, uint64_t i, uint32_t valid,
+                                          bool vector) {
+  const uint16_t* p = static_cast<const uint16_t*>(src) + i;
+  if (valid == kLaneElems && vector) return *reinterpret_cast<const uint4*>(p);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j)
+    if (j < valid) w[j / 2] |= static_cast<uint32_t>(p[j]) << (16 * (j % 2));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <int Dtype>
+__device__ __forceinline__ void unpackRaw8(uint4 r, float* v) {
+  const uint32_t words[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = halfWordToFloat<Dtype>(words[j] & 0xFFFFu);
+    v[2 * j + 1] = halfWordToFloat<Dtype>(words[j] >> 16);
+  }
 }
 
 __device__ __forceinline__ float warpMax(float v) {
@@ -120,17 +144,18 @@ __device__ __forceinline__ uint32_t groupStatistic(const float* v, uint32_t lane
 // compare the frames with the CPU reference byte for byte); they only compute them with fewer
 // instructions.
 
-// The block scales of one row, for every fine-scale code k: s[k] = blockScale(c, k).s and
-// inv[k] = blockScale(c, k).inv (a reciprocal per code and row instead of one per candidate).
+// The block scales of one row, for every fine-scale code k: sInv[k] = (blockScale(c, k).s,
+// blockScale(c, k).inv) (a reciprocal per code and row instead of one per candidate).
+// NOTE: (s, inv) pairs side by side: a candidate reads both with one 8-byte shared load.
 struct ScaleTable {
-  float s[256], inv[256];
+  float2 sInv[256];  // x: s, y: inv
 };
 
 __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint32_t lane) {
 #pragma unroll
   for (uint32_t k = lane; k < 256; k += 32) {
     const BlockScale sc = blockScale(coarse, k);
-    t.s[k] = sc.s, t.inv[k] = sc.inv;
+    t.sInv[k] = make_float2(sc.s, sc.inv);
   }
   __syncwarp();
 }
@@ -144,8 +169,8 @@ __device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, f
   const uint32_t nb = floatToBits(__fdividef(a, top * coarse));
   const int e = static_cast<int>(nb >> 23) - 127;
   int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
-  while (k > 0 && mulRn(a, t.inv[k - 1]) <= top) --k;
-  while (k < 255 && !(mulRn(a, t.inv[k]) <= top)) ++k;
+  while (k > 0 && mulRn(a, t.sInv[k - 1].y) <= top) --k;
+  while (k < 255 && !(mulRn(a, t.sInv[k].y) <= top)) ++k;
   return static_cast<uint32_t>(k);
 }
 
@@ -164,7 +189,8 @@ __device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float 
 // candidateError(grid, coarse, k, t) from the table.
 __device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTable& table,
                                                     uint32_t k, const float* t) {
-  const float s = table.s[k], inv = table.inv[k];
+  const float2 sInv = table.sInv[k];
+  const float s = sInv.x, inv = sInv.y;
   float q[3];
   if (grid == kInt8) {
 #pragma unroll
@@ -272,6 +298,33 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
 
+    // NOTE: a bf16/fp16 row of up to kHeldTiles tiles is read from HBM once, all its loads in
+    // flight together (64 bytes per lane), and held in registers for both passes; longer rows
+    // (and fp32) read each tile in each pass, the second time from L1/L2.
+    constexpr bool kCanHold = Dtype != cclzFloat32;
+    const bool held = kCanHold && n <= kHeldTiles * kTileElems;  // uniform
+    uint4 raw[kHeldTiles];
+    if constexpr (kCanHold) {
+      if (held) {
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          const uint32_t first = t * kTileElems + lane * kLaneElems;
+          raw[t] = loadRaw8<Dtype>(src, begin + first, validIn(first, n), vector);
+        }
+      }
+    }
+    // The lane's 8 values of the tile at t0 (its elements first.. of the row).
+    auto tileValues = [&](uint32_t t0, uint32_t first, uint32_t valid, float* v) {
+      if constexpr (kCanHold) {
+        if (held) {  // constant indices: raw stays in registers
+          const uint32_t t = t0 / kTileElems;
+          unpackRaw8<Dtype>(t == 0 ? raw[0] : t == 1 ? raw[1] : t == 2 ? raw[2] : raw[3], v);
+          return;
+        }
+      }
+      load8<Dtype>(src, begin + first, valid, vector, v);
+    };
+
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
     // adaptive statistic and the largest |value| after rotation.
     bool finite = true;
@@ -280,7 +333,7 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
       const uint32_t first = t0 + lane * kLaneElems;
       float v[kLaneElems];
-      load8<Dtype>(src, begin + first, validIn(first, n), vector, v);
+      tileValues(t0, first, validIn(first, n), v);
       if constexpr (Chosen)
         if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
 #pragma unroll
@@ -320,7 +373,7 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
       const uint32_t first = t0 + lane * kLaneElems, valid = validIn(first, n);
       float v[kLaneElems];
-      load8<Dtype>(src, begin + first, valid, vector, v);
+      tileValues(t0, first, valid, v);
       if constexpr (Chosen)
         if (smoothed) smooth8(v, dst + l.smooth + first, valid);
       if (rotate) {
@@ -370,7 +423,7 @@ __global__ void __launch_bounds__(kThreads)
         if (takeOther) bestErr = oe, best = ok;
       }
       const uint32_t k = search ? best : k0;
-      const float inv = table.inv[k];
+      const float inv = table.sInv[k].y;
       uint32_t packed[2] = {0, 0};
       if (fast) {
         float scaled[kLaneElems];
