@@ -1,6 +1,9 @@
-// The fp8 codec on the device. Encode: one warp per row, two passes over the row (the second
-// finds it in L1/L2, so HBM sees one read), each lane holding 8 consecutive values (a 16-byte
-// vector of bf16/fp16). Decode and decode-and-accumulate: one warp per 256-value tile, one pass.
+// The fp8 codec on the device. Encode: one warp per row, two passes over the row, each lane
+// holding 8 consecutive values (a 16-byte vector of bf16/fp16) per 256-value tile; a bf16/fp16
+// row of up to 1024 values is read once and held in registers, a longer one is read again by the
+// second pass (from L1/L2). Decode and decode-and-accumulate, one pass: frames without rotation
+// or smoothing (the E4M3/E5M2 default) take 16 codes per lane (decodePlain), the others one warp
+// per 256-value tile (the rotation's butterflies span the warp).
 // Every value goes through the CCLZ_HD helpers of format.h that the CPU reference uses, and every
 // reduction gives the reference's result (max and top-3 do not depend on order; the sums of the
 // adaptive statistic follow the spec's tree), so the bytes are the reference's.
