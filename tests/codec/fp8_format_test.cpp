@@ -188,5 +188,36 @@ TEST(Fp8Format, ScaleSearchInvariants) {
   }
 }
 
+// The kernels' branch-free top-3 (insertTop3 per lane, mergeTop3 over a xor butterfly of 8
+// lanes) gives every lane offerTop3's three values over the block's 64, ties and zeros included.
+TEST(Fp8Format, BranchFreeTopThreeMatchesOfferTop3) {
+  uint64_t state = 17;
+  for (int trial = 0; trial < 20000; ++trial) {
+    float x[64];
+    const int distinct = 1 + int(test::uniformFrom(state) * 12);  // few values: many ties
+    for (float& v : x) {
+      const int pick = int(test::uniformFrom(state) * distinct);
+      v = trial % 3 == 0 ? static_cast<float>(test::uniformFrom(state))
+                         : static_cast<float>(pick) * 0.25f;
+    }
+    float ref[3] = {0, 0, 0};
+    for (float v : x) offerTop3(ref, v);
+    float lanes[8][3] = {};
+    for (int l = 0; l < 8; ++l)
+      for (int j = 0; j < 8; ++j) insertTop3(lanes[l], x[8 * l + j]);
+    for (int d = 1; d < 8; d <<= 1) {
+      float next[8][3];
+      for (int l = 0; l < 8; ++l) {
+        std::copy(lanes[l], lanes[l] + 3, next[l]);
+        mergeTop3(next[l], lanes[l ^ d]);
+      }
+      std::copy(&next[0][0], &next[0][0] + 24, &lanes[0][0]);
+    }
+    for (int l = 0; l < 8; ++l)
+      for (int i = 0; i < 3; ++i)
+        ASSERT_EQ(floatToBits(lanes[l][i]), floatToBits(ref[i])) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace cclz::fp8

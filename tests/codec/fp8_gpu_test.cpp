@@ -53,6 +53,12 @@ const std::vector<GpuSetup>& setups() {
       {"auto_int8", cclzFp8Int8, 0, 0, cclzFp8RotateDefault, 0},
       {"auto_adaptive_h128", cclzFp8E4M3, 0, 128, cclzFp8RotateAdaptive, 0},
       {"smooth_row512_always", cclzFp8E4M3, 512, 0, cclzFp8RotateAlways, 0},
+      // The decoder's plain path (policy never, no smoothing) on each grid: E5M2 and INT8 there
+      // take other value conversions than E4M3; rows of 64 put 8 rows in a warp's tile.
+      {"e5m2_row1024", cclzFp8E5M2, 1024, 0, cclzFp8RotateNever, 0},
+      {"int8_never_row64", cclzFp8Int8, 64, 0, cclzFp8RotateNever, 0},
+      // Rows longer than the encoder holds in registers (1024 bf16/fp16 values): the two-read path.
+      {"row2048", cclzFp8E4M3, 2048, 0, cclzFp8RotateNever, 0},
   };
   return s;
 }
@@ -253,6 +259,71 @@ TEST(Fp8GpuCorrupt, SmoothingFieldsAreChecked) {
               cclzSuccess);
     EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
     EXPECT_TRUE(out.guardsIntact()) << name;
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Frames of the decoder's plain path (policy never, not smoothed): a bad row is reported; the
+// E5M2 magnitudes the encoder never writes (0x7C..0x7E, which the hardware's fp8 conversion reads
+// as Inf/NaN) and the special codes decode as the host decodes them.
+TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const GpuSetup setup{"e5m2", cclzFp8E5M2, 256, 0, cclzFp8RotateNever, 0};
+  CodecPtr codec = makeCodec(setup.config());
+  uint64_t state = 9;
+  std::vector<float> x(5000);
+  for (auto& v : x) v = float(normalFrom(state));
+  const HostFrame cpu = encodeHost(codec.get(), cclzBfloat16, toDtype(x, cclzBfloat16), x.size());
+  const fp8::Layout l = fp8::frameLayout(x.size(), 256);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto* cs = reinterpret_cast<cclzStream_t>(stream);
+  auto decodeBoth = [&](const std::vector<uint8_t>& bytes, int dtype, cclzResult_t* host,
+                        std::vector<uint8_t>* hostOut, cclzResult_t* device,
+                        std::vector<uint8_t>* deviceOut) {
+    const size_t esize = elementSize(dtype);
+    const auto type = static_cast<cclzDataType_t>(dtype);
+    hostOut->assign(x.size() * esize, 0);
+    *host = cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut->data(), x.size(), type);
+    GuardedDeviceBuffer frame(bytes.size()), out(x.size() * esize);
+    frame.upload(bytes.data(), bytes.size());
+    ASSERT_EQ(cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(), type, cs),
+              cclzSuccess);
+    *device = cclzCodecSynchronize(codec.get(), nullptr);
+    *deviceOut = out.download(x.size() * esize);
+    EXPECT_TRUE(out.guardsIntact());
+  };
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad;
+  auto edit = [&](const std::string& name, size_t at, uint8_t value) {
+    std::vector<uint8_t> b = cpu.bytes;
+    b[at] = value;
+    bad.emplace_back(name, b);
+  };
+  edit("coarse sign", l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15]);
+  std::vector<uint8_t> b = cpu.bytes;
+  b[l.coarse + 4 * 5 + 2] |= 0x80;
+  b[l.coarse + 4 * 5 + 3] = 0x7F;
+  bad.emplace_back("coarse Inf", b);
+  edit("flag under policy never", l.flags + 2, 1);
+  edit("flag 7", l.flags + 19, 7);
+  for (const auto& [name, bytes] : bad) {
+    cclzResult_t host, device;
+    std::vector<uint8_t> hostOut, deviceOut;
+    decodeBoth(bytes, cclzBfloat16, &host, &hostOut, &device, &deviceOut);
+    EXPECT_EQ(host, cclzCorruptFrame) << name;
+    EXPECT_EQ(device, cclzCorruptFrame) << name;
+  }
+  // Valid frames: every rare code in the first tiles, then decoded by both into every dtype.
+  std::vector<uint8_t> rare = cpu.bytes;
+  const uint8_t codes[] = {0x7C, 0x7D, 0x7E, 0xFC, 0xFD, 0xFE, 0x7F, 0xFF, 0x80, 0x00, 0x01, 0x81};
+  for (size_t i = 0; i < 3 * sizeof codes; ++i) rare[l.codes + 37 * i] = codes[i % sizeof codes];
+  for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)}) {
+    cclzResult_t host, device;
+    std::vector<uint8_t> hostOut, deviceOut;
+    decodeBoth(rare, dtype, &host, &hostOut, &device, &deviceOut);
+    ASSERT_EQ(host, cclzSuccess) << dtypeLabel(dtype);
+    EXPECT_EQ(device, cclzSuccess) << dtypeLabel(dtype);
+    expectSameBytes(deviceOut, hostOut, std::string("rare codes, ") + dtypeLabel(dtype));
   }
   cudaStreamDestroy(stream);
 }

@@ -4,6 +4,7 @@
 // multiply and an add into an FMA, which would round differently from the CPU.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "cclz/cclz.h"
@@ -335,6 +336,23 @@ CCLZ_HD void offerTop3(float* t, float v) {
       t[2] = v;
     }
   }
+}
+
+// The same three values as offerTop3 without branches, for the kernels (the values are finite
+// and >= +0, so min/max are exact and a sorted triple of them is unique): insertTop3 offers one
+// value; mergeTop3 leaves in a the largest three of a's and b's (the k-th largest of two sorted
+// lists is the largest over i of min(a's i-th, b's (k-i)-th)).
+CCLZ_HD void insertTop3(float* t, float v) {
+  const float lo0 = fminf(t[0], v), lo1 = fminf(t[1], lo0);
+  t[0] = fmaxf(t[0], v);
+  t[1] = fmaxf(t[1], lo0);
+  t[2] = fmaxf(t[2], lo1);
+}
+CCLZ_HD void mergeTop3(float* a, const float* b) {
+  const float t0 = fmaxf(a[0], b[0]);
+  const float t1 = fmaxf(fminf(a[0], b[0]), fmaxf(a[1], b[1]));
+  const float t2 = fmaxf(fmaxf(a[2], b[2]), fmaxf(fminf(a[0], b[1]), fminf(a[1], b[0])));
+  a[0] = t0, a[1] = t1, a[2] = t2;
 }
 
 // ---- Rotation ---------------------------------------------------------------------------------

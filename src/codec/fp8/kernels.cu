@@ -1,6 +1,9 @@
-// The fp8 codec on the device. Encode: one warp per row, two passes over the row (the second
-// finds it in L1/L2, so HBM sees one read), each lane holding 8 consecutive values (a 16-byte
-// vector of bf16/fp16). Decode and decode-and-accumulate: one warp per 256-value tile, one pass.
+// The fp8 codec on the device. Encode: one warp per row, two passes over the row, each lane
+// holding 8 consecutive values (a 16-byte vector of bf16/fp16) per 256-value tile; a bf16/fp16
+// row of up to 1024 values is read once and held in registers, a longer one is read again by the
+// second pass (from L1/L2). Decode and decode-and-accumulate, one pass: frames without rotation
+// or smoothing (the E4M3/E5M2 default) take 16 codes per lane (decodePlain), the others one warp
+// per 256-value tile (the rotation's butterflies span the warp).
 // Every value goes through the CCLZ_HD helpers of format.h that the CPU reference uses, and every
 // reduction gives the reference's result (max and top-3 do not depend on order; the sums of the
 // adaptive statistic follow the spec's tree), so the bytes are the reference's.
@@ -23,6 +26,7 @@ constexpr uint32_t kLaneElems = 8;
 constexpr uint32_t kTileElems = 32 * kLaneElems;  // one warp step
 constexpr int kThreads = 256;
 constexpr uint32_t kNoCandidate = 0xFFFFFFFFu;
+constexpr uint32_t kHeldTiles = 4;  // encode: rows of up to 1024 bf16/fp16 values held in registers
 
 template <int Dtype>
 __device__ __forceinline__ float halfWordToFloat(uint32_t w) {
@@ -55,6 +59,29 @@ __device__ __forceinline__ void load8(const void* src, uint64_t i, uint32_t vali
 #pragma unroll
   for (uint32_t j = 0; j < kLaneElems; ++j)
     v[j] = j < valid ? loadAsFloat(src, Dtype, i + j) : 0.0f;
+}
+
+// A lane's 8 bf16/fp16 values at element i as they are stored (those at or past `valid` read as
+// 0 bits, which load8 reads as 0), and their fp32 values: unpackRaw8(loadRaw8(...)) is load8.
+template <int Dtype>
+__device__ __forceinline__ uint4 loadRaw8(const void* src, uint64_t i, uint32_t valid,
+                                          bool vector) {
+  const uint16_t* p = static_cast<const uint16_t*>(src) + i;
+  if (valid == kLaneElems && vector) return *reinterpret_cast<const uint4*>(p);
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j)
+    if (j < valid) w[j / 2] |= static_cast<uint32_t>(p[j]) << (16 * (j % 2));
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+template <int Dtype>
+__device__ __forceinline__ void unpackRaw8(uint4 r, float* v) {
+  const uint32_t words[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = halfWordToFloat<Dtype>(words[j] & 0xFFFFu);
+    v[2 * j + 1] = halfWordToFloat<Dtype>(words[j] >> 16);
+  }
 }
 
 __device__ __forceinline__ float warpMax(float v) {
@@ -120,17 +147,18 @@ __device__ __forceinline__ uint32_t groupStatistic(const float* v, uint32_t lane
 // compare the frames with the CPU reference byte for byte); they only compute them with fewer
 // instructions.
 
-// The block scales of one row, for every fine-scale code k: s[k] = blockScale(c, k).s and
-// inv[k] = blockScale(c, k).inv (a reciprocal per code and row instead of one per candidate).
+// The block scales of one row, for every fine-scale code k: sInv[k] = (blockScale(c, k).s,
+// blockScale(c, k).inv) (a reciprocal per code and row instead of one per candidate).
+// NOTE: (s, inv) pairs side by side: a candidate reads both with one 8-byte shared load.
 struct ScaleTable {
-  float s[256], inv[256];
+  float2 sInv[256];  // x: s, y: inv
 };
 
 __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint32_t lane) {
 #pragma unroll
   for (uint32_t k = lane; k < 256; k += 32) {
     const BlockScale sc = blockScale(coarse, k);
-    t.s[k] = sc.s, t.inv[k] = sc.inv;
+    t.sInv[k] = make_float2(sc.s, sc.inv);
   }
   __syncwarp();
 }
@@ -144,8 +172,8 @@ __device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, f
   const uint32_t nb = floatToBits(__fdividef(a, top * coarse));
   const int e = static_cast<int>(nb >> 23) - 127;
   int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
-  while (k > 0 && mulRn(a, t.inv[k - 1]) <= top) --k;
-  while (k < 255 && !(mulRn(a, t.inv[k]) <= top)) ++k;
+  while (k > 0 && mulRn(a, t.sInv[k - 1].y) <= top) --k;
+  while (k < 255 && !(mulRn(a, t.sInv[k].y) <= top)) ++k;
   return static_cast<uint32_t>(k);
 }
 
@@ -164,7 +192,8 @@ __device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float 
 // candidateError(grid, coarse, k, t) from the table.
 __device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTable& table,
                                                     uint32_t k, const float* t) {
-  const float s = table.s[k], inv = table.inv[k];
+  const float2 sInv = table.sInv[k];
+  const float s = sInv.x, inv = sInv.y;
   float q[3];
   if (grid == kInt8) {
 #pragma unroll
@@ -272,6 +301,33 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
 
+    // NOTE: a bf16/fp16 row of up to kHeldTiles tiles is read from HBM once, all its loads in
+    // flight together (64 bytes per lane), and held in registers for both passes; longer rows
+    // (and fp32) read each tile in each pass, the second time from L1/L2.
+    constexpr bool kCanHold = Dtype != cclzFloat32;
+    const bool held = kCanHold && n <= kHeldTiles * kTileElems;  // uniform
+    uint4 raw[kHeldTiles];
+    if constexpr (kCanHold) {
+      if (held) {
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          const uint32_t first = t * kTileElems + lane * kLaneElems;
+          raw[t] = loadRaw8<Dtype>(src, begin + first, validIn(first, n), vector);
+        }
+      }
+    }
+    // The lane's 8 values of the tile at t0 (its elements first.. of the row).
+    auto tileValues = [&](uint32_t t0, uint32_t first, uint32_t valid, float* v) {
+      if constexpr (kCanHold) {
+        if (held) {  // constant indices: raw stays in registers
+          const uint32_t t = t0 / kTileElems;
+          unpackRaw8<Dtype>(t == 0 ? raw[0] : t == 1 ? raw[1] : t == 2 ? raw[2] : raw[3], v);
+          return;
+        }
+      }
+      load8<Dtype>(src, begin + first, valid, vector, v);
+    };
+
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
     // adaptive statistic and the largest |value| after rotation.
     bool finite = true;
@@ -280,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
       const uint32_t first = t0 + lane * kLaneElems;
       float v[kLaneElems];
-      load8<Dtype>(src, begin + first, validIn(first, n), vector, v);
+      tileValues(t0, first, validIn(first, n), v);
       if constexpr (Chosen)
         if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
 #pragma unroll
@@ -320,7 +376,7 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
       const uint32_t first = t0 + lane * kLaneElems, valid = validIn(first, n);
       float v[kLaneElems];
-      load8<Dtype>(src, begin + first, valid, vector, v);
+      tileValues(t0, first, valid, v);
       if constexpr (Chosen)
         if (smoothed) smooth8(v, dst + l.smooth + first, valid);
       if (rotate) {
@@ -333,16 +389,20 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = y[j];
       }
+      // NOTE: branch-free top-3 (format.h: insertTop3, mergeTop3): 31 min/max per lane and 9 per
+      // merge step, where offerTop3's branches cost about 4 times as many instructions.
       float t[3] = {0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (uint32_t j = 0; j < kLaneElems; ++j)
-        if (finite || isFiniteBits(floatToBits(v[j]))) offerTop3(t, absf(v[j]));
+      for (uint32_t j = 0; j < kLaneElems; ++j) {
+        const float a = absf(v[j]);  // a non-finite value is offered as 0: no change
+        insertTop3(t, finite || isFiniteBits(floatToBits(v[j])) ? a : 0.0f);
+      }
 #pragma unroll
       for (int d = 1; d < 8; d <<= 1) {
-        const float o0 = __shfl_xor_sync(kFullMask, t[0], d);
-        const float o1 = __shfl_xor_sync(kFullMask, t[1], d);
-        const float o2 = __shfl_xor_sync(kFullMask, t[2], d);
-        offerTop3(t, o0), offerTop3(t, o1), offerTop3(t, o2);
+        const float o[3] = {__shfl_xor_sync(kFullMask, t[0], d),
+                            __shfl_xor_sync(kFullMask, t[1], d),
+                            __shfl_xor_sync(kFullMask, t[2], d)};
+        mergeTop3(t, o);
       }
       const uint32_t k0 = startCodeFast(p.grid, c, t[0], table);
       // NOTE: the candidates are spread over the block's 8 lanes (at most 4 each), then the
@@ -366,7 +426,7 @@ __global__ void __launch_bounds__(kThreads)
         if (takeOther) bestErr = oe, best = ok;
       }
       const uint32_t k = search ? best : k0;
-      const float inv = table.inv[k];
+      const float inv = table.sInv[k].y;
       uint32_t packed[2] = {0, 0};
       if (fast) {
         float scaled[kLaneElems];
@@ -837,6 +897,189 @@ __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, u
   return true;
 }
 
+// ---- Decode of plain frames (policy 0, not smoothed: the E4M3/E5M2 default). No value depends
+// on another, so each lane takes 16 consecutive codes (one 16-byte load, one block, one row) and
+// a warp two 512-value tiles per step, both loaded before either is decoded. The bits are the
+// general path's: the same scale, product and saturation; only the instructions differ.
+
+constexpr uint32_t kPieceElems = 16;                  // a lane's codes: one uint4
+constexpr uint32_t kPlainTileElems = 32 * kPieceElems;  // one warp step
+
+// e / rowElems for e < 2^48: an fp64 estimate (off by at most one: the quotient is below 2^42
+// and the estimate's relative error below 2^-51) and one correction. No 64-bit integer division
+// (a call of ~70 instructions) per piece.
+__device__ __forceinline__ uint64_t rowOf(uint64_t e, uint32_t rowElems, double invRowElems) {
+  uint64_t q = static_cast<uint64_t>(static_cast<double>(e) * invRowElems);
+  const int64_t r = static_cast<int64_t>(e - q * rowElems);
+  if (r < 0)
+    --q;
+  else if (r >= static_cast<int64_t>(rowElems))
+    ++q;
+  return q;
+}
+
+// What a lane reads for its 16 values of one plain tile.
+struct PieceLoad {
+  uint64_t first;  // the lane's first element
+  uint32_t valid;  // how many of its 16 exist
+  uint4 codes;     // byte j of word j / 4 is code j; codes past `valid` are 0
+  uint32_t coarseBits;
+  uint8_t flag, fine;
+};
+
+__device__ __forceinline__ PieceLoad loadPiece(const uint8_t* src, const Layout& l,
+                                               uint32_t rowElems, double invRowElems,
+                                               uint64_t count, uint64_t tile, uint32_t lane) {
+  PieceLoad t;
+  t.first = tile * kPlainTileElems + lane * kPieceElems;
+  t.valid = t.first >= count                ? 0u
+            : count - t.first < kPieceElems ? static_cast<uint32_t>(count - t.first)
+                                            : kPieceElems;
+  t.codes = make_uint4(0, 0, 0, 0);
+  t.coarseBits = 0, t.flag = 0, t.fine = 0;
+  if (t.valid == 0) return t;
+  const uint64_t row = rowOf(t.first, rowElems, invRowElems);  // < numRows: first < count
+  t.coarseBits = __ldg(reinterpret_cast<const unsigned int*>(src + l.coarse) + row);
+  t.flag = __ldg(src + l.flags + row);
+  t.fine = __ldg(src + l.fine + t.first / kBlockElems);
+  if (t.valid == kPieceElems) {  // l.codes = 64 and the frame is 16-byte aligned (cclz.h)
+    t.codes = __ldg(reinterpret_cast<const uint4*>(src + l.codes + t.first));
+  } else {
+    uint32_t c[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (uint32_t j = 0; j < kPieceElems; ++j)
+      if (j < t.valid) c[j / 4] |= static_cast<uint32_t>(src[l.codes + t.first + j]) << (8 * (j % 4));
+    t.codes = make_uint4(c[0], c[1], c[2], c[3]);
+  }
+  return t;
+}
+
+// The bytes of w the fast path cannot convert by hardware, as bit 7 of each byte: the special
+// codes (NaN 0x80, Inf 0x7F/0xFF) and, on E5M2, magnitudes 0x7C..0x7E (valid codes the hardware
+// reads as Inf/NaN). `carry` is 0x80 - (the smallest such magnitude) in every byte: a magnitude
+// m <= 0x7F plus it reaches bit 7 exactly when m is rare, and no byte carries into the next.
+// NOTE: bit arithmetic rather than __vcmpgeu4/__vcmpeq4 (about 10 instructions each on sm_90).
+__device__ __forceinline__ uint32_t rareBytes(uint32_t w, uint32_t carry) {
+  const uint32_t m = w & 0x7F7F7F7Fu;
+  const uint32_t nonZero = m + 0x7F7F7F7Fu;  // bit 7 set where m > 0
+  return ((m + carry) | (w & ~nonZero)) & 0x80808080u;
+}
+
+// Two fp32 values saturated to the dtype's largest finite value and rounded to nearest even, in
+// one instruction: `satfinite` clamps what rounds past the largest finite value to it, which is
+// what saturate-then-round gives (the largest finite value is on the grid). Inputs are never NaN.
+template <int Dtype>
+__device__ __forceinline__ uint32_t packSaturated2(float lo, float hi) {
+  uint32_t w;
+  if constexpr (Dtype == cclzBfloat16)
+    asm("cvt.rn.satfinite.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+
+// Decodes one lane's piece of a plain frame: a piece with a bad row is reported and skipped (no
+// value of another piece depends on it); one with a rare code or past the end of the frame takes
+// the general per-value path.
+template <int Dtype, bool Accumulate>
+__device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
+                                            const float* codeTable, void* dst, float* acc,
+                                            DeviceStatus* status) {
+  if (t.valid == 0) return;
+  const float coarse = bitsToFloat(t.coarseBits);
+  if (t.flag != 0 || !validCoarse(coarse, 0)) {  // policy 0: no row may be rotated
+    atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
+    return;
+  }
+  const float s = mulRn(coarse, fineScale(t.fine));
+  const uint32_t words[4] = {t.codes.x, t.codes.y, t.codes.z, t.codes.w};
+  const uint32_t carry = grid == kE5M2 ? 0x04040404u : 0x01010101u;
+  uint32_t rareBits = 0;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) rareBits |= rareBytes(words[w], carry);
+  const bool rare = rareBits != 0 || t.valid != kPieceElems;
+  float v[kPieceElems];
+  if (rare) {  // NaN and Inf keep their value; every other value as below
+    const float maxFinite = dtypeMaxFinite(Dtype);
+#pragma unroll
+    for (uint32_t j = 0; j < kPieceElems; ++j) {
+      const uint8_t code = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
+      v[j] = isSpecialCode(code) ? specialValue(code)
+                                 : saturate(mulRn(codeTable[code], s), maxFinite);
+    }
+#pragma unroll
+    for (uint32_t h = 0; h < 2; ++h) {
+      const uint32_t first = h * kLaneElems;
+      if (t.valid > first)
+        store8<Dtype, Accumulate>(dst, acc, t.first + first, min(kLaneElems, t.valid - first),
+                                  v + first, false);
+    }
+    return;
+  }
+  if (grid == kInt8) {  // uniform
+#pragma unroll
+    for (uint32_t j = 0; j < kPieceElems; ++j)
+      v[j] = mulRn(codeTable[(words[j / 4] >> (8 * (j % 4))) & 0xFFu], s);
+  } else {
+    // NOTE: the grids' finite codes are the OCP E4M3/E5M2 encodings (sign-magnitude, the same
+    // subnormals), so the hardware's exact conversion to fp16 pairs gives codeValue.
+#pragma unroll
+    for (uint32_t j = 0; j < kPieceElems; j += 2) {
+      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[j / 4] >> (8 * (j % 4)));
+      const float2 m = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, fp8Kind(grid))));
+      v[j] = mulRn(m.x, s), v[j + 1] = mulRn(m.y, s);
+    }
+  }
+  if constexpr (Dtype == cclzFloat32) {
+    const float maxFinite = dtypeMaxFinite(Dtype);
+#pragma unroll
+    for (uint32_t j = 0; j < kPieceElems; ++j) v[j] = saturate(v[j], maxFinite);
+#pragma unroll
+    for (uint32_t h = 0; h < 2; ++h)
+      store8<Dtype, Accumulate>(dst, acc, t.first + h * kLaneElems, kLaneElems, v + h * kLaneElems,
+                                true);
+  } else {
+    uint32_t w[kPieceElems / 2];
+#pragma unroll
+    for (uint32_t k = 0; k < kPieceElems / 2; ++k) w[k] = packSaturated2<Dtype>(v[2 * k], v[2 * k + 1]);
+    if constexpr (Accumulate) {
+#pragma unroll
+      for (uint32_t h = 0; h < 2; ++h) {
+        float add[kLaneElems];  // what decode stores, back in fp32
+#pragma unroll
+        for (uint32_t k = 0; k < kLaneElems; ++k)
+          add[k] = unpackHalfWord<Dtype>((w[4 * h + k / 2] >> (16 * (k % 2))) & 0xFFFFu);
+        accumulate8(acc, t.first + h * kLaneElems, kLaneElems, add);
+      }
+    } else {
+      uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + t.first);
+      out[0] = make_uint4(w[0], w[1], w[2], w[3]);
+      out[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    }
+  }
+}
+
+// The plain decode: every warp takes tiles (512 values) tile, tile + warps, ... two per step.
+template <int Dtype, bool Accumulate>
+__device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l, const Params& p,
+                                            uint64_t count, const float* codeTable, void* dst,
+                                            float* acc, DeviceStatus* status) {
+  const uint32_t lane = threadIdx.x & 31;
+  const double invRowElems = 1.0 / p.rowElems;
+  const uint64_t tiles = (count + kPlainTileElems - 1) / kPlainTileElems;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
+  for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       tile < tiles; tile += 2 * warps) {
+    const PieceLoad a = loadPiece(src, l, p.rowElems, invRowElems, count, tile, lane);
+    PieceLoad b;
+    b.valid = 0;
+    if (tile + warps < tiles)
+      b = loadPiece(src, l, p.rowElems, invRowElems, count, tile + warps, lane);
+    decodePiece<Dtype, Accumulate>(a, p.grid, codeTable, dst, acc, status);
+    decodePiece<Dtype, Accumulate>(b, p.grid, codeTable, dst, acc, status);
+  }
+}
+
 // Decodes into dst (dtype) or, with Accumulate, adds to acc. Every block checks the header before
 // it reads the payload and builds the value table of the frame's grid (one entry per code; the
 // special codes' entries are overwritten per value). A tile whose side data or codes fail
@@ -868,6 +1111,10 @@ __global__ void __launch_bounds__(kThreads)
   codeTable[threadIdx.x] = isSpecialCode(code) ? 0.0f : codeValue(p.grid, code);
   __syncthreads();
   const Layout l = frameLayout(count, p);
+  if (p.policy == kRotateNever && p.smoothApplied == 0) {  // uniform: the header's
+    decodePlain<Dtype, Accumulate>(src, l, p, count, codeTable, dst, acc, status);
+    return;
+  }
   const bool smoothed = p.smoothApplied != 0;
   const uint32_t lane = threadIdx.x & 31;
   const uint64_t tiles = (count + kTileElems - 1) / kTileElems;
@@ -960,7 +1207,8 @@ void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, u
 
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
                   float* acc, DeviceStatus* status, cudaStream_t stream) {
-  const unsigned blocks = gridFor((count + 2 * kTileElems - 1) / (2 * kTileElems));  // 2 tiles a warp
+  // Two plain tiles a warp (the general path's loop takes whatever grid it gets).
+  const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
   const bool accumulate = dst == nullptr;
 #define CCLZ_FP8_DECODE(DT)                                                      \
   (accumulate ? decodeKernel<DT, true>                                           \
