@@ -313,11 +313,12 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     EXPECT_EQ(host, cclzCorruptFrame) << name;
     EXPECT_EQ(device, cclzCorruptFrame) << name;
   }
-  // Valid frames: every rare code in the first tiles, then decoded by both into every dtype.
-  std::vector<uint8_t> rare = cpu.bytes;
+  // Valid frames of every dtype (a frame decodes only into its own dtype): every rare code in the
+  // first tiles, then decoded by both.
   const uint8_t codes[] = {0x7C, 0x7D, 0x7E, 0xFC, 0xFD, 0xFE, 0x7F, 0xFF, 0x80, 0x00, 0x01, 0x81};
-  for (size_t i = 0; i < 3 * sizeof codes; ++i) rare[l.codes + 37 * i] = codes[i % sizeof codes];
   for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)}) {
+    std::vector<uint8_t> rare = encodeHost(codec.get(), dtype, toDtype(x, dtype), x.size()).bytes;
+    for (size_t i = 0; i < 3 * sizeof codes; ++i) rare[l.codes + 37 * i] = codes[i % sizeof codes];
     cclzResult_t host, device;
     std::vector<uint8_t> hostOut, deviceOut;
     decodeBoth(rare, dtype, &host, &hostOut, &device, &deviceOut);

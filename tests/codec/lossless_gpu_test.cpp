@@ -293,7 +293,9 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
             codedWithEscapes += (c.cpuFrame[b.offset + 1] & 0x80) != 0;
           }
           EXPECT_GE(coded, static_cast<int>(v.numChunks) - 1) << "expected coded chunks";
-          if (zeros) EXPECT_EQ(codedWithEscapes, coded) << "expected escapes in every coded chunk";
+          if (zeros) {
+            EXPECT_EQ(codedWithEscapes, coded) << "expected escapes in every coded chunk";
+          }
           ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 0, stream.get()));
           ASSERT_NO_FATAL_FAILURE(checkEncode(codec, c, 1, stream.get()));
           std::vector<uint8_t> out;
