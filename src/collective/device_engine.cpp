@@ -21,6 +21,7 @@
 #include "collective/engine.h"
 #include "common/dtype.h"
 #include "common/error.h"
+#include "common/trace.h"
 
 namespace cclz {
 namespace {
@@ -54,6 +55,7 @@ class DeviceEngine final : public Engine {
   void reserve(const uint64_t* bytes) override {
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) {
       if (bytes[a] <= capacity_[a]) continue;
+      CCLZ_TRACE("engine: area %d grows to %llu bytes", a, static_cast<unsigned long long>(bytes[a]));
       waitIdle();
       CCLZ_CUDA_CHECK(cudaFree(areas_[a]));
       areas_[a] = nullptr;
@@ -244,6 +246,7 @@ class DeviceEngine final : public Engine {
 
   void toHost(void* hostDst, const void* src, uint64_t bytes) override {
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(hostDst, src, bytes, cudaMemcpyDeviceToHost, current_));
+    CCLZ_TRACE("engine: waiting for %llu bytes to the host", static_cast<unsigned long long>(bytes));
     CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));
   }
 
@@ -262,7 +265,9 @@ class DeviceEngine final : public Engine {
   }
 
   const void* fetched(int slot) override {
+    CCLZ_TRACE("engine: waiting for the frame sizes of slot %d", slot);
     CCLZ_CUDA_CHECK(cudaEventSynchronize(fetchedEvent_[slot]));
+    CCLZ_TRACE("engine: frame sizes of slot %d here", slot);
     return fetchHost_ + slot * fetchBytes_;
   }
 

@@ -12,6 +12,7 @@
 #include "collective/pipeline.h"
 #include "common/dtype.h"
 #include "common/error.h"
+#include "common/trace.h"
 
 #ifdef CCLZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -403,6 +404,7 @@ struct QueuedCall {
 // stream after the call's work, or, where that cannot be queued, from the host at once.
 void runQueued(Communicator& comm, QueuedCall& call) noexcept {
   const std::string op = collOpName(call.args.op);
+  CCLZ_TRACE("proxy: job %u (%s) starts", call.word, op.c_str());
   try {
     runData(comm, call.args, call.plan, call.stride, call.start);
   } catch (const Error& error) {
@@ -421,6 +423,7 @@ void runQueued(Communicator& comm, QueuedCall& call) noexcept {
     comm.words().writeFromHost(call.word);
   }
   cudaEventDestroy(call.start);
+  CCLZ_TRACE("proxy: job %u queued its work and its completion word", call.word);
 }
 
 // On the caller's thread, after the check: the caller's stream gets the call's start event and
@@ -443,6 +446,7 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(a, plan, comm.transport().size(), comm.transport().rank(), e.memory(), stride, bytes);
   if (!e.covers(bytes)) {
+    CCLZ_TRACE("%s: growing the engine, after the proxy's queue", collOpName(a.op));
     comm.proxy()->drain();
     e.reserve(bytes);
   }
@@ -457,6 +461,7 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
     throw;
   }
   if (a.step) ++*a.step;  // as a call on the caller's thread does once its encodes are queued
+  CCLZ_TRACE("%s: queued for the proxy as job %u", collOpName(a.op), call->word);
   Communicator* c = &comm;
   comm.proxy()->submit(Proxy::Job{
       [c, call] { runQueued(*c, *call); },
@@ -503,8 +508,10 @@ void runCollective(Communicator& comm, const CollArgs& a) {
     else
       for (int r = 0; r < n; ++r)
         if (r != me) peers.push_back(r);
+    CCLZ_TRACE("%s count %llu: check", collOpName(a.op), static_cast<unsigned long long>(a.count));
     const std::string verdict =
         checkWithPeers(comm, describe(comm, a, plan, rejected != nullptr), peers);
+    CCLZ_TRACE("%s: check answered (%s)", collOpName(a.op), verdict.empty() ? "agreed" : "differs");
     if (rejected) std::rethrow_exception(rejected);
     if (!verdict.empty())
       CCLZ_FAIL(cclzInvalidUsage, std::string(collOpName(a.op)) + ": " + verdict);
@@ -517,7 +524,9 @@ void runCollective(Communicator& comm, const CollArgs& a) {
     return;
   }
 #endif
+  CCLZ_TRACE("%s: data part on the caller's thread", collOpName(a.op));
   runData(comm, a, plan, stride, nullptr);
+  CCLZ_TRACE("%s: data part queued", collOpName(a.op));
 }
 
 }  // namespace cclz

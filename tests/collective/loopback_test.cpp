@@ -497,6 +497,47 @@ TEST(CommSettingsTest, FromEnvironment) {
   EXPECT_TRUE(s.checkEveryCall);
 }
 
+// CCLZ_ASYNC=1 is refused until the proxy runs on a GPU (docs/collectives.md), unless
+// CCLZ_ASYNC_UNSAFE=1 asks for it.
+TEST(CommSettingsTest, AsyncNeedsTheUnsafeSwitch) {
+  setenv("CCLZ_ASYNC", "1", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_ASYNC=1 was accepted alone";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzNotSupported);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_ASYNC_UNSAFE"), std::string::npos) << e.what();
+  }
+  setenv("CCLZ_ASYNC_UNSAFE", "1", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().async);
+  setenv("CCLZ_ASYNC", "0", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().async);
+  unsetenv("CCLZ_ASYNC");
+  unsetenv("CCLZ_ASYNC_UNSAFE");
+}
+
+// CCLZ_TRACE=1: every rank's check and data part show up on stderr, in order.
+TEST(TraceTest, StepsOfACollectiveGoToStderr) {
+  setenv("CCLZ_TRACE", "1", 1);
+  testing::internal::CaptureStderr();
+  onRanks(2, [](cclzComm_t comm, int rank) {
+    std::vector<float> in(100, float(rank)), out(200);
+    EXPECT_EQ(cclzAllGather(in.data(), out.data(), in.size(), cclzFloat32, comm, nullptr,
+                            nullptr),
+              cclzSuccess);
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("CCLZ_TRACE");
+  const size_t check = err.find("all-gather count 100: check");
+  const size_t agreed = err.find("check answered (agreed)");
+  const size_t data = err.find("data part queued");
+  EXPECT_NE(check, std::string::npos) << err;
+  EXPECT_NE(agreed, std::string::npos) << err;
+  EXPECT_NE(data, std::string::npos) << err;
+  EXPECT_LT(check, agreed);
+  EXPECT_LT(agreed, data);
+}
+
 // CCLZ_CHECK_CALLS=first: the first call of each kind is checked, later ones are not.
 TEST(CommSettingsTest, CheckFirstCallOfEachKind) {
   auto hub = std::make_shared<LoopbackHub>(1);
