@@ -130,7 +130,7 @@ collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NC
       bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}"
     done
   done
-  bench coll "${net}_allgather_lossless2" --op allgather --codec lossless --format-version 2 --device gpu "${sizes[@]}"
+  bench coll "${net}_allgather_lossless1" --op allgather --codec lossless --format-version 1 --device gpu "${sizes[@]}"
   for codec in none lossless; do
     bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}"
   done

@@ -144,17 +144,18 @@ typedef struct {
   unsigned int magic;   /* CCLZ_CONFIG_MAGIC */
   unsigned int version; /* CCLZ_VERSION_CODE */
   cclzCodecType_t codec;
-  /* Elements per independently decodable chunk: a power of two in [1024, 65536] (a chunk must
-   * fit in GPU shared memory). 0 picks by message size: the largest power of two up to 16384
-   * that cuts the message into ~512 chunks, at least 4096. Smaller chunks give more parallelism
-   * on small messages, larger ones a slightly better ratio. The decoder must use the same
-   * configuration as the encoder. */
+  /* Elements per independently decodable chunk. Lossless version 2 (the default): 1024, 2048 or
+   * 4096; 0 picks 4096. Version 1: a power of two in [1024, 65536] (a chunk must fit in GPU
+   * shared memory); 0 picks by message size: the largest power of two up to 16384 that cuts the
+   * message into ~512 chunks, at least 4096. Smaller chunks give more parallelism on small
+   * messages, larger ones a slightly better ratio. The decoder must use the same configuration
+   * as the encoder. */
   int chunkElems;
-  /* Lossless: interleaved entropy-coded streams per chunk (one GPU thread decodes one), a power
-   * of two with chunkElems/streams in [64, 4096] symbols; 0 picks chunkElems/256. */
+  /* Lossless version 1 only: interleaved entropy-coded streams per chunk (one GPU thread decodes
+   * one), a power of two with chunkElems/streams in [64, 4096] symbols; 0 picks chunkElems/256. */
   int streamsPerChunk;
-  /* Lossless: longest Huffman code in bits, 8..12; 0 picks the default (10). The decoder's
-   * lookup table has 2^maxCodeLength entries. */
+  /* Lossless version 1 only: longest Huffman code in bits, 8..12; 0 picks the default (10). The
+   * decoder's lookup table has 2^maxCodeLength entries. */
   int maxCodeLength;
   /* Qgrad: bits per code, 8, 4 or 2 (2 is ternary: -1, 0, +1 times the block's scale); 0 picks 4.
    * (Qgrad takes its block size from blockElems; chunkElems, streamsPerChunk and maxCodeLength
@@ -187,10 +188,11 @@ typedef struct {
   /* Fp8: fine-scale candidates searched per 64-value block, 1..32 (1: the smallest scale that
    * does not saturate, no search); 0 picks 32 for E4M3/E5M2, 1 for INT8. */
   int fp8ScaleCandidates;
-  /* Lossless: payload format version, 1 or 2; 0 picks the default (1). Version 2 (static codes,
+  /* Lossless: payload format version, 1 or 2; 0 picks the default (2). Version 2 (static codes,
    * one GPU warp per chunk; docs/formats.md) takes chunkElems 1024, 2048 or 4096 (0 picks 4096)
-   * and no streamsPerChunk or maxCodeLength (they must be 0). Host decoders read both versions;
-   * a device decode needs the version of the handle that encoded. Other codecs: must be 0. */
+   * and no streamsPerChunk or maxCodeLength (they must be 0: they are version 1's, per-chunk
+   * Huffman codes). Host decoders read both versions; a device decode needs the version of the
+   * handle that encoded. Other codecs: must be 0. */
   int formatVersion;
 } cclzCodecConfig_t;
 

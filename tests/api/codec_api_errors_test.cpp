@@ -28,6 +28,7 @@ cclzResult_t create(const cclzCodecConfig_t& config) {
 
 cclzCodecConfig_t lossless(int chunk, int streams, int maxLen) {
   cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+  c.formatVersion = 1;  // the version with streams and code lengths
   c.chunkElems = chunk;
   c.streamsPerChunk = streams;
   c.maxCodeLength = maxLen;
@@ -62,6 +63,18 @@ TEST(CodecApiErrors, CreateChecksPointersAndConfigIdentity) {
   cclzCodecConfig_t none = good;
   none.codec = cclzCodecNone;
   EXPECT_EQ(create(none), cclzSuccess);
+}
+
+// The default lossless version is 2: version 1's own fields ask for formatVersion = 1.
+TEST(CodecApiErrors, VersionOneFieldsNeedVersionOne) {
+  for (cclzCodecConfig_t c : {lossless(0, 16, 0), lossless(0, 0, 10)}) {
+    c.formatVersion = 0;
+    EXPECT_EQ(create(c), cclzInvalidArgument);
+    EXPECT_NE(std::string(cclzGetLastError(nullptr)).find("formatVersion = 1"), std::string::npos)
+        << cclzGetLastError(nullptr);
+    c.formatVersion = 1;
+    EXPECT_EQ(create(c), cclzSuccess);
+  }
 }
 
 TEST(CodecApiErrors, ChunkElems) {
@@ -129,6 +142,8 @@ TEST(CodecApiErrors, FieldsOfAnotherCodec) {
       c.codec = codec;
       f.set(c);
       if (f.owner == codec) {
+        // streamsPerChunk and maxCodeLength belong to the lossless codec's version 1.
+        if (c.streamsPerChunk || c.maxCodeLength) c.formatVersion = 1;
         EXPECT_EQ(create(c), cclzSuccess) << f.name << " on its own codec " << codec;
         continue;
       }

@@ -353,6 +353,7 @@ TEST_P(LosslessCorrupt, FixedUpHeadersAreRejectedOrDecodeInBounds) {
 // The host decoder takes any chunking the frame declares (cclz.h), whatever the codec's config.
 TEST_P(LosslessCorrupt, HostDecodeAcceptsOtherChunking) {
   cclzCodecConfig_t other = CCLZ_CODEC_CONFIG_INITIALIZER;
+  other.formatVersion = 1;
   other.chunkElems = frame_.params.chunkElems == 1024 ? 65536 : 1024;
   other.streamsPerChunk = 16;
   other.maxCodeLength = 8;

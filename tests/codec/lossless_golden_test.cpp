@@ -105,6 +105,7 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
 
   // The public API gives the same bytes.
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.formatVersion = 1;
   config.chunkElems = 1024;
   config.streamsPerChunk = 16;
   config.maxCodeLength = 11;

@@ -14,7 +14,7 @@ struct CodecSetup {
   int chunkElems;       // as in cclzCodecConfig_t: 0 = default
   int streamsPerChunk;  // 0 = default
   int maxCodeLength;    // 0 = default
-  int formatVersion = 0;  // 0 = default (1), or 2
+  int formatVersion = 0;  // 0 = default (2), or 1
 
   // The API's defaults (cclz.h, docs/formats.md), derived here independently: the largest power
   // of two up to 16384 that cuts the message into ~512 chunks, at least 4096; chunkElems/256
@@ -26,7 +26,7 @@ struct CodecSetup {
   }
 
   lossless::Params params(uint64_t count) const {
-    if (formatVersion == 2)  // version 2: chunkElems (default 4096) and nothing else
+    if (formatVersion != 1)  // version 2: chunkElems (default 4096) and nothing else
       return lossless::Params{chunkElems ? static_cast<uint32_t>(chunkElems) : 4096u, 0, 0, 2};
     const uint32_t chunk =
         chunkElems ? static_cast<uint32_t>(chunkElems) : defaultChunkElems(count);
@@ -48,12 +48,12 @@ struct CodecSetup {
   }
 };
 
-// Version 1's configurations first (tests pick some by index), then version 2's: its default
-// and its smallest chunk.
+// Version 1's configurations first (tests pick some by index), then version 2's: the default
+// (version 2) and its smallest chunk.
 inline const std::vector<CodecSetup>& losslessSetups() {
   static const std::vector<CodecSetup> setups = {
-      {"default", 0, 0, 0},     {"c1024s16", 1024, 16, 0}, {"c65536s1024", 65536, 1024, 0},
-      {"len8", 0, 0, 8},        {"len12", 0, 0, 12},       {"v2", 0, 0, 0, 2},
+      {"v1", 0, 0, 0, 1},        {"c1024s16", 1024, 16, 0, 1}, {"c65536s1024", 65536, 1024, 0, 1},
+      {"len8", 0, 0, 8, 1},      {"len12", 0, 0, 12, 1},       {"default", 0, 0, 0},
       {"v2c1024", 1024, 0, 0, 2},
   };
   return setups;

@@ -28,9 +28,16 @@ uint32_t defaultChunkElems(uint64_t count) {
 }
 
 constexpr uint32_t kDefaultV2ChunkElems = 4096;
+// Version 2 is the default since it ran faster than version 1 on every measure of the H200
+// (bench/results/2026-11-22-codec-speed-h200) at 0.4% less ratio.
+constexpr int kDefaultFormatVersion = 2;
+
+int formatVersion(const cclzCodecConfig_t& c) {
+  return c.formatVersion ? c.formatVersion : kDefaultFormatVersion;
+}
 
 lossless::Params losslessParams(const cclzCodecConfig_t& c, uint64_t count) {
-  if (c.formatVersion == 2)  // static codes: the chunk size is its only parameter
+  if (formatVersion(c) == 2)  // static codes: the chunk size is its only parameter
     return lossless::Params{c.chunkElems ? static_cast<uint32_t>(c.chunkElems)
                                          : kDefaultV2ChunkElems,
                             0, 0, 2};
@@ -53,11 +60,12 @@ class LosslessCodec final : public Codec {
     CCLZ_REQUIRE(c.chunkElems >= 0 && c.streamsPerChunk >= 0 && c.maxCodeLength >= 0,
                  cclzInvalidArgument, "codec parameters must not be negative");
     CCLZ_REQUIRE(c.formatVersion >= 0 && c.formatVersion <= 2, cclzInvalidArgument,
-                 "lossless formatVersion must be 1, 2 or 0 (the default)");
-    if (c.formatVersion == 2) {
+                 "lossless formatVersion must be 1, 2 or 0 (the default, 2)");
+    if (formatVersion(c) == 2) {
       CCLZ_REQUIRE(c.streamsPerChunk == 0 && c.maxCodeLength == 0, cclzInvalidArgument,
-                   "lossless format version 2 has static codes and one stream per warp lane: "
-                   "streamsPerChunk and maxCodeLength must be 0");
+                   "lossless format version 2 (the default) has static codes and one stream per "
+                   "warp lane: streamsPerChunk and maxCodeLength are version 1's (formatVersion "
+                   "= 1) and must be 0");
       CCLZ_REQUIRE(lossless::validParams(losslessParams(c, 0)), cclzInvalidArgument,
                    "lossless format version 2 takes chunkElems 1024, 2048 or 4096 (or 0)");
       return;
