@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cclz/cclz.h"
-#include "mpi_world.h"
+#include "nccl_main.h"
 #include "support/data.h"
 
 namespace cclz::test {
@@ -37,30 +37,6 @@ __global__ void spinUntil(const volatile unsigned* flag, unsigned long long time
       return;
     }
   }
-}
-
-struct Comms {
-  cclzComm_t device = nullptr;
-  cclzComm_t host = nullptr;
-  cudaStream_t stream = nullptr;
-};
-
-Comms& comms() {
-  static Comms c = [] {
-    Comms made;
-    cclzUniqueId id{};
-    if (worldRank() == 0 && cclzGetUniqueId(&id) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (cclzCommInitRank(&made.device, worldSize(), id, worldRank()) != cclzSuccess) {
-      fprintf(stderr, "cclzCommInitRank: %s\n", cclzGetLastError(nullptr));
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Comm world = MPI_COMM_WORLD;
-    if (cclzCommInitFromMpi(&made.host, &world) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
-    cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
-    return made;
-  }();
-  return c;
 }
 
 template <typename T>
@@ -104,28 +80,25 @@ TEST(NcclAsync, ReturnsWhileTheStreamIsBlockedAndMatchesTheHost) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
+  auto callBoth = [&] {
+    ASSERT_EQ(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, comms().device, &lossless,
+                            stream),
+              cclzSuccess)
+        << cclzGetLastError(comms().device);
+    ASSERT_EQ(cclzAllGather(send, gathered, count, cclzBfloat16, comms().device, nullptr, stream),
+              cclzSuccess)
+        << cclzGetLastError(comms().device);
+  };
   // The first calls of a size grow the engine's memory on the caller's thread, which waits for
   // the device (docs/collectives.md): warm up before blocking the stream.
-  ASSERT_EQ(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, comms().device, &lossless,
-                          stream),
-            cclzSuccess)
-      << cclzGetLastError(comms().device);
-  ASSERT_EQ(cclzAllGather(send, gathered, count, cclzBfloat16, comms().device, nullptr, stream),
-            cclzSuccess)
-      << cclzGetLastError(comms().device);
+  ASSERT_NO_FATAL_FAILURE(callBoth());
   ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
   ASSERT_EQ(cudaMemset(recv, 0, in.size()), cudaSuccess);
   ASSERT_EQ(cudaMemset(gathered, 0, in.size() * n), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   spinUntil<<<1, 1, 0, comms().stream>>>(flagOnDevice, 20ull * 1000 * 1000 * 1000, saw);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  ASSERT_EQ(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, comms().device, &lossless,
-                          stream),
-            cclzSuccess)
-      << cclzGetLastError(comms().device);
-  ASSERT_EQ(cclzAllGather(send, gathered, count, cclzBfloat16, comms().device, nullptr, stream),
-            cclzSuccess)
-      << cclzGetLastError(comms().device);
+  ASSERT_NO_FATAL_FAILURE(callBoth());
   // Both calls returned: only now is the kernel released. Had a call waited for the stream, the
   // kernel would have timed out first and `saw` would be 0.
   EXPECT_EQ(cudaStreamQuery(comms().stream), cudaErrorNotReady) << "the stream was not blocked";
@@ -191,28 +164,11 @@ TEST(NcclAsync, RefusesCapture) {
 }  // namespace cclz::test
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  // NCCL wants one GPU per rank of a communicator: fewer GPUs than ranks is a skip, not a pass.
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < cclz::test::worldSize()) {
-    if (cclz::test::worldRank() == 0)
-      printf("%d CUDA devices for %d ranks: the NCCL tests are skipped\n", devices,
-             cclz::test::worldSize());
-    MPI_Finalize();
-    return cclz::test::kSkipReturnCode;
-  }
+  if (const int skip = cclz::test::startNcclTests(&argc, argv, "64K")) return skip;
   if (const char* async = std::getenv("CCLZ_ASYNC"); !async || std::string(async) != "1") {
     fprintf(stderr, "nccl_async_tests needs CCLZ_ASYNC=1 (ctest sets it)\n");
     MPI_Finalize();
     return 1;
   }
-  cudaSetDevice(cclz::test::worldRank() % devices);
-  setenv("CCLZ_PIECE_BYTES", "64K", 1);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
-  const bool passed = cclz::test::allRanks(RUN_ALL_TESTS() == 0);
-  cclzCommDestroy(cclz::test::comms().device);
-  cclzCommDestroy(cclz::test::comms().host);
-  MPI_Finalize();
-  return passed ? 0 : 1;
+  return cclz::test::finishNcclTests();
 }

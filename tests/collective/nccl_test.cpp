@@ -16,38 +16,11 @@
 #include "cclz/cclz.h"
 #include "coll_cases.h"
 #include "coll_runner.h"
-#include "mpi_world.h"
+#include "nccl_main.h"
 #include "support/data.h"
 
 namespace cclz::test {
 namespace {
-
-struct Comms {
-  cclzComm_t device = nullptr;
-  cclzComm_t host = nullptr;
-  cudaStream_t stream = nullptr;
-};
-
-Comms& comms() {
-  static Comms c = [] {
-    Comms made;
-    cclzUniqueId id{};
-    if (worldRank() == 0 && cclzGetUniqueId(&id) != cclzSuccess) {
-      fprintf(stderr, "cclzGetUniqueId: %s\n", cclzGetLastError(nullptr));
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (cclzCommInitRank(&made.device, worldSize(), id, worldRank()) != cclzSuccess) {
-      fprintf(stderr, "cclzCommInitRank: %s\n", cclzGetLastError(nullptr));
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    MPI_Comm world = MPI_COMM_WORLD;
-    if (cclzCommInitFromMpi(&made.host, &world) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
-    cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
-    return made;
-  }();
-  return c;
-}
 
 // A device buffer holding bytes, or receiving them.
 struct DeviceBytes {
@@ -195,24 +168,8 @@ TEST(NcclErrors, MismatchFailsOnEveryRank) {
 }  // namespace cclz::test
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  // NCCL wants one GPU per rank of a communicator: fewer GPUs than ranks is a skip, not a pass.
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < cclz::test::worldSize()) {
-    if (cclz::test::worldRank() == 0)
-      printf("%d CUDA devices for %d ranks: the NCCL tests are skipped\n", devices,
-             cclz::test::worldSize());
-    MPI_Finalize();
-    return cclz::test::kSkipReturnCode;
-  }
-  cudaSetDevice(cclz::test::worldRank() % devices);
-  setenv("CCLZ_PIECE_BYTES", std::to_string(cclz::test::kTestPieceBytes).c_str(), 1);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
-  int result = RUN_ALL_TESTS();
-  result = cclz::test::allRanks(result == 0) ? 0 : 1;
-  cclzCommDestroy(cclz::test::comms().device);
-  cclzCommDestroy(cclz::test::comms().host);
-  MPI_Finalize();
-  return result;
+  if (const int skip = cclz::test::startNcclTests(
+          &argc, argv, std::to_string(cclz::test::kTestPieceBytes)))
+    return skip;
+  return cclz::test::finishNcclTests();
 }

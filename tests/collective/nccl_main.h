@@ -1,0 +1,77 @@
+// The start and end of the NCCL test programs (nccl_test.cpp, nccl_async_test.cu), one process
+// per GPU under mpirun: NCCL wants one GPU per rank of a communicator, so fewer GPUs than ranks
+// is a ctest skip, not a pass; every rank runs the tests (brief beyond rank 0) and the program
+// passes when every rank passed.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cclz/cclz.h"
+#include "mpi_world.h"
+
+namespace cclz::test {
+
+// The communicators every test of a program shares: a device one over NCCL (the unique id
+// broadcast over MPI), a host one over MPI_COMM_WORLD for the reference path, and a stream.
+struct NcclTestComms {
+  cclzComm_t device = nullptr;
+  cclzComm_t host = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+inline NcclTestComms& comms() {
+  static NcclTestComms c = [] {
+    NcclTestComms made;
+    cclzUniqueId id{};
+    if (worldRank() == 0 && cclzGetUniqueId(&id) != cclzSuccess) {
+      std::fprintf(stderr, "cclzGetUniqueId: %s\n", cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (cclzCommInitRank(&made.device, worldSize(), id, worldRank()) != cclzSuccess) {
+      std::fprintf(stderr, "cclzCommInitRank: %s\n", cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm world = MPI_COMM_WORLD;
+    if (cclzCommInitFromMpi(&made.host, &world) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
+    cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
+    return made;
+  }();
+  return c;
+}
+
+// MPI up and this rank's GPU chosen, or kSkipReturnCode (MPI finalized) when a rank would have
+// no GPU of its own. Sets CCLZ_PIECE_BYTES for the communicators the tests create.
+inline int startNcclTests(int* argc, char** argv, const std::string& pieceBytes) {
+  MPI_Init(argc, &argv);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < worldSize()) {
+    if (worldRank() == 0)
+      std::printf("%d CUDA devices for %d ranks: the NCCL tests are skipped\n", devices,
+                  worldSize());
+    MPI_Finalize();
+    return kSkipReturnCode;
+  }
+  cudaSetDevice(worldRank() % devices);
+  setenv("CCLZ_PIECE_BYTES", pieceBytes.c_str(), 1);
+  ::testing::InitGoogleTest(argc, argv);
+  if (worldRank() != 0) GTEST_FLAG_SET(brief, true);
+  return 0;
+}
+
+// Runs the tests, destroys the communicators, finalizes MPI: 0 when every rank passed.
+inline int finishNcclTests() {
+  const bool passed = allRanks(RUN_ALL_TESTS() == 0);
+  cclzCommDestroy(comms().device);
+  cclzCommDestroy(comms().host);
+  MPI_Finalize();
+  return passed ? 0 : 1;
+}
+
+}  // namespace cclz::test
