@@ -55,7 +55,8 @@ class DeviceEngine final : public Engine {
   void reserve(const uint64_t* bytes) override {
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) {
       if (bytes[a] <= capacity_[a]) continue;
-      CCLZ_TRACE("engine: area %d grows to %llu bytes", a, static_cast<unsigned long long>(bytes[a]));
+      CCLZ_TRACE("engine: area %d grows to %llu bytes", a,
+                 static_cast<unsigned long long>(bytes[a]));
       waitIdle();
       CCLZ_CUDA_CHECK(cudaFree(areas_[a]));
       areas_[a] = nullptr;
@@ -246,7 +247,8 @@ class DeviceEngine final : public Engine {
 
   void toHost(void* hostDst, const void* src, uint64_t bytes) override {
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(hostDst, src, bytes, cudaMemcpyDeviceToHost, current_));
-    CCLZ_TRACE("engine: waiting for %llu bytes to the host", static_cast<unsigned long long>(bytes));
+    CCLZ_TRACE("engine: waiting for %llu bytes to the host",
+               static_cast<unsigned long long>(bytes));
     CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));
   }
 

@@ -12,7 +12,7 @@ void traceLine(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace cclz
 
-#define CCLZ_TRACE(...)                                       \
-  do {                                                        \
+#define CCLZ_TRACE(...)                                         \
+  do {                                                          \
     if (::cclz::traceEnabled()) ::cclz::traceLine(__VA_ARGS__); \
   } while (0)
