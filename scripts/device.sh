@@ -5,7 +5,7 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 fp8 qgrad coll collsock (default: build tests codec). $OUT
+# Stages: build tests codec lossless2 fp8 qgrad coll collsock check (default: build tests codec). $OUT
 # receives at most 8 files (the device tool's limit): summary.txt, device.log (build and tests),
 # bench.log (every benchmark's table, in order) and bench.json (one object per benchmark run:
 # stage, name, the command and its rows), whatever stages run. lossless2: the lossless payload
@@ -13,6 +13,7 @@
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
+# check (2 or more GPUs): what the call check costs over NVLink, with a traced run in trace.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/cclz-out}
@@ -153,6 +154,26 @@ fi
 
 if has collsock; then
   collsweep socket
+fi
+
+if has check; then
+  # The call check's cost (bench/notes/collectives.md): the codec none over NVLink with the check
+  # on every call and on the first only, then 5 traced calls of each (CCLZ_TRACE=1, host clock of
+  # every step) into trace.log.
+  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
+  for mode in 1 first; do
+    for op in allgather allreduce; do
+      launcher+=(-x CCLZ_CHECK_CALLS=$mode)
+      bench check "${op}_none_check_$mode" --op $op --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5
+      launcher=("${launcher[@]:0:${#launcher[@]}-2}")
+    done
+  done
+  for mode in 1 first; do
+    echo "== CCLZ_CHECK_CALLS=$mode, 16 MiB all-reduce, codec none" >>"$OUT/trace.log"
+    "${launcher[@]}" -x CCLZ_CHECK_CALLS=$mode -x CCLZ_TRACE=1 $perf --op allreduce --codec none \
+      --device gpu -b 16M -e 16M -n 5 -w 0 -c 0 >>"$OUT/trace.log" 2>&1
+  done
+  launcher=()
 fi
 
 # bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.
