@@ -304,6 +304,15 @@ __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in
   }
 }
 
+// How many of the 8 values of the lane's group j are in the chunk (all of them in a full chunk;
+// none past the lane's groups).
+template <bool kFull>
+__device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane, uint32_t n,
+                                                   uint32_t lane) {
+  if constexpr (kFull) return kGroup;
+  return j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0;
+}
+
 // Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2).
 // kNoEscapes: every offset is below the family's D (top - bottom < D), so offsets need no
 // clamp, and four come from one subtraction: top - s per byte never borrows, since s <= top.
@@ -325,9 +334,7 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t,
         for (int b = 0; b < 4; ++b) addCosts(t, (d4 >> (8 * b)) & 0xFFu, packed);
       }
     } else {
-      const uint32_t valid =
-          kFull ? kGroup
-                : (j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0);
+      const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) {
         if (!kFull && i >= static_cast<int>(valid)) break;
@@ -362,9 +369,7 @@ __device__ __forceinline__ void codeLane(const uint32_t* code,
         w.put(pairBits(e2, e3), pairLength(e2, e3));
       }
     } else {
-      const uint32_t valid =
-          kFull ? kGroup
-                : (j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0);
+      const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
 #pragma unroll
       for (int i = 0; i < kGroup; ++i) {
         if (!kFull && i >= static_cast<int>(valid)) break;
