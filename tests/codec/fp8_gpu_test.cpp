@@ -219,6 +219,34 @@ TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
   }
 }
 
+using NamedFrames = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
+
+// `bytes` with the byte at `at` set to `value`.
+std::vector<uint8_t> withByte(std::vector<uint8_t> bytes, size_t at, uint8_t value) {
+  bytes[at] = value;
+  return bytes;
+}
+
+// Every frame of `bad` (bf16, `count` values): the host decoder rejects it, the device decoder
+// reports it (cclzCodecSynchronize) and writes nothing outside its output.
+void expectBothReject(cclzCodec_t codec, const NamedFrames& bad, size_t count,
+                      cudaStream_t stream) {
+  auto* cs = reinterpret_cast<cclzStream_t>(stream);
+  for (const auto& [name, bytes] : bad) {
+    std::vector<uint8_t> hostOut(2 * count);
+    EXPECT_EQ(
+        cclzDecodeHost(codec, bytes.data(), bytes.size(), hostOut.data(), count, cclzBfloat16),
+        cclzCorruptFrame)
+        << name;
+    GuardedDeviceBuffer frame(bytes.size()), out(2 * count);
+    frame.upload(bytes.data(), bytes.size());
+    ASSERT_EQ(cclzDecode(codec, frame.data(), bytes.size(), out.data(), count, cclzBfloat16, cs),
+              cclzSuccess);
+    EXPECT_EQ(cclzCodecSynchronize(codec, nullptr), cclzCorruptFrame) << name;
+    EXPECT_TRUE(out.guardsIntact()) << name;
+  }
+}
+
 // A smoothed frame whose shift is out of range, or whose header lost its smoothing area: both
 // decoders reject it (the device one reports it).
 TEST(Fp8GpuCorrupt, SmoothingFieldsAreChecked) {
@@ -234,11 +262,9 @@ TEST(Fp8GpuCorrupt, SmoothingFieldsAreChecked) {
   fp8::Params p;
   ASSERT_EQ(fp8::checkFp8Header(h, &p), kFrameOk);
   const fp8::Layout l = fp8::frameLayout(n, p);
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad;
+  NamedFrames bad;
+  bad.emplace_back("shift 16", withByte(cpu.bytes, l.smooth + 100, 16));
   std::vector<uint8_t> b = cpu.bytes;
-  b[l.smooth + 100] = 16;
-  bad.emplace_back("shift 16", b);
-  b = cpu.bytes;
   FrameHeader e = h;
   e.params[6] = 0;  // applied without an area
   e.checksum = headerChecksum(e);
@@ -246,20 +272,7 @@ TEST(Fp8GpuCorrupt, SmoothingFieldsAreChecked) {
   bad.emplace_back("no area", b);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  auto* cs = reinterpret_cast<cclzStream_t>(stream);
-  for (const auto& [name, bytes] : bad) {
-    std::vector<uint8_t> hostOut(2 * n);
-    EXPECT_EQ(
-        cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut.data(), n, cclzBfloat16),
-        cclzCorruptFrame)
-        << name;
-    GuardedDeviceBuffer frame(bytes.size()), out(2 * n);
-    frame.upload(bytes.data(), bytes.size());
-    ASSERT_EQ(cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), n, cclzBfloat16, cs),
-              cclzSuccess);
-    EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
-    EXPECT_TRUE(out.guardsIntact()) << name;
-  }
+  expectBothReject(codec.get(), bad, n, stream);
   cudaStreamDestroy(stream);
 }
 
@@ -293,26 +306,16 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     *deviceOut = out.download(x.size() * esize);
     EXPECT_TRUE(out.guardsIntact());
   };
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad;
-  auto edit = [&](const std::string& name, size_t at, uint8_t value) {
-    std::vector<uint8_t> b = cpu.bytes;
-    b[at] = value;
-    bad.emplace_back(name, b);
-  };
-  edit("coarse sign", l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15]);
+  NamedFrames bad;
+  bad.emplace_back("coarse sign",
+                   withByte(cpu.bytes, l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15]));
   std::vector<uint8_t> b = cpu.bytes;
   b[l.coarse + 4 * 5 + 2] |= 0x80;
   b[l.coarse + 4 * 5 + 3] = 0x7F;
   bad.emplace_back("coarse Inf", b);
-  edit("flag under policy never", l.flags + 2, 1);
-  edit("flag 7", l.flags + 19, 7);
-  for (const auto& [name, bytes] : bad) {
-    cclzResult_t host, device;
-    std::vector<uint8_t> hostOut, deviceOut;
-    decodeBoth(bytes, cclzBfloat16, &host, &hostOut, &device, &deviceOut);
-    EXPECT_EQ(host, cclzCorruptFrame) << name;
-    EXPECT_EQ(device, cclzCorruptFrame) << name;
-  }
+  bad.emplace_back("flag under policy never", withByte(cpu.bytes, l.flags + 2, 1));
+  bad.emplace_back("flag 7", withByte(cpu.bytes, l.flags + 19, 7));
+  expectBothReject(codec.get(), bad, x.size(), stream);
   // Valid frames of every dtype (a frame decodes only into its own dtype): every rare code in the
   // first tiles, then decoded by both.
   const uint8_t codes[] = {0x7C, 0x7D, 0x7E, 0xFC, 0xFD, 0xFE, 0x7F, 0xFF, 0x80, 0x00, 0x01, 0x81};
@@ -339,34 +342,18 @@ TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
   for (auto& v : x) v = float(normalFrom(state));
   const HostFrame cpu = encodeHost(codec.get(), cclzBfloat16, toDtype(x, cclzBfloat16), x.size());
   const fp8::Layout l = fp8::frameLayout(x.size(), 256);
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> bad;
-  auto edit = [&](const std::string& name, size_t at, uint8_t value) {
-    std::vector<uint8_t> b = cpu.bytes;
-    b[at] = value;
-    bad.emplace_back(name, b);
+  const NamedFrames bad = {
+      {"magic", withByte(cpu.bytes, 0, 0)},
+      {"checksum", withByte(cpu.bytes, 60, cpu.bytes[60] ^ 1)},
+      {"coarse sign",
+       withByte(cpu.bytes, l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15])},
+      {"flag", withByte(cpu.bytes, l.flags + 2, 7)},
+      {"special code in a rotated group", withByte(cpu.bytes, l.codes + 600, fp8::kCodeNaN)},
   };
-  edit("magic", 0, 0);
-  edit("checksum", 60, cpu.bytes[60] ^ 1);
-  edit("coarse sign", l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15]);
-  edit("flag", l.flags + 2, 7);
-  edit("special code in a rotated group", l.codes + 600, fp8::kCodeNaN);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   auto* cs = reinterpret_cast<cclzStream_t>(stream);
-  for (const auto& [name, bytes] : bad) {
-    std::vector<uint8_t> hostOut(2 * x.size());
-    EXPECT_EQ(cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut.data(), x.size(),
-                             cclzBfloat16),
-              cclzCorruptFrame)
-        << name;
-    GuardedDeviceBuffer frame(bytes.size()), out(2 * x.size());
-    frame.upload(bytes.data(), bytes.size());
-    ASSERT_EQ(
-        cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(), cclzBfloat16, cs),
-        cclzSuccess);
-    EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzCorruptFrame) << name;
-    EXPECT_TRUE(out.guardsIntact()) << name;
-  }
+  expectBothReject(codec.get(), bad, x.size(), stream);
   GuardedDeviceBuffer frame(cpu.bytes.size()), out(2 * x.size());
   frame.upload(cpu.bytes.data(), cpu.bytes.size());
   ASSERT_EQ(cclzDecode(codec.get(), frame.data(), cpu.bytes.size() - 16, out.data(), x.size(),
