@@ -322,8 +322,11 @@ TEST(LosslessGpuV2Decode, WholeChunkChecksMatchReference) {
       for (size_t count : {size_t{4096} * 8, size_t{4096} * 8 + 1000}) {
         SCOPED_TRACE(std::string(dtypeLabel(dtype)) + " kind " +
                      std::to_string(static_cast<int>(kind)) + " n " + std::to_string(count));
-        Case c{dtype, count,
-               makeData(DataKind::kGauss1, dtype, count, 4096, mixSeed(dtype, count, 99)), {}, 0};
+        Case c{dtype,
+               count,
+               makeData(DataKind::kGauss1, dtype, count, 4096, mixSeed(dtype, count, 99)),
+               {},
+               0};
         const size_t esize = elementSize(dtype);
         for (size_t i = 0; i < count; ++i) {
           uint8_t* e = &c.input[i * esize];

@@ -121,8 +121,7 @@ struct PairJoiner<cclzFloat16> : PairJoiner<cclzBfloat16> {};
 template <>
 struct PairJoiner<cclzFloat32> {
   static constexpr int kWords = 8;
-  __device__ static void join(const uint32_t (&y)[4], uint2 a, const uint4& b,
-                              uint32_t (&out)[8]) {
+  __device__ static void join(const uint32_t (&y)[4], uint2 a, const uint4& b, uint32_t (&out)[8]) {
     const uint32_t lows[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
