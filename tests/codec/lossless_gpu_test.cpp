@@ -306,6 +306,104 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
   }
 }
 
+// Payload version 2's decoder takes a fast path for whole coded chunks (decode_v2_whole.cuh:
+// 4096 elements, with and without escapes) and the general lane loop for the rest. Each fast-path
+// check is exercised against the reference's verdict: bits flipped in the lane streams and in the
+// size deltas, the escape flag toggled, the top symbol moved by one. "Low top" data (symbols
+// shifted down below the family's D) makes `offset <= top` the binding check.
+TEST(LosslessGpuV2Decode, WholeChunkChecksMatchReference) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  StreamHolder stream;
+  CodecPtr codec = makeCodec(v2Setup().apiConfig());
+  ASSERT_TRUE(codec);
+  enum class Kind { kPlain, kEscapes, kLowTop };
+  for (int dtype : losslessDtypes())
+    for (Kind kind : {Kind::kPlain, Kind::kEscapes, Kind::kLowTop})
+      for (size_t count : {size_t{4096} * 8, size_t{4096} * 8 + 1000}) {
+        SCOPED_TRACE(std::string(dtypeLabel(dtype)) + " kind " +
+                     std::to_string(static_cast<int>(kind)) + " n " + std::to_string(count));
+        Case c{dtype,
+               count,
+               makeData(DataKind::kGauss1, dtype, count, 4096, mixSeed(dtype, count, 99)),
+               {},
+               0};
+        const size_t esize = elementSize(dtype);
+        for (size_t i = 0; i < count; ++i) {
+          uint8_t* e = &c.input[i * esize];
+          if (kind == Kind::kEscapes && i % 61 == 0) std::memset(e, 0, esize);
+          if (kind == Kind::kLowTop) {
+            // The symbol field: bits 30..23 of fp32, bits 14..7 of bf16 and fp16 (version 2).
+            uint32_t bits = 0;
+            std::memcpy(&bits, e, esize);
+            const int shift = dtype == cclzFloat32 ? 23 : 7;
+            const uint32_t down = dtype == cclzFloat16 ? 100 : 110;
+            const uint32_t sym = (bits >> shift) & 0xFFu;
+            bits = (bits & ~(0xFFu << shift)) | ((sym > down ? sym - down : 0) << shift);
+            std::memcpy(e, &bits, esize);
+          }
+        }
+        ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
+        const FrameView v = viewFrame(c.cpuFrame.data());
+        std::vector<uint32_t> coded;
+        for (uint32_t k = 0; k < v.numChunks; ++k)
+          if (viewBlock(c.cpuFrame.data(), v, k).mode == 1) coded.push_back(k);
+        ASSERT_GE(coded.size(), 8u) << "expected coded whole chunks";
+        const BlockView first = viewBlock(c.cpuFrame.data(), v, coded[0]);
+        const uint8_t flags = c.cpuFrame[first.offset + 1], top = c.cpuFrame[first.offset + 2];
+        if (kind == Kind::kEscapes) {
+          EXPECT_TRUE(flags & 0x80) << "expected escapes";
+        } else {
+          EXPECT_FALSE(flags & 0x80) << "expected no escapes";
+        }
+        if (kind == Kind::kLowTop) {
+          EXPECT_LT(top, dtype == cclzFloat16 ? 63 : 31) << "expected a top below D - 1";
+        }
+        std::vector<uint8_t> out;
+        ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+                  cclzSuccess);
+        EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+
+        std::mt19937_64 rng(mixSeed(dtype, count, 17 + static_cast<uint64_t>(kind)));
+        int rejected = 0;
+        for (int trial = 0; trial < 32; ++trial) {
+          std::vector<uint8_t> bad(c.cpuFrame);
+          const BlockView b = viewBlock(bad.data(), v, coded[rng() % coded.size()]);
+          uint8_t* block = &bad[b.offset];
+          const uint32_t width = block[3], streams = 8 + 4 * width;
+          switch (trial % 4) {
+            case 0:  // a bit of a lane stream
+            case 1: {
+              const uint64_t bit = 8 * streams + rng() % (8 * (b.bytes - streams));
+              block[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+              break;
+            }
+            case 2:  // the escape flag, or a bit of the size deltas
+              if (width == 0 || rng() % 2)
+                block[1] ^= 0x80;
+              else
+                block[8 + rng() % (4 * width)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+              break;
+            default:  // the top symbol, one up or one down
+              block[2] = static_cast<uint8_t>(block[2] + (rng() % 2 ? 1 : 255));
+          }
+          std::vector<uint8_t> cpuOut(c.input.size());
+          const uint32_t cpu =
+              lossless::decodeRef(bad.data(), bad.size(), dtype, count, cpuOut.data());
+          rejected += cpu != kFrameOk;
+          const cclzResult_t gpu = deviceDecode(codec, bad, bad.size(), c, stream.get(), &out);
+          EXPECT_EQ(gpu, cpu == kFrameOk ? cclzSuccess : cclzCorruptFrame)
+              << "trial " << trial << ": the reference says " << frameErrorText(cpu);
+          if (gpu == cclzSuccess && cpu == kFrameOk) {
+            EXPECT_EQ(firstMismatch(out.data(), cpuOut.data(), out.size()), SIZE_MAX)
+                << "trial " << trial;
+          }
+        }
+        EXPECT_GT(rejected, 4) << "the corruptions should mostly be caught";
+        ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+                  cclzSuccess);
+      }
+}
+
 // The real tensors, through both directions, default and smallest chunking.
 TEST(LosslessGpuRealTensors, MatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";

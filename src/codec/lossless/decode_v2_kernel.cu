@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "codec/lossless/decode_v2_whole.cuh"
 #include "codec/lossless/device_v2.cuh"
 
 namespace cclz::lossless::v2 {
@@ -93,18 +94,30 @@ __device__ inline uint32_t decodeSymbol(BitReader& r, const uint16_t* table, uin
   return sym & 0xFFu;
 }
 
+// NOTE: 9 blocks (36 warps) per multiprocessor, as shared memory allows: at most 56 registers.
+constexpr int kDecodeBlocksPerSM = 9;
+
 template <int D>
-__global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM) decodeKernel(DecodeArgs a) {
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Joiner = lossless::device::Joiner<kSplit>;
   using E = Elements<D>;
   using Word = typename E::Word;
-  __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
-  __shared__ __align__(16) uint16_t tableAll[kWarpsPerBlock][1u << kCodeBits];
+  // NOTE: the whole-chunk path may read a corrupt lane's words up to kStageOverread bytes past
+  // its warp's stage (decode_v2_whole.cuh): those reads stay in this block's shared memory.
+  // The tables come first, 2 KiB aligned (the fast path forms an entry's address with an OR).
+  struct Shared {
+    uint16_t table[kWarpsPerBlock][1u << kCodeBits];
+    uint8_t stage[kWarpsPerBlock][kStageBytes];
+    uint8_t overread[kStageOverread];
+  };
+  __shared__ __align__(2048) Shared shared;
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint8_t* stage = stageAll[warp];
+  uint8_t* stage = shared.stage[warp];
   const uint32_t* stageWords = reinterpret_cast<const uint32_t*>(stage);
-  uint16_t* table = tableAll[warp];
+  uint16_t* table = shared.table[warp];
+  const uint32_t stageAddress = static_cast<uint32_t>(__cvta_generic_to_shared(stage));
+  const uint32_t tableAddress = static_cast<uint32_t>(__cvta_generic_to_shared(table));
   const uint32_t chunkElems = a.chunkElems;
   const int fam = family(D);
 
@@ -155,7 +168,20 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     // profile: 8.3% of stall samples on its first use).
     uint2 firstA = make_uint2(0, 0);
     uint4 firstB = make_uint4(0, 0, 0, 0);
-    if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
+    // A whole chunk may take the fast path (decode_v2_whole.cuh), which starts with the raw
+    // planes of the lane's first kWholeAhead<D> groups: all of them are loaded here.
+    // (The table's 2 KiB alignment is asked of the compiler and checked here, warp-uniform.)
+    const bool whole = n == kMaxChunkElems && (tableAddress & 0x7FFu) == 0;
+    uint2 aheadA[kWholeAhead<D>] = {};
+    uint4 aheadB[kWholeAhead<D>] = {};
+    if (whole) {
+#pragma unroll
+      for (int j = 0; j < kWholeAhead<D>; ++j) loadRaw(lane + kLanes * j, aheadA[j], aheadB[j]);
+      firstA = aheadA[0];
+      firstB = aheadB[0];
+    } else if (groupValid(n, lane)) {
+      loadRaw(lane, firstA, firstB);
+    }
     lossless::device::copyAsyncWaitAll();
     __syncwarp();
 
@@ -246,6 +272,16 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     }
 
     const uint32_t start = 8 * streamsOffset(width) + inclusive - myBits;
+    if (whole) {
+      const bool ok =
+          escapes ? decodeWholeLane<D, true>(stageAddress, tableAddress, top, start, myBits, planeA,
+                                             planeB, out, lane, aheadA, aheadB)
+                  : decodeWholeLane<D, false>(stageAddress, tableAddress, top, start, myBits,
+                                              planeA, planeB, out, lane, aheadA, aheadB);
+      if (!ok) lossless::device::reportError(a.status, kFrameBadChunk);
+      __syncwarp();  // the stage is rewritten by the next chunk
+      continue;
+    }
     auto decodeLane = [&](auto escapesFlag) {
       constexpr bool kEscapes = decltype(escapesFlag)::value;
       BitReader r(stageWords, blockBytes, start);
