@@ -6,10 +6,19 @@
 namespace cclz::fp8 {
 namespace {
 
-// True when one of the word's four codes is special: NaN (0x80) or +-Inf (0x7F, 0xFF).
-__device__ __forceinline__ bool hasSpecialCode(uint32_t w) {
-  return (__vcmpeq4(w, 0x80808080u) | __vcmpeq4(w & 0x7F7F7F7Fu, 0x7F7F7F7Fu)) != 0;
+// The bytes of w the fast path cannot convert by hardware, as bit 7 of each byte: the special
+// codes (NaN 0x80, Inf 0x7F/0xFF) and, on E5M2, magnitudes 0x7C..0x7E (valid codes the hardware
+// reads as Inf/NaN). `carry` is 0x80 - (the smallest such magnitude) in every byte: a magnitude
+// m <= 0x7F plus it reaches bit 7 exactly when m is rare, and no byte carries into the next.
+// NOTE: bit arithmetic rather than __vcmpgeu4/__vcmpeq4 (about 10 instructions each on sm_90).
+__device__ __forceinline__ uint32_t rareBytes(uint32_t w, uint32_t carry) {
+  const uint32_t m = w & 0x7F7F7F7Fu;
+  const uint32_t nonZero = m + 0x7F7F7F7Fu;  // bit 7 set where m > 0
+  return ((m + carry) | (w & ~nonZero)) & 0x80808080u;
 }
+
+// True when one of the word's four codes is special: NaN (0x80) or +-Inf (0x7F, 0xFF).
+__device__ __forceinline__ bool hasSpecialCode(uint32_t w) { return rareBytes(w, 0x01010101u) != 0; }
 
 // Two finite fp32 values rounded to nearest even into the dtype's 16-bit words (lo in the low
 // half): one conversion instruction for both, the same bits as storeFromFloat for finite values.
@@ -104,11 +113,25 @@ __device__ __forceinline__ void store8(void* dst, float* acc, uint64_t i, uint32
   }
 }
 
+// e / rowElems for e < 2^48: an fp64 estimate (off by at most one: the quotient is below 2^42
+// and the estimate's relative error below 2^-51) and one correction. No 64-bit integer division
+// (a call of ~70 instructions) per piece.
+__device__ __forceinline__ uint64_t rowOf(uint64_t e, uint32_t rowElems, double invRowElems) {
+  uint64_t q = static_cast<uint64_t>(static_cast<double>(e) * invRowElems);
+  const int64_t r = static_cast<int64_t>(e - q * rowElems);
+  if (r < 0)
+    --q;
+  else if (r >= static_cast<int64_t>(rowElems))
+    ++q;
+  return q;
+}
+
 // What a lane reads for its 8 values of one 256-value tile: its codes and its row's and block's
 // side data. Loaded for two tiles before either is decoded, so that more bytes are in flight.
 struct TileLoad {
-  uint64_t first;  // the lane's first element
-  uint32_t valid;  // how many of its 8 exist
+  uint64_t first;   // the lane's first element
+  uint64_t rowEnd;  // the end of its row: min(count, (row + 1) * rowElems)
+  uint32_t valid;   // how many of its 8 exist
   uint2 codes;     // byte j of (x, y) is code j; codes past `valid` are 0
   float coarse;
   uint8_t flag, fine;
@@ -116,8 +139,8 @@ struct TileLoad {
 };
 
 __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l, uint32_t rowElems,
-                                             bool smoothed, uint64_t count, uint64_t tile,
-                                             uint32_t lane) {
+                                             double invRowElems, bool smoothed, uint64_t count,
+                                             uint64_t tile, uint32_t lane) {
   TileLoad t;
   t.shifts = make_uint2(0, 0);
   t.first = tile * kTileElems + lane * kLaneElems;
@@ -125,14 +148,16 @@ __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l
             : count - t.first < kLaneElems ? static_cast<uint32_t>(count - t.first)
                                            : kLaneElems;
   t.codes = make_uint2(0, 0);
-  t.coarse = 0.0f, t.flag = 0, t.fine = 0;
+  t.coarse = 0.0f, t.flag = 0, t.fine = 0, t.rowEnd = 0;
   if (t.valid == 0) return t;
-  const uint64_t row = t.first / rowElems;  // < numRows: first < count
+  // NOTE: rowOf, not a 64-bit division (a call of ~70 instructions per 8 values).
+  const uint64_t row = rowOf(t.first, rowElems, invRowElems);  // < numRows: first < count
+  t.rowEnd = min(count, (row + 1) * rowElems);
   t.coarse = *reinterpret_cast<const float*>(src + l.coarse + 4 * row);
   t.flag = src[l.flags + row];
   t.fine = src[l.fine + t.first / kBlockElems];
   if (smoothed) {  // uniform; the lane's 8 columns lie in one row (rows are multiples of 64)
-    const uint64_t column = t.first % rowElems;
+    const uint64_t column = t.first - row * rowElems;
     if (t.valid == kLaneElems) {
       t.shifts = *reinterpret_cast<const uint2*>(src + l.smooth + column);
     } else {
@@ -170,8 +195,7 @@ __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, u
   for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = 0.0f;
   if (t.valid > 0) {
     bad = !validCoarse(t.coarse, t.flag) || (t.flag != 0 && p.policy == kRotateNever);
-    const uint64_t rowEnd = min(count, (t.first / p.rowElems + 1) * p.rowElems);
-    rotated = t.flag != 0 && (t.first / h * h + h <= rowEnd);
+    rotated = t.flag != 0 && (t.first / h * h + h <= t.rowEnd);
     const float s = mulRn(t.coarse, fineScale(t.fine));
     special = hasSpecialCode(words[0]) || hasSpecialCode(words[1]);
 #pragma unroll
@@ -230,19 +254,6 @@ __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, u
 constexpr uint32_t kPieceElems = 16;                  // a lane's codes: one uint4
 constexpr uint32_t kPlainTileElems = 32 * kPieceElems;  // one warp step
 
-// e / rowElems for e < 2^48: an fp64 estimate (off by at most one: the quotient is below 2^42
-// and the estimate's relative error below 2^-51) and one correction. No 64-bit integer division
-// (a call of ~70 instructions) per piece.
-__device__ __forceinline__ uint64_t rowOf(uint64_t e, uint32_t rowElems, double invRowElems) {
-  uint64_t q = static_cast<uint64_t>(static_cast<double>(e) * invRowElems);
-  const int64_t r = static_cast<int64_t>(e - q * rowElems);
-  if (r < 0)
-    --q;
-  else if (r >= static_cast<int64_t>(rowElems))
-    ++q;
-  return q;
-}
-
 // What a lane reads for its 16 values of one plain tile.
 struct PieceLoad {
   uint64_t first;  // the lane's first element
@@ -277,17 +288,6 @@ __device__ __forceinline__ PieceLoad loadPiece(const uint8_t* src, const Layout&
     t.codes = make_uint4(c[0], c[1], c[2], c[3]);
   }
   return t;
-}
-
-// The bytes of w the fast path cannot convert by hardware, as bit 7 of each byte: the special
-// codes (NaN 0x80, Inf 0x7F/0xFF) and, on E5M2, magnitudes 0x7C..0x7E (valid codes the hardware
-// reads as Inf/NaN). `carry` is 0x80 - (the smallest such magnitude) in every byte: a magnitude
-// m <= 0x7F plus it reaches bit 7 exactly when m is rare, and no byte carries into the next.
-// NOTE: bit arithmetic rather than __vcmpgeu4/__vcmpeq4 (about 10 instructions each on sm_90).
-__device__ __forceinline__ uint32_t rareBytes(uint32_t w, uint32_t carry) {
-  const uint32_t m = w & 0x7F7F7F7Fu;
-  const uint32_t nonZero = m + 0x7F7F7F7Fu;  // bit 7 set where m > 0
-  return ((m + carry) | (w & ~nonZero)) & 0x80808080u;
 }
 
 // Two fp32 values saturated to the dtype's largest finite value and rounded to nearest even, in
@@ -410,7 +410,9 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
 // special codes' entries are overwritten per value). A tile whose side data or codes fail
 // validation is reported and skipped. Each warp takes two tiles per step, loaded together.
 template <int Dtype, bool Accumulate>
-__global__ void __launch_bounds__(kThreads)
+// NOTE: 4 blocks (32 warps) per SM: at most 64 registers (77 without the bound cost the general
+// path, INT8's, 9% in the first device run).
+__global__ void __launch_bounds__(kThreads, 4)
     decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, float* acc,
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
@@ -441,15 +443,16 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const bool smoothed = p.smoothApplied != 0;
+  const double invRowElems = 1.0 / p.rowElems;
   const uint32_t lane = threadIdx.x & 31;
   const uint64_t tiles = (count + kTileElems - 1) / kTileElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        tile < tiles; tile += 2 * warps) {
     const bool second = tile + warps < tiles;  // uniform across the warp
-    const TileLoad a = loadTile(src, l, p.rowElems, smoothed, count, tile, lane);
+    const TileLoad a = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile, lane);
     TileLoad b;
-    if (second) b = loadTile(src, l, p.rowElems, smoothed, count, tile + warps, lane);
+    if (second) b = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile + warps, lane);
     decodeTile<Dtype, Accumulate>(a, p, count, codeTable, dst, acc, lane, status);
     if (second) decodeTile<Dtype, Accumulate>(b, p, count, codeTable, dst, acc, lane, status);
   }
