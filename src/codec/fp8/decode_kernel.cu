@@ -18,7 +18,9 @@ __device__ __forceinline__ uint32_t rareBytes(uint32_t w, uint32_t carry) {
 }
 
 // True when one of the word's four codes is special: NaN (0x80) or +-Inf (0x7F, 0xFF).
-__device__ __forceinline__ bool hasSpecialCode(uint32_t w) { return rareBytes(w, 0x01010101u) != 0; }
+__device__ __forceinline__ bool hasSpecialCode(uint32_t w) {
+  return rareBytes(w, 0x01010101u) != 0;
+}
 
 // Two finite fp32 values rounded to nearest even into the dtype's 16-bit words (lo in the low
 // half): one conversion instruction for both, the same bits as storeFromFloat for finite values.
@@ -384,6 +386,10 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
   }
 }
 
+__device__ __forceinline__ void prefetchL2(const float* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // The plain decode: every warp takes tiles (512 values) tile, tile + warps, ... two per step.
 template <int Dtype, bool Accumulate>
 __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l, const Params& p,
@@ -400,6 +406,12 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
     b.valid = 0;
     if (tile + warps < tiles)
       b = loadPiece(src, l, p.rowElems, invRowElems, count, tile + warps, lane);
+    if constexpr (Accumulate) {
+      // NOTE: the accumulator's lines start towards L2 with the codes (no registers held): its
+      // loads, issued only after the decode, then wait on L2 rather than on HBM.
+      if (a.valid == kPieceElems) prefetchL2(acc + a.first), prefetchL2(acc + a.first + 8);
+      if (b.valid == kPieceElems) prefetchL2(acc + b.first), prefetchL2(acc + b.first + 8);
+    }
     decodePiece<Dtype, Accumulate>(a, p.grid, codeTable, dst, acc, status);
     decodePiece<Dtype, Accumulate>(b, p.grid, codeTable, dst, acc, status);
   }
@@ -452,7 +464,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     const bool second = tile + warps < tiles;  // uniform across the warp
     const TileLoad a = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile, lane);
     TileLoad b;
-    if (second) b = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile + warps, lane);
+    if (second)
+      b = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile + warps, lane);
     decodeTile<Dtype, Accumulate>(a, p, count, codeTable, dst, acc, lane, status);
     if (second) decodeTile<Dtype, Accumulate>(b, p, count, codeTable, dst, acc, lane, status);
   }

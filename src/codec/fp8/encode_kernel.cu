@@ -111,8 +111,9 @@ __device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_
 // Chosen = false is the encode with every parameter known on the host. Chosen = true reads the
 // row length and the smoothing decision the sampling kernels left in `choice`, patches the
 // header with them, and leaves the side data's unused slots to the memset that preceded it.
+// NOTE: 4 blocks (32 warps) per SM: at most 64 registers.
 template <int Dtype, bool Chosen>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
                  const EncodeChoice* choice) {
@@ -221,34 +222,16 @@ __global__ void __launch_bounds__(kThreads)
     if (rotate) rowMax = warpMax(rotatedMax);
     const float c = coarseScale(p.grid, rowMax);
     const bool fast = finite && p.grid != kInt8;  // uniform: hardware conversions, no specials
-    __syncwarp();  // the previous row's last reads of the table are done
-    fillScaleTable(table, c, lane);
 
-    // Pass 2: per 64-value block (8 lanes), the top-3 magnitudes, the fine scale, the codes.
-    for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
-      const uint32_t first = t0 + lane * kLaneElems, valid = validIn(first, n);
-      float v[kLaneElems];
-      tileValues(t0, first, valid, v);
-      if constexpr (Chosen)
-        if (smoothed) smooth8(v, dst + l.smooth + first, valid);
-      if (rotate) {
-        const bool whole = t0 + (lane / groupLanes + 1) * h <= n;
-        float y[kLaneElems];
+    // The block's top-3 magnitudes in every lane of its 8 (v: the lane's values).
+    // NOTE: branch-free top-3 (format.h: top3of8, mergeTop3): 27 min/max per lane and 9 per merge
+    // step, where offerTop3's branches cost about 4 times as many instructions.
+    auto blockTop3 = [&](const float* v, float* t) {
+      float a[kLaneElems];
 #pragma unroll
-        for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
-        hadamardWarp(y, lane, groupLanes);
-        if (whole)
-#pragma unroll
-          for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = y[j];
-      }
-      // NOTE: branch-free top-3 (format.h: insertTop3, mergeTop3): 31 min/max per lane and 9 per
-      // merge step, where offerTop3's branches cost about 4 times as many instructions.
-      float t[3] = {0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (uint32_t j = 0; j < kLaneElems; ++j) {
-        const float a = absf(v[j]);  // a non-finite value is offered as 0: no change
-        insertTop3(t, finite || isFiniteBits(floatToBits(v[j])) ? a : 0.0f);
-      }
+      for (uint32_t j = 0; j < kLaneElems; ++j)  // a non-finite value is offered as 0: no change
+        a[j] = finite || isFiniteBits(floatToBits(v[j])) ? fabsf(v[j]) : 0.0f;
+      top3of8(a, t);
 #pragma unroll
       for (int d = 1; d < 8; d <<= 1) {
         const float o[3] = {__shfl_xor_sync(kFullMask, t[0], d),
@@ -256,28 +239,23 @@ __global__ void __launch_bounds__(kThreads)
                             __shfl_xor_sync(kFullMask, t[2], d)};
         mergeTop3(t, o);
       }
-      const uint32_t k0 = startCodeFast(p.grid, c, t[0], table);
-      // NOTE: the candidates are spread over the block's 8 lanes (at most 4 each), then the
-      // first smallest error wins, as in the reference's sequential loop.
-      const bool search = p.candidates > 1 && c != 0.0f && t[0] != 0.0f;
-      float bestErr = 0.0f;
-      uint32_t best = kNoCandidate;
-      if (search) {
-        const uint32_t last = lastCandidate(k0, p.candidates);
-        for (uint32_t k = k0 + (lane & 7); k <= last; k += 8) {
-          const float e = candidateErrorFast(p.grid, table, k, t);
-          if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
-        }
-      }
+    };
+    // The first smallest error of the lanes' candidates over lane groups of `lanes` (kNoCandidate:
+    // a lane without one), as the reference's sequential loop picks it.
+    auto firstSmallest = [&](float& bestErr, uint32_t& best, int lanes) {
 #pragma unroll
       for (int d = 1; d < 8; d <<= 1) {
+        if (d >= lanes) break;
         const float oe = __shfl_xor_sync(kFullMask, bestErr, d);
         const uint32_t ok = __shfl_xor_sync(kFullMask, best, d);
         const bool takeOther = ok != kNoCandidate && (best == kNoCandidate || oe < bestErr ||
                                                       (oe == bestErr && ok < best));
         if (takeOther) bestErr = oe, best = ok;
       }
-      const uint32_t k = search ? best : k0;
+    };
+    // Codes of the lane's 8 values at element `first` of the row with fine-scale code k (the
+    // table holds k), and the block's fine scale from its first lane.
+    auto quantizeStore = [&](uint32_t first, uint32_t valid, const float* v, uint32_t k) {
       const float inv = table.sInv[k].y;
       uint32_t packed[2] = {0, 0};
       if (fast) {
@@ -304,6 +282,113 @@ __global__ void __launch_bounds__(kThreads)
       }
       if ((lane & 7) == 0 && valid > 0)
         dst[l.fine + (begin + first) / kBlockElems] = static_cast<uint8_t>(k);
+    };
+    __syncwarp();  // the previous row's last reads of the table are done
+
+    bool done = false;
+    if constexpr (kCanHold) {
+      if (held && !rotate) {  // uniform
+        // NOTE: the held row's pass 2 in three phases, so that each block's scale is searched by
+        // 2 lanes (16 candidates each) rather than 8 (4 each): the start code once per row and
+        // lane instead of once per tile, one merge step instead of three, and the scale table
+        // only over the codes the row's blocks can use.
+        // Phase 1: the top-3 of every block (block 4t + lane / 8 of the row, in tile t).
+        float top[kHeldTiles][3];
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          top[t][0] = top[t][1] = top[t][2] = 0.0f;
+          if (t * kTileElems < n) {  // uniform
+            const uint32_t first = t * kTileElems + lane * kLaneElems;
+            float v[kLaneElems];
+            tileValues(t * kTileElems, first, validIn(first, n), v);
+            if constexpr (Chosen)
+              if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
+            blockTop3(v, top[t]);
+          }
+        }
+        // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
+        // top[t]), k0 by the reference's startCode (no table needed).
+        const uint32_t mine = (lane & 7) >> 1;
+        float t3[3];
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+          t3[j] = mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
+        const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < n;
+        const uint32_t k0 = exists ? startCode(p.grid, c, t3[0]) : 0u;
+        const bool search = exists && p.candidates > 1 && c != 0.0f && t3[0] != 0.0f;
+        const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
+        // The scale table over [lo, hi]: every candidate and every block's code (block 0 of the
+        // row always exists, so lo <= hi).
+        const uint32_t lo = __reduce_min_sync(kFullMask, exists ? k0 : 255u);
+        const uint32_t hi = __reduce_max_sync(kFullMask, exists ? last : 0u);
+        for (uint32_t k = lo + lane; k <= hi; k += 32) {
+          const BlockScale sc = blockScale(c, k);
+          table.sInv[k] = make_float2(sc.s, sc.inv);
+        }
+        __syncwarp();
+        float bestErr = 0.0f;
+        uint32_t best = kNoCandidate;
+        if (search) {
+          for (uint32_t k = k0 + (lane & 1); k <= last; k += 2) {
+            const float e = candidateErrorFast(p.grid, table, k, t3);
+            if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
+          }
+        }
+        firstSmallest(bestErr, best, 2);
+        const uint32_t kBlock = search ? best : k0;
+        // Phase 3: the codes, tile by tile; each lane fetches its block's code from the searchers.
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          if (t * kTileElems < n) {  // uniform
+            const uint32_t k = __shfl_sync(kFullMask, kBlock, (lane & ~7u) + 2 * t);
+            const uint32_t first = t * kTileElems + lane * kLaneElems, valid = validIn(first, n);
+            float v[kLaneElems];
+            tileValues(t * kTileElems, first, valid, v);
+            if constexpr (Chosen)
+              if (smoothed) smooth8(v, dst + l.smooth + first, valid);
+            quantizeStore(first, valid, v, k);
+          }
+        }
+        done = true;
+      }
+    }
+
+    // Pass 2 of the other rows (longer, fp32, rotated): per 64-value block (8 lanes), the top-3
+    // magnitudes, the fine scale, the codes.
+    if (!done) fillScaleTable(table, c, lane);
+    for (uint32_t t0 = 0; !done && t0 < n; t0 += kTileElems) {
+      const uint32_t first = t0 + lane * kLaneElems, valid = validIn(first, n);
+      float v[kLaneElems];
+      tileValues(t0, first, valid, v);
+      if constexpr (Chosen)
+        if (smoothed) smooth8(v, dst + l.smooth + first, valid);
+      if (rotate) {
+        const bool whole = t0 + (lane / groupLanes + 1) * h <= n;
+        float y[kLaneElems];
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
+        hadamardWarp(y, lane, groupLanes);
+        if (whole)
+#pragma unroll
+          for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = y[j];
+      }
+      float t[3];
+      blockTop3(v, t);
+      const uint32_t k0 = startCodeFast(p.grid, c, t[0], table);
+      // NOTE: the candidates are spread over the block's 8 lanes (at most 4 each), then the
+      // first smallest error wins, as in the reference's sequential loop.
+      const bool search = p.candidates > 1 && c != 0.0f && t[0] != 0.0f;
+      float bestErr = 0.0f;
+      uint32_t best = kNoCandidate;
+      if (search) {
+        const uint32_t last = lastCandidate(k0, p.candidates);
+        for (uint32_t k = k0 + (lane & 7); k <= last; k += 8) {
+          const float e = candidateErrorFast(p.grid, table, k, t);
+          if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
+        }
+      }
+      firstSmallest(bestErr, best, 8);
+      quantizeStore(first, valid, v, search ? best : k0);
     }
     if (lane == 0) {
       *reinterpret_cast<float*>(dst + l.coarse + 4 * r) = c;
