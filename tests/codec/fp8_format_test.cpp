@@ -188,8 +188,9 @@ TEST(Fp8Format, ScaleSearchInvariants) {
   }
 }
 
-// The kernels' branch-free top-3 (insertTop3 per lane, mergeTop3 over a xor butterfly of 8
-// lanes) gives every lane offerTop3's three values over the block's 64, ties and zeros included.
+// The kernels' branch-free top-3 (insertTop3 or top3of8 per lane, mergeTop3 over a xor butterfly
+// of 8 lanes) gives every lane offerTop3's three values over the block's 64, ties and zeros
+// included.
 TEST(Fp8Format, BranchFreeTopThreeMatchesOfferTop3) {
   uint64_t state = 17;
   for (int trial = 0; trial < 20000; ++trial) {
@@ -203,8 +204,13 @@ TEST(Fp8Format, BranchFreeTopThreeMatchesOfferTop3) {
     float ref[3] = {0, 0, 0};
     for (float v : x) offerTop3(ref, v);
     float lanes[8][3] = {};
-    for (int l = 0; l < 8; ++l)
+    for (int l = 0; l < 8; ++l) {
       for (int j = 0; j < 8; ++j) insertTop3(lanes[l], x[8 * l + j]);
+      float net[3];  // the encoder's lane-local sorting network: the same three values
+      top3of8(x + 8 * l, net);
+      for (int i = 0; i < 3; ++i)
+        ASSERT_EQ(floatToBits(net[i]), floatToBits(lanes[l][i])) << "trial " << trial;
+    }
     for (int d = 1; d < 8; d <<= 1) {
       float next[8][3];
       for (int l = 0; l < 8; ++l) {

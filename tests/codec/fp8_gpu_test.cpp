@@ -59,6 +59,10 @@ const std::vector<GpuSetup>& setups() {
       {"int8_never_row64", cclzFp8Int8, 64, 0, cclzFp8RotateNever, 0},
       // Rows longer than the encoder holds in registers (1024 bf16/fp16 values): the two-read path.
       {"row2048", cclzFp8E4M3, 2048, 0, cclzFp8RotateNever, 0},
+      // The held rows' three-phase encode with few candidates per lane pair (2: one each; 7: four
+      // and three) and rows whose last tile is partly or wholly missing (320: 5 blocks, 192: 3).
+      {"row320_k2", cclzFp8E4M3, 320, 0, cclzFp8RotateNever, 2},
+      {"e5m2_row192_k7", cclzFp8E5M2, 192, 0, cclzFp8RotateNever, 7},
   };
   return s;
 }

@@ -355,6 +355,26 @@ CCLZ_HD void mergeTop3(float* a, const float* b) {
   a[0] = t0, a[1] = t1, a[2] = t2;
 }
 
+// The three largest of 8 magnitudes (finite, >= +0), sorted: insertTop3 of each into {0, 0, 0},
+// with fewer min/max (27 instead of 40): 4 sorted pairs, two pairs of pairs merged into sorted
+// triples (of h0 >= l0 and h1 >= l1 the largest is max(h0, h1); the middle two are min(h0, h1) and
+// max(l0, l1) in either order), then one mergeTop3.
+CCLZ_HD void top3of8(const float* v, float* t) {
+  float hi[4], lo[4];
+  for (int i = 0; i < 4; ++i) {
+    hi[i] = fmaxf(v[2 * i], v[2 * i + 1]);
+    lo[i] = fminf(v[2 * i], v[2 * i + 1]);
+  }
+  float b[3];
+  float* out[2] = {t, b};
+  for (int q = 0; q < 2; ++q) {
+    const float h0 = hi[2 * q], h1 = hi[2 * q + 1];
+    const float m = fminf(h0, h1), n = fmaxf(lo[2 * q], lo[2 * q + 1]);
+    out[q][0] = fmaxf(h0, h1), out[q][1] = fmaxf(m, n), out[q][2] = fminf(m, n);
+  }
+  mergeTop3(t, b);
+}
+
 // ---- Rotation ---------------------------------------------------------------------------------
 
 // y = W y for the unnormalized Sylvester-Hadamard W of size n, in the fixed order of the spec.

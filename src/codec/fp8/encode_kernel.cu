@@ -1,0 +1,463 @@
+// The fp8 encode on the device: one warp per row, two passes over the row, each lane holding 8
+// consecutive values (a 16-byte vector of bf16/fp16) per 256-value tile; a bf16/fp16 row of up to
+// 1024 values is read once and held in registers, a longer one is read again by the second pass
+// (from L1/L2). Where the row length or the smoothing is decided from the data, the sampling
+// kernels (sample_kernel.cu) run first on the same stream.
+#include "codec/fp8/device.cuh"
+
+namespace cclz::fp8 {
+namespace {
+
+constexpr uint32_t kNoCandidate = 0xFFFFFFFFu;
+constexpr uint32_t kHeldTiles = 4;  // encode: rows of up to 1024 bf16/fp16 values held in registers
+
+// ---- Encode's fast paths. Each gives the bits of the format.h helper it stands for (the GPU tests
+// compare the frames with the CPU reference byte for byte); they only compute them with fewer
+// instructions.
+
+// The block scales of one row, for every fine-scale code k: sInv[k] = (blockScale(c, k).s,
+// blockScale(c, k).inv) (a reciprocal per code and row instead of one per candidate).
+// NOTE: (s, inv) pairs side by side: a candidate reads both with one 8-byte shared load.
+struct ScaleTable {
+  float2 sInv[256];  // x: s, y: inv
+};
+
+__device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint32_t lane) {
+#pragma unroll
+  for (uint32_t k = lane; k < 256; k += 32) {
+    const BlockScale sc = blockScale(coarse, k);
+    t.sInv[k] = make_float2(sc.s, sc.inv);
+  }
+  __syncwarp();
+}
+
+// startCode(grid, coarse, a) from the table: the smallest k whose scale fits a. The first guess
+// may be rough (a fast division): the corrections move it to that k from either side.
+__device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, float a,
+                                                  const ScaleTable& t) {
+  if (coarse == 0.0f || a == 0.0f) return 0;
+  const float top = gridTop(grid);
+  const uint32_t nb = floatToBits(__fdividef(a, top * coarse));
+  const int e = static_cast<int>(nb >> 23) - 127;
+  int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
+  while (k > 0 && mulRn(a, t.sInv[k - 1].y) <= top) --k;
+  while (k < 255 && !(mulRn(a, t.sInv[k].y) <= top)) ++k;
+  return static_cast<uint32_t>(k);
+}
+
+// roundMagnitude(grid, a) and (grid, b) for finite a, b >= 0 on an E4M3/E5M2 grid: the
+// hardware's conversion to the grid (nearest even, saturating at the top) and back (exact).
+__device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float b) {
+  const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
+                                                          fp8Kind(grid));
+  return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, fp8Kind(grid))));
+}
+
+// candidateError(grid, coarse, k, t) from the table.
+__device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTable& table,
+                                                    uint32_t k, const float* t) {
+  const float2 sInv = table.sInv[k];
+  const float s = sInv.x, inv = sInv.y;
+  float q[3];
+  if (grid == kInt8) {
+#pragma unroll
+    for (int j = 0; j < 3; ++j) q[j] = roundMagnitude(grid, mulRn(t[j], inv));
+  } else {
+    const float2 q01 = roundMagnitude2(grid, mulRn(t[0], inv), mulRn(t[1], inv));
+    q[0] = q01.x, q[1] = q01.y;
+    q[2] = roundMagnitude2(grid, mulRn(t[2], inv), 0.0f).x;
+  }
+  float e = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    const float d = subRn(t[j], mulRn(q[j], s));
+    e = j == 0 ? mulRn(d, d) : addRn(e, mulRn(d, d));
+  }
+  return e;
+}
+
+// The codes of 8 finite values on an E4M3/E5M2 grid, 4 to a word: quantize(grid, v[j]) by the
+// hardware's conversion (nearest even, saturating), with a value that rounds to zero coded 0x00
+// whatever its sign, as quantize does.
+__device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uint32_t* packed) {
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * w], v[4 * w + 1]),
+                                                 __NV_SATFINITE, fp8Kind(grid));
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * w + 2], v[4 * w + 3]),
+                                                 __NV_SATFINITE, fp8Kind(grid));
+    const uint32_t word = lo | (hi << 16);
+    packed[w] = word & ~__vcmpeq4(word & 0x7F7F7F7Fu, 0u);
+  }
+}
+
+// Multiplies the lane's 8 values (columns first.. of their row) by their columns' 2^-shift.
+__device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_t valid) {
+  if (valid == 0) return;
+  uint32_t w[2] = {0, 0};
+  if (valid == kLaneElems) {
+    const uint2 q = *reinterpret_cast<const uint2*>(shifts);
+    w[0] = q.x, w[1] = q.y;
+  } else {
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j)
+      if (j < valid) w[j / 4] |= static_cast<uint32_t>(shifts[j]) << (8 * (j % 4));
+  }
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j)
+    v[j] = mulRn(v[j], smoothDown((w[j / 4] >> (8 * (j % 4))) & 0xFFu));
+}
+
+// Chosen = false is the encode with every parameter known on the host. Chosen = true reads the
+// row length and the smoothing decision the sampling kernels left in `choice`, patches the
+// header with them, and leaves the side data's unused slots to the memset that preceded it.
+// NOTE: 4 blocks (32 warps) per SM: at most 64 registers.
+template <int Dtype, bool Chosen>
+__global__ void __launch_bounds__(kThreads, 4)
+    encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
+                 bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
+                 const EncodeChoice* choice) {
+  __shared__ ScaleTable tables[kThreads / 32];
+  ScaleTable& table = tables[threadIdx.x / 32];
+  const uint32_t lane = threadIdx.x & 31;
+  uint32_t rowElems = p.rowElems;
+  uint64_t numRows = l.numRows;
+  bool smoothed = false;
+  if constexpr (Chosen) {
+    if (p.shape == kShapeAuto) rowElems = choice->rowElems;
+    smoothed = choice->smoothApplied != 0;
+    numRows = (count + rowElems - 1) / rowElems;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if constexpr (Chosen) {
+      header.chunkElems = rowElems;
+      header.numChunks = static_cast<uint32_t>(numRows);
+      header.params[7] = smoothed ? 1 : 0;
+      header.checksum = headerChecksum(header);
+    }
+    *reinterpret_cast<FrameHeader*>(dst) = header;
+    // The alignment gaps are zero (each is shorter than 16 bytes).
+    for (uint64_t i = l.codes + count; i < l.fine; ++i) dst[i] = 0;
+    for (uint64_t i = l.fine + l.numBlocks; i < l.coarse; ++i) dst[i] = 0;
+    if constexpr (!Chosen) {
+      for (uint64_t i = l.coarse + 4 * l.numRows; i < l.flags; ++i) dst[i] = 0;
+      for (uint64_t i = l.flags + l.numRows; i < l.frameBytes; ++i) dst[i] = 0;
+    }
+    status->encodedBytes = l.frameBytes;
+    if (encodedBytesOut) *encodedBytesOut = l.frameBytes;
+  }
+  const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
+  for (uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       r < numRows; r += warps) {
+    const uint64_t begin = r * rowElems;
+    const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
+    const bool mayRotate = p.policy != kRotateNever && n >= h;
+
+    // NOTE: a bf16/fp16 row of up to kHeldTiles tiles is read from HBM once, all its loads in
+    // flight together (64 bytes per lane), and held in registers for both passes; longer rows
+    // (and fp32) read each tile in each pass, the second time from L1/L2.
+    constexpr bool kCanHold = Dtype != cclzFloat32;
+    const bool held = kCanHold && n <= kHeldTiles * kTileElems;  // uniform
+    uint4 raw[kHeldTiles];
+    if constexpr (kCanHold) {
+      if (held) {
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          const uint32_t first = t * kTileElems + lane * kLaneElems;
+          raw[t] = loadRaw8<Dtype>(src, begin + first, validIn(first, n), vector);
+        }
+      }
+    }
+    // The lane's 8 values of the tile at t0 (its elements first.. of the row).
+    auto tileValues = [&](uint32_t t0, uint32_t first, uint32_t valid, float* v) {
+      if constexpr (kCanHold) {
+        if (held) {  // constant indices: raw stays in registers
+          const uint32_t t = t0 / kTileElems;
+          unpackRaw8<Dtype>(t == 0 ? raw[0] : t == 1 ? raw[1] : t == 2 ? raw[2] : raw[3], v);
+          return;
+        }
+      }
+      load8<Dtype>(src, begin + first, valid, vector, v);
+    };
+
+    // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
+    // adaptive statistic and the largest |value| after rotation.
+    bool finite = true;
+    float rowMax = 0.0f, rotatedMax = 0.0f;
+    uint32_t statistic = 0;
+    for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
+      const uint32_t first = t0 + lane * kLaneElems;
+      float v[kLaneElems];
+      tileValues(t0, first, validIn(first, n), v);
+      if constexpr (Chosen)
+        if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j) {
+        if (isFiniteBits(floatToBits(v[j])))
+          rowMax = maxf(rowMax, absf(v[j]));
+        else
+          finite = false;
+      }
+      if (mayRotate) {  // uniform across the warp
+        const bool whole = t0 + (lane / groupLanes + 1) * h <= n;
+        if (p.policy == kRotateAdaptive)
+          statistic += groupStatistic(v, lane, groupLanes, p.log2Hadamard, whole);
+        float y[kLaneElems];
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
+        hadamardWarp(y, lane, groupLanes);
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j)
+          rotatedMax = maxf(rotatedMax, absf(whole ? y[j] : v[j]));
+      }
+    }
+    finite = __all_sync(kFullMask, finite);
+    rowMax = warpMax(rowMax);
+    bool rotate = false;
+    if (mayRotate && finite && rowMax < kMaxRotatedInput) {
+      rotate = p.policy == kRotateAlways ||
+               warpSum(statistic) >= p.threshold * (n / h);  // uniform: no divergent shuffle
+    }
+    if (rotate) rowMax = warpMax(rotatedMax);
+    const float c = coarseScale(p.grid, rowMax);
+    const bool fast = finite && p.grid != kInt8;  // uniform: hardware conversions, no specials
+
+    // The block's top-3 magnitudes in every lane of its 8 (v: the lane's values).
+    // NOTE: branch-free top-3 (format.h: top3of8, mergeTop3): 27 min/max per lane and 9 per merge
+    // step, where offerTop3's branches cost about 4 times as many instructions.
+    auto blockTop3 = [&](const float* v, float* t) {
+      float a[kLaneElems];
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j)  // a non-finite value is offered as 0: no change
+        a[j] = finite || isFiniteBits(floatToBits(v[j])) ? fabsf(v[j]) : 0.0f;
+      top3of8(a, t);
+#pragma unroll
+      for (int d = 1; d < 8; d <<= 1) {
+        const float o[3] = {__shfl_xor_sync(kFullMask, t[0], d),
+                            __shfl_xor_sync(kFullMask, t[1], d),
+                            __shfl_xor_sync(kFullMask, t[2], d)};
+        mergeTop3(t, o);
+      }
+    };
+    // The first smallest error of the lanes' candidates over lane groups of `lanes` (kNoCandidate:
+    // a lane without one), as the reference's sequential loop picks it.
+    auto firstSmallest = [&](float& bestErr, uint32_t& best, int lanes) {
+#pragma unroll
+      for (int d = 1; d < 8; d <<= 1) {
+        if (d >= lanes) break;
+        const float oe = __shfl_xor_sync(kFullMask, bestErr, d);
+        const uint32_t ok = __shfl_xor_sync(kFullMask, best, d);
+        const bool takeOther = ok != kNoCandidate && (best == kNoCandidate || oe < bestErr ||
+                                                      (oe == bestErr && ok < best));
+        if (takeOther) bestErr = oe, best = ok;
+      }
+    };
+    // Codes of the lane's 8 values at element `first` of the row with fine-scale code k (the
+    // table holds k), and the block's fine scale from its first lane.
+    auto quantizeStore = [&](uint32_t first, uint32_t valid, const float* v, uint32_t k) {
+      const float inv = table.sInv[k].y;
+      uint32_t packed[2] = {0, 0};
+      if (fast) {
+        float scaled[kLaneElems];
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j) scaled[j] = mulRn(v[j], inv);
+        quantize8Fast(p.grid, scaled, packed);
+      } else {
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j) {
+          const uint32_t u = floatToBits(v[j]);
+          const uint32_t code =
+              isFiniteBits(u) ? quantize(p.grid, mulRn(v[j], inv)) : specialCode(u);
+          packed[j / 4] |= code << (8 * (j % 4));
+        }
+      }
+      uint8_t* codes = dst + l.codes + begin + first;
+      if (valid == kLaneElems) {
+        *reinterpret_cast<uint2*>(codes) = make_uint2(packed[0], packed[1]);
+      } else {
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j)  // unrolled: the arrays stay in registers
+          if (j < valid) codes[j] = static_cast<uint8_t>(packed[j / 4] >> (8 * (j % 4)));
+      }
+      if ((lane & 7) == 0 && valid > 0)
+        dst[l.fine + (begin + first) / kBlockElems] = static_cast<uint8_t>(k);
+    };
+    __syncwarp();  // the previous row's last reads of the table are done
+
+    bool done = false;
+    if constexpr (kCanHold) {
+      if (held && !rotate) {  // uniform
+        // NOTE: the held row's pass 2 in three phases, so that each block's scale is searched by
+        // 2 lanes (16 candidates each) rather than 8 (4 each): the start code once per row and
+        // lane instead of once per tile, one merge step instead of three, and the scale table
+        // only over the codes the row's blocks can use.
+        // Phase 1: the top-3 of every block (block 4t + lane / 8 of the row, in tile t).
+        float top[kHeldTiles][3];
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          top[t][0] = top[t][1] = top[t][2] = 0.0f;
+          if (t * kTileElems < n) {  // uniform
+            const uint32_t first = t * kTileElems + lane * kLaneElems;
+            float v[kLaneElems];
+            tileValues(t * kTileElems, first, validIn(first, n), v);
+            if constexpr (Chosen)
+              if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
+            blockTop3(v, top[t]);
+          }
+        }
+        // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
+        // top[t]), k0 by the reference's startCode (no table needed).
+        const uint32_t mine = (lane & 7) >> 1;
+        float t3[3];
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+          t3[j] = mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
+        const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < n;
+        const uint32_t k0 = exists ? startCode(p.grid, c, t3[0]) : 0u;
+        const bool search = exists && p.candidates > 1 && c != 0.0f && t3[0] != 0.0f;
+        const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
+        // The scale table over [lo, hi]: every candidate and every block's code (block 0 of the
+        // row always exists, so lo <= hi).
+        const uint32_t lo = __reduce_min_sync(kFullMask, exists ? k0 : 255u);
+        const uint32_t hi = __reduce_max_sync(kFullMask, exists ? last : 0u);
+        for (uint32_t k = lo + lane; k <= hi; k += 32) {
+          const BlockScale sc = blockScale(c, k);
+          table.sInv[k] = make_float2(sc.s, sc.inv);
+        }
+        __syncwarp();
+        float bestErr = 0.0f;
+        uint32_t best = kNoCandidate;
+        if (search) {
+          for (uint32_t k = k0 + (lane & 1); k <= last; k += 2) {
+            const float e = candidateErrorFast(p.grid, table, k, t3);
+            if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
+          }
+        }
+        firstSmallest(bestErr, best, 2);
+        const uint32_t kBlock = search ? best : k0;
+        // Phase 3: the codes, tile by tile; each lane fetches its block's code from the searchers.
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t) {
+          if (t * kTileElems < n) {  // uniform
+            const uint32_t k = __shfl_sync(kFullMask, kBlock, (lane & ~7u) + 2 * t);
+            const uint32_t first = t * kTileElems + lane * kLaneElems, valid = validIn(first, n);
+            float v[kLaneElems];
+            tileValues(t * kTileElems, first, valid, v);
+            if constexpr (Chosen)
+              if (smoothed) smooth8(v, dst + l.smooth + first, valid);
+            quantizeStore(first, valid, v, k);
+          }
+        }
+        done = true;
+      }
+    }
+
+    // Pass 2 of the other rows (longer, fp32, rotated): per 64-value block (8 lanes), the top-3
+    // magnitudes, the fine scale, the codes.
+    if (!done) fillScaleTable(table, c, lane);
+    for (uint32_t t0 = 0; !done && t0 < n; t0 += kTileElems) {
+      const uint32_t first = t0 + lane * kLaneElems, valid = validIn(first, n);
+      float v[kLaneElems];
+      tileValues(t0, first, valid, v);
+      if constexpr (Chosen)
+        if (smoothed) smooth8(v, dst + l.smooth + first, valid);
+      if (rotate) {
+        const bool whole = t0 + (lane / groupLanes + 1) * h <= n;
+        float y[kLaneElems];
+#pragma unroll
+        for (uint32_t j = 0; j < kLaneElems; ++j) y[j] = v[j];
+        hadamardWarp(y, lane, groupLanes);
+        if (whole)
+#pragma unroll
+          for (uint32_t j = 0; j < kLaneElems; ++j) v[j] = y[j];
+      }
+      float t[3];
+      blockTop3(v, t);
+      const uint32_t k0 = startCodeFast(p.grid, c, t[0], table);
+      // NOTE: the candidates are spread over the block's 8 lanes (at most 4 each), then the
+      // first smallest error wins, as in the reference's sequential loop.
+      const bool search = p.candidates > 1 && c != 0.0f && t[0] != 0.0f;
+      float bestErr = 0.0f;
+      uint32_t best = kNoCandidate;
+      if (search) {
+        const uint32_t last = lastCandidate(k0, p.candidates);
+        for (uint32_t k = k0 + (lane & 7); k <= last; k += 8) {
+          const float e = candidateErrorFast(p.grid, table, k, t);
+          if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
+        }
+      }
+      firstSmallest(bestErr, best, 8);
+      quantizeStore(first, valid, v, search ? best : k0);
+    }
+    if (lane == 0) {
+      *reinterpret_cast<float*>(dst + l.coarse + 4 * r) = c;
+      dst[l.flags + r] = rotate ? 1 : 0;
+    }
+  }
+}
+
+// The parameters of the frame as far as the host knows them: the smoothing area where the frame
+// has one; the row length (auto) and the smoothing decision come from the device.
+Params hostFrameParams(const Params& req, uint64_t count) {
+  Params p = req;
+  p.smoothing = req.smoothing && smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) != 0;
+  p.smoothApplied = 0;
+  return p;
+}
+
+template <int Dtype>
+void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
+                  cudaStream_t stream) {
+  const Params p = hostFrameParams(req, count);
+  const Layout l = frameLayout(count, p);
+  const FrameHeader header = makeHeader(p, Dtype, count);
+  const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  const unsigned blocks = gridFor(l.rowSlots);
+  if (p.shape == kShapeCaller && !p.smoothing) {  // nothing to decide: the one-pass encode alone
+    encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
+        p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+    return;
+  }
+  auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
+  CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(req, count), stream));
+  // NOTE: the side data's unused slots (rows the choice did not need, the smoothing area of a
+  // frame not smoothed) are zero; a memset of the side data is cheaper than finding them.
+  CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
+  if (p.shape == kShapeAuto) launchShapeKernel(Dtype, src, count, p.log2Hadamard, choice, stream);
+  if (p.smoothing)
+    launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice,
+                       reinterpret_cast<uint32_t*>(scratch + sizeof(EncodeChoice)),
+                       dst + l.smooth, stream);
+  encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
+                                                             encodedBytesOut, status, choice);
+}
+
+}  // namespace
+
+uint64_t encodeScratchBytes(const Params& req, uint64_t count) {
+  const Params p = hostFrameParams(req, count);
+  if (p.shape == kShapeCaller && !p.smoothing) return 0;
+  const uint32_t columns =
+      p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
+  return sizeof(EncodeChoice) + 4ull * columns;
+}
+
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
+                  cudaStream_t stream) {
+  switch (dtype) {
+    case cclzBfloat16:
+      launchEncode<cclzBfloat16>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
+      break;
+    case cclzFloat16:
+      launchEncode<cclzFloat16>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
+      break;
+    default:
+      launchEncode<cclzFloat32>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
+  }
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace cclz::fp8
