@@ -33,17 +33,18 @@ constexpr int kWholeAhead = sizeof(typename Elements<D>::Word) == 4 ? 2 : 4;
 
 constexpr uint32_t kStageOverread = kMaxChunkElems / kLanes * 16 / 8 + 16;
 
-// Shared-memory loads at 32-bit shared addresses (the stage and the table are addressed by
-// bit arithmetic on such addresses, not by generic pointers).
-__device__ __forceinline__ uint32_t loadShared32(uint32_t address) {
-  uint32_t v;
-  asm("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(address));
-  return v;
+// NOTE: the stage and the table are read with plain C++ loads, not inline `ld.shared`: the
+// compiler treats a non-volatile asm without a memory operand as a pure function of its inputs,
+// free to move above the table's stores and the staging wait (the first device run of this
+// path decoded wrong symbols at scattered positions). Plain loads keep those dependencies.
+__device__ __forceinline__ uint32_t stageWordAt(const uint8_t* stage, uint32_t byteOffset) {
+  return *reinterpret_cast<const uint32_t*>(stage + byteOffset);
 }
-__device__ __forceinline__ uint32_t loadShared16(uint32_t address) {
-  uint16_t v;
-  asm("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(address));
-  return v;
+
+// Entry of the decode table for the next 10 stream bits, window bits 1..10: (window & 0x7FE)
+// is the entry's byte offset in the table of 16-bit entries.
+__device__ __forceinline__ uint32_t entryAtWindow(const uint8_t* table, uint32_t window) {
+  return *reinterpret_cast<const uint16_t*>(table + (window & 0x7FEu));
 }
 
 // (a & mask) | (b & ~mask), one instruction (the compiler splits it in two).
@@ -51,12 +52,6 @@ __device__ __forceinline__ uint32_t selectBits(uint32_t a, uint32_t b, uint32_t 
   uint32_t r;
   asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(r) : "r"(a), "r"(mask), "r"(b));
   return r;
-}
-
-// Entry of the decode table for the next 10 stream bits, window bits 1..10. tableAddress: the
-// table's shared address, 2 KiB aligned, so that the entry's address is one OR.
-__device__ __forceinline__ uint32_t entryAtWindow(uint32_t tableAddress, uint32_t window) {
-  return loadShared16((window & 0x7FEu) | tableAddress);
 }
 
 // Bytes 1 and 3 of each mask byte pair: 0xFF where the entry's byte 1 (or 3) is an escape.
@@ -70,16 +65,16 @@ __device__ __forceinline__ uint32_t escapeMask(uint32_t x) {
 // Two symbols of a lane. kEscapes: the window is 64 bits (a pair of codes with escapes takes up
 // to 32 bits, one more than a 32-bit window holds after the leading bit). Returns the symbols in
 // bytes 1 and 3; `x` gets the two entries for the check.
-// p: the shared address of the bit before the next code, in bits (8 * byte address + bit).
+// p: the position of the bit before the next code, in bits from the start of the staged block.
 template <bool kEscapes>
-__device__ __forceinline__ uint32_t decodePair(uint32_t table, uint32_t topWord, uint32_t& p,
-                                               uint32_t& x) {
-  const uint32_t at = (p >> 3) & ~3u;  // the word holding bit p
-  const uint32_t lo = loadShared32(at), mid = loadShared32(at + 4);
+__device__ __forceinline__ uint32_t decodePair(const uint8_t* stage, const uint8_t* table,
+                                               uint32_t topWord, uint32_t& p, uint32_t& x) {
+  const uint32_t at = (p >> 3) & ~3u;  // the byte offset of the word holding bit p
+  const uint32_t lo = stageWordAt(stage, at), mid = stageWordAt(stage, at + 4);
   const uint32_t w = __funnelshift_r(lo, mid, p);
   const uint32_t e0 = entryAtWindow(table, w);
   uint32_t wHigh = 0;
-  if constexpr (kEscapes) wHigh = __funnelshift_r(mid, loadShared32(at + 8), p);
+  if constexpr (kEscapes) wHigh = __funnelshift_r(mid, stageWordAt(stage, at + 8), p);
   // funnelshift_r masks its shift to 5 bits: the entry's low byte is the length (at most 16).
   const uint32_t w1 = __funnelshift_r(w, wHigh, e0);
   const uint32_t e1 = entryAtWindow(table, w1);
@@ -141,10 +136,10 @@ struct PairJoiner<cclzFloat32> {
 // planes from the frame (4 groups loaded ahead), 16-byte stores. Returns true if the lane used
 // exactly `laneBits` bits, met no escape its header did not announce and no offset above top.
 // ra, rb: the raw planes of the lane's first kWholeAhead groups, loaded by the caller.
-// stage, table: shared addresses of the warp's staged block and its decode table (2 KiB aligned).
+// stage, table: the warp's staged block and its decode table, in shared memory.
 template <int D, bool kEscapes>
-__device__ __forceinline__ bool decodeWholeLane(uint32_t stage, uint32_t table, uint32_t top,
-                                                uint32_t start, uint32_t laneBits,
+__device__ __forceinline__ bool decodeWholeLane(const uint8_t* stage, const uint8_t* table,
+                                                uint32_t top, uint32_t start, uint32_t laneBits,
                                                 const uint8_t* planeA, const uint16_t* planeB,
                                                 typename Elements<D>::Word* out, uint32_t lane,
                                                 uint2 (&ra)[kWholeAhead<D>],
@@ -157,7 +152,7 @@ __device__ __forceinline__ bool decodeWholeLane(uint32_t stage, uint32_t table, 
   const uint2* a2 = reinterpret_cast<const uint2*>(planeA) + lane;
   const uint4* b4 = reinterpret_cast<const uint4*>(planeB) + lane;
   uint4* out4 = reinterpret_cast<uint4*>(out) + lane * (Join::kWords / 4);
-  const uint32_t first = 8 * stage + start - 1;  // the bit before the lane's first code
+  const uint32_t first = start - 1;  // the bit before the lane's first code (start >= 64)
   uint32_t p = first;
   uint32_t check = 0;
 #pragma unroll 1
@@ -167,7 +162,7 @@ __device__ __forceinline__ bool decodeWholeLane(uint32_t stage, uint32_t table, 
       const int j = j0 + b;
       uint32_t y[4], x[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) y[k] = decodePair<kEscapes>(table, topWord, p, x[k]);
+      for (int k = 0; k < 4; ++k) y[k] = decodePair<kEscapes>(stage, table, topWord, p, x[k]);
       if constexpr (kEscapes) {
         // Escapes have 0x80 in the offset byte: masked off, only real offsets are compared.
         check = __vimax3_u16x2(check, x[0] & 0x7F7F7F7Fu, x[1] & 0x7F7F7F7Fu);
