@@ -11,11 +11,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
-#include "codec/lossless/decode_v2_whole.cuh"
 #include "codec/lossless/device_v2.cuh"
 
 namespace cclz::lossless::v2 {
@@ -32,7 +29,6 @@ struct DecodeArgs {
   Layout layout;
   uint32_t chunkElems;
   int dtype;
-  bool wholePath;  // whole coded chunks may take decode_v2_whole.cuh's path
 };
 
 // Lane 0: the frame header, as decodeRef checks it, and the handle's chunking.
@@ -97,28 +93,18 @@ __device__ inline uint32_t decodeSymbol(BitReader& r, const uint16_t* table, uin
   return sym & 0xFFu;
 }
 
-// NOTE: 9 blocks (36 warps) per multiprocessor, as shared memory allows: at most 56 registers.
-constexpr int kDecodeBlocksPerSM = 9;
-
 template <int D>
-__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM) decodeKernel(DecodeArgs a) {
+__global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Joiner = lossless::device::Joiner<kSplit>;
   using E = Elements<D>;
   using Word = typename E::Word;
-  // NOTE: the whole-chunk path may read a corrupt lane's words up to kStageOverread bytes past
-  // its warp's stage (decode_v2_whole.cuh): those reads stay in this block's shared memory.
-  // The tables come first (2 KiB each, so every table and stage stays 16-byte aligned).
-  struct Shared {
-    uint16_t table[kWarpsPerBlock][1u << kCodeBits];
-    uint8_t stage[kWarpsPerBlock][kStageBytes];
-    uint8_t overread[kStageOverread];
-  };
-  __shared__ __align__(16) Shared shared;
+  __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
+  __shared__ __align__(16) uint16_t tableAll[kWarpsPerBlock][1u << kCodeBits];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint8_t* stage = shared.stage[warp];
+  uint8_t* stage = stageAll[warp];
   const uint32_t* stageWords = reinterpret_cast<const uint32_t*>(stage);
-  uint16_t* table = shared.table[warp];
+  uint16_t* table = tableAll[warp];
   const uint32_t chunkElems = a.chunkElems;
   const int fam = family(D);
 
@@ -169,19 +155,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM) decodeKernel(Dec
     // profile: 8.3% of stall samples on its first use).
     uint2 firstA = make_uint2(0, 0);
     uint4 firstB = make_uint4(0, 0, 0, 0);
-    // A whole chunk may take the fast path (decode_v2_whole.cuh), which starts with the raw
-    // planes of the lane's first kWholeAhead<D> groups: all of them are loaded here.
-    const bool whole = a.wholePath && n == kMaxChunkElems;
-    uint2 aheadA[kWholeAhead<D>] = {};
-    uint4 aheadB[kWholeAhead<D>] = {};
-    if (whole) {
-#pragma unroll
-      for (int j = 0; j < kWholeAhead<D>; ++j) loadRaw(lane + kLanes * j, aheadA[j], aheadB[j]);
-      firstA = aheadA[0];
-      firstB = aheadB[0];
-    } else if (groupValid(n, lane)) {
-      loadRaw(lane, firstA, firstB);
-    }
+    if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
     lossless::device::copyAsyncWaitAll();
     __syncwarp();
 
@@ -272,17 +246,6 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM) decodeKernel(Dec
     }
 
     const uint32_t start = 8 * streamsOffset(width) + inclusive - myBits;
-    if (whole) {
-      const bool ok =
-          escapes
-              ? decodeWholeLane<D, true>(stage, reinterpret_cast<const uint8_t*>(table), top, start,
-                                         myBits, planeA, planeB, out, lane, aheadA, aheadB)
-              : decodeWholeLane<D, false>(stage, reinterpret_cast<const uint8_t*>(table), top,
-                                          start, myBits, planeA, planeB, out, lane, aheadA, aheadB);
-      if (!ok) lossless::device::reportError(a.status, kFrameBadChunk);
-      __syncwarp();  // the stage is rewritten by the next chunk
-      continue;
-    }
     auto decodeLane = [&](auto escapesFlag) {
       constexpr bool kEscapes = decltype(escapesFlag)::value;
       BitReader r(stageWords, blockBytes, start);
@@ -352,21 +315,10 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
 
 }  // namespace
 
-// CCLZ_LOSSLESS_DECODE=general (read once) keeps every chunk on the general lane loop: a
-// diagnostic, to tell a fault of the whole-chunk path from one of the rest of the decoder.
-static bool wholePathAllowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("CCLZ_LOSSLESS_DECODE");
-    return !(v && std::string_view(v) == "general");
-  }();
-  return allowed;
-}
-
 void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream) {
-  DecodeArgs args{src,        srcBytes, dst,
-                  count,      status,   frameLayout(dtype, count, chunkElems),
-                  chunkElems, dtype,    wholePathAllowed()};
+  DecodeArgs args{src,        srcBytes, dst, count, status, frameLayout(dtype, count, chunkElems),
+                  chunkElems, dtype};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
   switch (dtype) {
     case cclzBfloat16:
