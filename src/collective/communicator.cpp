@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/trace.h"
 
 #ifdef CCLZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -57,7 +58,11 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
     words_ = std::make_unique<CompletionWords>();
     int device = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
-    proxy_ = std::make_unique<Proxy>([device] { cudaSetDevice(device); });
+    // A new thread starts on device 0: without this, rank 1's jobs would use GPU 0.
+    proxy_ = std::make_unique<Proxy>([device] {
+      const cudaError_t set = cudaSetDevice(device);
+      CCLZ_TRACE("proxy: thread up on device %d (%s)", device, cudaGetErrorString(set));
+    });
   }
 #else
   CCLZ_REQUIRE(transport_->memory() == MemoryKind::Host, cclzInvalidUsage,
@@ -69,7 +74,10 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
 // The proxy's jobs still use the engine, the transport and the words: they run to the end
 // first (cclzCommDestroy waits for them, as NCCL's destroy waits for queued operations).
 Communicator::~Communicator() {
-  if (proxy_) proxy_->stop(false);
+  if (!proxy_) return;
+  CCLZ_TRACE("destroy: waiting for the proxy's queued jobs");
+  proxy_->stop(false);
+  CCLZ_TRACE("destroy: proxy stopped");
 }
 
 void Communicator::setJobError(cclzResult_t code, const std::string& message) {

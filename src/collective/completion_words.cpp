@@ -10,6 +10,7 @@
 
 #include "codec/device.h"
 #include "common/error.h"
+#include "common/trace.h"
 
 namespace cclz {
 namespace {
@@ -32,9 +33,27 @@ void checkDriver(CUresult result, const char* call) {
                std::string(call) + " failed (CUresult " + std::to_string(result) + ")");
 }
 
+// With lazy loading (CUDA_MODULE_LOADING=LAZY, the default on Linux since CUDA 12.2) a kernel's
+// code is loaded at its first launch, and that load may wait for all work on the device to stop
+// (CUDA Programming Guide, "Lazy Loading"). The proxy launches a job's kernels while the caller's
+// stream waits for the job's completion word, so a first launch there would wait for a wait that
+// only the job ends: the proxy hangs in its first launch of every kernel. Eager loading loads every
+// kernel when the context is created, before any word can be waited for.
+void requireEagerLoading() {
+  using GetLoadingMode = CUresult (*)(CUmoduleLoadingMode*);
+  const auto get = reinterpret_cast<GetLoadingMode>(driverFunction("cuModuleGetLoadingMode"));
+  CUmoduleLoadingMode mode = CU_MODULE_LAZY_LOADING;
+  checkDriver(get(&mode), "cuModuleGetLoadingMode");
+  CCLZ_REQUIRE(mode == CU_MODULE_EAGER_LOADING, cclzNotSupported,
+               "CCLZ_ASYNC=1 needs CUDA_MODULE_LOADING=EAGER in the environment before CUDA "
+               "starts: with lazy loading, the proxy thread's first launch of a kernel may wait "
+               "for the caller's stream, which waits for the proxy");
+}
+
 }  // namespace
 
 CompletionWords::CompletionWords() {
+  requireEagerLoading();
   wait_ = driverFunction("cuStreamWaitValue32");
   write_ = driverFunction("cuStreamWriteValue32");
   CCLZ_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), kWords * sizeof(uint32_t),
@@ -55,6 +74,8 @@ CompletionWords::~CompletionWords() { cudaFreeHost(host_); }
 
 void CompletionWords::waitOn(cclzStream_t stream, uint32_t job) {
   const CUdeviceptr word = device_ + (job % kWords) * sizeof(uint32_t);
+  CCLZ_TRACE("words: stream %p waits for word %u >= %u (now %u)", static_cast<void*>(stream),
+             job % kWords, job, reinterpret_cast<volatile uint32_t*>(host_)[job % kWords]);
   checkDriver(reinterpret_cast<StreamValue32>(wait_)(reinterpret_cast<CUstream>(stream), word,
                                                       job, CU_STREAM_WAIT_VALUE_GEQ),
               "cuStreamWaitValue32");
@@ -62,6 +83,8 @@ void CompletionWords::waitOn(cclzStream_t stream, uint32_t job) {
 
 void CompletionWords::writeOn(cclzStream_t stream, uint32_t job) {
   const CUdeviceptr word = device_ + (job % kWords) * sizeof(uint32_t);
+  CCLZ_TRACE("words: stream %p will write word %u = %u", static_cast<void*>(stream), job % kWords,
+             job);
   checkDriver(reinterpret_cast<StreamValue32>(write_)(reinterpret_cast<CUstream>(stream), word,
                                                        job, CU_STREAM_WRITE_VALUE_DEFAULT),
               "cuStreamWriteValue32");
@@ -71,6 +94,7 @@ void CompletionWords::writeFromHost(uint32_t job) noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   reinterpret_cast<volatile uint32_t*>(host_)[job % kWords] = job;
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  CCLZ_TRACE("words: host wrote word %u = %u", job % kWords, job);
 }
 
 }  // namespace cclz

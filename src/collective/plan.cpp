@@ -416,14 +416,17 @@ void runQueued(Communicator& comm, QueuedCall& call) noexcept {
   }
   try {
     comm.words().writeOn(comm.engine().endJoined(), call.word);
+    CCLZ_TRACE("proxy: job %u (%s) queued its work and its completion word", call.word,
+               op.c_str());
   } catch (const std::exception& error) {
     comm.setJobError(cclzUnhandledCudaError,
                      op + ": its completion could not be queued (" + error.what() +
                          "); the caller's stream was released from the host");
     comm.words().writeFromHost(call.word);
+    CCLZ_TRACE("proxy: job %u (%s) failed; its word was written from the host", call.word,
+               op.c_str());
   }
   cudaEventDestroy(call.start);
-  CCLZ_TRACE("proxy: job %u queued its work and its completion word", call.word);
 }
 
 // On the caller's thread, after the check: the caller's stream gets the call's start event and
@@ -446,8 +449,9 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(a, plan, comm.transport().size(), comm.transport().rank(), e.memory(), stride, bytes);
   if (!e.covers(bytes)) {
-    CCLZ_TRACE("%s: growing the engine, after the proxy's queue", collOpName(a.op));
+    CCLZ_TRACE("%s: growing the engine: waiting for the proxy's queue", collOpName(a.op));
     comm.proxy()->drain();
+    CCLZ_TRACE("%s: proxy idle, growing the engine", collOpName(a.op));
     e.reserve(bytes);
   }
   const auto stream = reinterpret_cast<cudaStream_t>(a.stream);
@@ -466,6 +470,7 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
   comm.proxy()->submit(Proxy::Job{
       [c, call] { runQueued(*c, *call); },
       [c, call] {
+        CCLZ_TRACE("proxy: job %u cancelled; its word is written from the host", call->word);
         c->setJobError(cclzInvalidUsage, std::string(collOpName(call->args.op)) +
                                              ": dropped, the communicator was aborted");
         c->words().writeFromHost(call->word);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/trace.h"
 
 namespace cclz {
 
@@ -81,11 +82,22 @@ void NcclTransport::recv(void* buf, uint64_t capacity, int peer, uint64_t* recei
 void NcclTransport::groupEnd() {
   CCLZ_REQUIRE(inGroup_, cclzInternalError, "groupEnd without groupStart");
   inGroup_ = false;
+  traceLaunch("send/recv group", 0);
   CCLZ_NCCL_CHECK(ncclGroupEnd());
+}
+
+// With CCLZ_ASYNC=1 the control communicator is driven by the caller's thread and the data one by
+// the proxy's: NCCL wants launches on several communicators of a device in one order on every
+// rank, so the trace shows each launch, and which communicator, to compare the ranks' orders.
+void NcclTransport::traceLaunch(const char* what, uint64_t bytes) const {
+  CCLZ_TRACE("nccl %s: %s, %llu bytes, stream %p", control_ ? "data" : "control", what,
+             static_cast<unsigned long long>(bytes), static_cast<void*>(stream_));
 }
 
 void NcclTransport::allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) {
   checkReady();
+  stream_ = reinterpret_cast<cudaStream_t>(stream);
+  traceLaunch("all-gather", bytes);
   CCLZ_NCCL_CHECK(ncclAllGather(send, recv, bytes, ncclUint8, comm_,
                                 reinterpret_cast<cudaStream_t>(stream)));
 }
@@ -109,6 +121,8 @@ bool NcclTransport::reduceScatter(const void* send, void* recv, uint64_t count, 
   ncclDataType_t type;
   if (!ncclFloatType(dtype, &type)) return false;
   checkReady();
+  stream_ = reinterpret_cast<cudaStream_t>(stream);
+  traceLaunch("reduce-scatter", count);
   CCLZ_NCCL_CHECK(ncclReduceScatter(send, recv, count, type, average ? ncclAvg : ncclSum, comm_,
                                     reinterpret_cast<cudaStream_t>(stream)));
   return true;
@@ -119,6 +133,8 @@ bool NcclTransport::allReduce(const void* send, void* recv, uint64_t count, int 
   ncclDataType_t type;
   if (!ncclFloatType(dtype, &type)) return false;
   checkReady();
+  stream_ = reinterpret_cast<cudaStream_t>(stream);
+  traceLaunch("all-reduce", count);
   CCLZ_NCCL_CHECK(ncclAllReduce(send, recv, count, type, average ? ncclAvg : ncclSum, comm_,
                                 reinterpret_cast<cudaStream_t>(stream)));
   return true;

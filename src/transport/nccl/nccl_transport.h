@@ -61,6 +61,7 @@ class NcclTransport final : public Transport {
   void query();
   void checkPeer(int peer) const;
   void checkReady() const;
+  void traceLaunch(const char* what, uint64_t bytes) const;  // CCLZ_TRACE: one line per launch
 
   // Atomic: cclzCommAbort may clear it while the proxy thread (CCLZ_ASYNC=1) is using it.
   std::atomic<ncclComm_t> comm_{nullptr};
