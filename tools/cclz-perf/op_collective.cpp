@@ -12,9 +12,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <tuple>
 #include <utility>
+#include <nlohmann/json.hpp>
 
 #include "cclz/cclz.h"
 #include "data.h"
@@ -31,8 +31,8 @@
 namespace perf {
 
 namespace {
-const char* const kNames[] = {"allgather", "reducescatter", "allreduce",
-                              "alltoall",  "sendrecv",      nullptr};
+const char* const kNames[] = {"allgather", "reducescatter", "allreduce", "alltoall", "sendrecv",
+                              nullptr};
 }  // namespace
 
 bool isCollectiveOp(const std::string& op) {
@@ -99,11 +99,11 @@ namespace {
 using coll::Kind;
 using coll::Shape;
 
-#define PERF_CCLZ_CHECK_COMM(call, comm)                                                \
-  do {                                                                                  \
-    const cclzResult_t r_ = (call);                                                     \
-    if (r_ != cclzSuccess)                                                              \
-      fail("{} failed: {}: {}", #call, cclzGetErrorString(r_), cclzGetLastError(comm)); \
+#define PERF_CCLZ_CHECK_COMM(call, comm)                                                    \
+  do {                                                                                      \
+    const cclzResult_t r_ = (call);                                                         \
+    if (r_ != cclzSuccess)                                                                  \
+      fail("{} failed: {}: {}", #call, cclzGetErrorString(r_), cclzGetLastError(comm));    \
   } while (0)
 
 int worldRank() {
@@ -173,8 +173,8 @@ double wireRatio(const Shape& s, cclzDataType_t dtype, const cclzCodecConfig_t& 
       size_t capacity = 0, bytes = 0;
       PERF_CCLZ_CHECK(cclzCodecMaxEncodedSize(codec, n, dtype, &capacity));
       frame.resize(capacity);
-      PERF_CCLZ_CHECK(
-          cclzEncodeHost(codec, &input[p * s.elemBytes], n, dtype, frame.data(), capacity, &bytes));
+      PERF_CCLZ_CHECK(cclzEncodeHost(codec, &input[p * s.elemBytes], n, dtype, frame.data(),
+                                     capacity, &bytes));
       frames += static_cast<double>(bytes);
     }
   cclzCodecDestroy(codec);
@@ -214,8 +214,8 @@ struct Buffers {
   void clearOutput() {
 #ifdef CCLZ_HAVE_CUDA
     if (gpu) {
-      PERF_CUDA_CHECK(
-          cudaMemsetAsync(recv, 0xA5, hostRecv.size(), static_cast<cudaStream_t>(stream)));
+      PERF_CUDA_CHECK(cudaMemsetAsync(recv, 0xA5, hostRecv.size(),
+                                      static_cast<cudaStream_t>(stream)));
       sync();
       return;
     }
@@ -234,8 +234,8 @@ Buffers makeBuffers(const Shape& s, std::vector<uint8_t> input, bool gpu, void* 
   if (gpu) {
     b.dSend = std::make_unique<gpu::Buffer>(b.hostSend.size());
     b.dRecv = std::make_unique<gpu::Buffer>(b.hostRecv.size());
-    PERF_CUDA_CHECK(
-        cudaMemcpy(b.dSend->data(), b.hostSend.data(), b.hostSend.size(), cudaMemcpyHostToDevice));
+    PERF_CUDA_CHECK(cudaMemcpy(b.dSend->data(), b.hostSend.data(), b.hostSend.size(),
+                               cudaMemcpyHostToDevice));
     b.send = b.dSend->data(), b.recv = b.dRecv->data();
   }
 #endif
@@ -249,9 +249,9 @@ struct Contender {
 };
 
 // The slowest rank's time of one call (us). warm: an untimed call first, its output cleared.
-// NOTE: with -c 1 on a GPU, each timed call follows tens of milliseconds of host-side checking
-// with the GPU idle; then every GPU operation of the call ran slower, plain NCCL's included
-// (16 MiB all-reduce: 148-270 us against 87-93 us back to back,
+// NOTE: with -c 1 on a GPU, each timed call followed tens of milliseconds of host-side checking
+// with the GPU idle, and every GPU operation of the call ran slower, plain NCCL's included
+// (16 MiB all-reduce: 148-270 us against 95 us with this warm call,
 // bench/results/2026-11-22-coll-check2-h200x2). The untimed call wakes the GPU first.
 double timeOnce(Buffers& b, const Contender& c, bool warm) {
   if (warm) {
@@ -273,8 +273,8 @@ double timeOnce(Buffers& b, const Contender& c, bool warm) {
 // Medians over iterations of cclz's and the baseline's times, their iterations alternating, so that
 // a network whose speed drifts during the run (NCCL's socket transport drifts by 20%) weighs on
 // both alike rather than on whichever ran second.
-std::pair<double, double> timeAlternating(const Options& opt, Buffers& b, const Contender& cclz,
-                                          const Contender& baseline) {
+std::pair<double, double> timeAlternating(const Options& opt, Buffers& b,
+                                          const Contender& cclz, const Contender& baseline) {
   std::vector<double> cclzUs, baseUs;
   const bool warm = opt.check && b.gpu;
   for (int i = 0; i < opt.warmup + opt.iters; ++i) {
@@ -397,20 +397,17 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                  opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,
                  opt.codec == "qgrad" ? fmt::format(" (int{})", opt.bits ? opt.bits : 4) : "",
                  pieceBytes);
-      fmt::print(
-          "#   iters {}, warmup {}, check {}{}; time: median over iterations of the slowest "
-          "rank, cclz's and the baseline's iterations alternating;\n#   algbw = size / "
-          "time, busbw = algbw x nccl-tests' factor (uncompressed)\n",
-          opt.iters, opt.warmup, opt.check ? 1 : 0,
-          opt.check && gpu ? " (an untimed call before each timed one)" : "");
-      fmt::print(
-          "#   baseline: plain {} on the same buffers; speedup = baseline time / cclz time\n",
-          plain->name());
-      fmt::print(
-          "#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
-          "{:>8} {:>7}\n",
-          "size(B)", "count", "type", "redop", "codec", "ratio", "time(us)", "algbw", "busbw",
-          "#wrong", "nmse", "base(us)", "base_bw", "speedup");
+      fmt::print("#   iters {}, warmup {}, check {}{}; time: median over iterations of the slowest "
+                 "rank, cclz's and the baseline's iterations alternating;\n#   algbw = size / "
+                 "time, busbw = algbw x nccl-tests' factor (uncompressed)\n",
+                 opt.iters, opt.warmup, opt.check ? 1 : 0,
+                 opt.check && gpu ? " (an untimed call before each timed one)" : "");
+      fmt::print("#   baseline: plain {} on the same buffers; speedup = baseline time / cclz time\n",
+                 plain->name());
+      fmt::print("#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
+                 "{:>8} {:>7}\n",
+                 "size(B)", "count", "type", "redop", "codec", "ratio", "time(us)", "algbw",
+                 "busbw", "#wrong", "nmse", "base(us)", "base_bw", "speedup");
       std::fflush(stdout);
     }
 
@@ -430,7 +427,9 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       row.checked = opt.check;
 
       const Contender cclz{
-          [&] { PERF_CCLZ_CHECK_COMM(callCclz(s, opt.dtype, redOp, comm, &config, b), comm); },
+          [&] {
+            PERF_CCLZ_CHECK_COMM(callCclz(s, opt.dtype, redOp, comm, &config, b), comm);
+          },
           [&] {
             if (!checkHere) return;
             const coll::Check c = coll::check(ref, opt.dtype, lossy, b.output(), cclzTolerance);
@@ -462,14 +461,14 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       MPI_Allreduce(errs, errsAll, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       row.nmse = errsAll[0], row.maxRel = errsAll[1];
       if (rank == 0) {
-        fmt::print(
-            "  {:>12} {:>11} {:>5} {:>5} {:>9} {:>7.3f} {:>10.1f} {:>8.2f} {:>8.2f} {:>7} "
-            "{:>9} {:>10.1f} {:>8.2f} {:>7.3f}\n",
-            s.bytes, s.count, dtypeName(opt.dtype), reduces ? opt.redOp : "-", opt.codec, row.ratio,
-            row.timeUs, row.algbw(row.timeUs), row.algbw(row.timeUs) * s.busFactor,
-            row.checked ? std::to_string(row.wrong + row.baseWrong) : "-",
-            lossy && row.checked ? fmt::format("{:.3e}", row.nmse) : "-", row.baseUs,
-            row.algbw(row.baseUs), row.timeUs > 0 ? row.baseUs / row.timeUs : 0);
+        fmt::print("  {:>12} {:>11} {:>5} {:>5} {:>9} {:>7.3f} {:>10.1f} {:>8.2f} {:>8.2f} {:>7} "
+                   "{:>9} {:>10.1f} {:>8.2f} {:>7.3f}\n",
+                   s.bytes, s.count, dtypeName(opt.dtype), reduces ? opt.redOp : "-", opt.codec,
+                   row.ratio, row.timeUs, row.algbw(row.timeUs),
+                   row.algbw(row.timeUs) * s.busFactor,
+                   row.checked ? std::to_string(row.wrong + row.baseWrong) : "-",
+                   lossy && row.checked ? fmt::format("{:.3e}", row.nmse) : "-", row.baseUs,
+                   row.algbw(row.baseUs), row.timeUs > 0 ? row.baseUs / row.timeUs : 0);
         std::fflush(stdout);
       }
       if (row.wrong || row.baseWrong) exitCode = 1;
@@ -480,28 +479,28 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     if (rank == 0 && !opt.json.empty()) {
       nlohmann::json all = nlohmann::json::array();
       for (const CollRow& r : rows)
-        all.push_back(
-            {{"op", opt.op},
-             {"codec", opt.codec},
-             {"bits", opt.codec == "qgrad" ? (opt.bits ? opt.bits : 4) : 0},
-             {"dtype", dtypeName(opt.dtype)},
-             {"redop", reduces ? opt.redOp : "-"},
-             {"device", gpu ? "gpu" : "cpu"},
-             {"ranks", ranks},
-             {"bytes", r.shape.bytes},
-             {"count", r.shape.count},
-             {"piece_bytes", pieceBytes},
-             {"ratio", r.ratio},
-             {"time_us", r.timeUs},
-             {"algbw_GBps", r.algbw(r.timeUs)},
-             {"busbw_GBps", r.algbw(r.timeUs) * r.shape.busFactor},
-             {"baseline", plain->name()},
-             {"baseline_time_us", r.baseUs},
-             {"baseline_algbw_GBps", r.algbw(r.baseUs)},
-             {"speedup", r.timeUs > 0 ? r.baseUs / r.timeUs : 0},
-             {"nmse", lossy && r.checked ? nlohmann::json(r.nmse) : nlohmann::json()},
-             {"wrong", r.checked ? nlohmann::json(r.wrong + r.baseWrong) : nlohmann::json()},
-             {"check", r.checked}});
+        all.push_back({{"op", opt.op},
+                       {"codec", opt.codec},
+                       {"bits", opt.codec == "qgrad" ? (opt.bits ? opt.bits : 4) : 0},
+                       {"dtype", dtypeName(opt.dtype)},
+                       {"redop", reduces ? opt.redOp : "-"},
+                       {"device", gpu ? "gpu" : "cpu"},
+                       {"ranks", ranks},
+                       {"bytes", r.shape.bytes},
+                       {"count", r.shape.count},
+                       {"piece_bytes", pieceBytes},
+                       {"ratio", r.ratio},
+                       {"time_us", r.timeUs},
+                       {"algbw_GBps", r.algbw(r.timeUs)},
+                       {"busbw_GBps", r.algbw(r.timeUs) * r.shape.busFactor},
+                       {"baseline", plain->name()},
+                       {"baseline_time_us", r.baseUs},
+                       {"baseline_algbw_GBps", r.algbw(r.baseUs)},
+                       {"speedup", r.timeUs > 0 ? r.baseUs / r.timeUs : 0},
+                       {"nmse", lossy && r.checked ? nlohmann::json(r.nmse) : nlohmann::json()},
+                       {"wrong", r.checked ? nlohmann::json(r.wrong + r.baseWrong)
+                                           : nlohmann::json()},
+                       {"check", r.checked}});
       std::ofstream(opt.json) << all.dump(1) << "\n";
     }
     if (rank == 0 && exitCode) fmt::print("# FAILED: some iterations were wrong\n");
