@@ -168,6 +168,12 @@ if has check; then
       launcher=("${launcher[@]:0:${#launcher[@]}-2}")
     done
   done
+  # The same back to back (--batch: one sync per 20 calls, as a training step queues them).
+  for mode in 1 first; do
+    launcher+=(-x CCLZ_CHECK_CALLS=$mode)
+    bench check "allreduce_none_check_${mode}_batch" --op allreduce --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --batch
+    launcher=("${launcher[@]:0:${#launcher[@]}-2}")
+  done
   for mode in 1 first; do
     echo "== CCLZ_CHECK_CALLS=$mode, 16 MiB all-reduce, codec none" >>"$OUT/trace.log"
     "${launcher[@]}" -x CCLZ_CHECK_CALLS=$mode -x CCLZ_TRACE=1 $perf --op allreduce --codec none \

@@ -207,6 +207,9 @@ int main(int argc, char** argv) {
   std::string pieceBytes;
   app.add_option("--piece-bytes", pieceBytes,
                  "collectives: pipeline piece per destination (CCLZ_PIECE_BYTES; default 4M)");
+  app.add_flag("--batch", opt.batch,
+               "collectives: time the -n calls back to back, one sync at the end (nccl-tests' "
+               "timing), 5 rounds, median; default: each call between barriers");
   app.add_option("--json", opt.json, "write the rows to this file as a JSON array");
   // With --input the tensors decide the sizes and the data; a sweep flag too would be ignored.
   for (auto* flag : {bFlag, eFlag, fFlag, dataFlag}) inputFlag->excludes(flag);

@@ -286,6 +286,40 @@ std::pair<double, double> timeAlternating(const Options& opt, Buffers& b,
   return {median(cclzUs), median(baseUs)};
 }
 
+// --batch: the slowest rank's time per call (us) of `iters` calls queued back to back, one sync
+// at the end; `after` runs once, on the last call's output.
+double timeBatch(Buffers& b, const Contender& c, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) c.call();
+  b.sync();
+  const double local =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      iters;
+  double slowest = 0;
+  MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  c.after();
+  return slowest;
+}
+
+// --batch: medians over kBatchRounds rounds of cclz's and the baseline's batches, alternating,
+// after -w untimed calls of each.
+constexpr int kBatchRounds = 5;
+std::pair<double, double> timeBatches(const Options& opt, Buffers& b, const Contender& cclz,
+                                      const Contender& baseline) {
+  for (int i = 0; i < opt.warmup; ++i) {
+    cclz.call();
+    baseline.call();
+  }
+  b.clearOutput();  // what gets checked is a timed call's output
+  std::vector<double> cclzUs, baseUs;
+  for (int r = 0; r < kBatchRounds; ++r) {
+    cclzUs.push_back(timeBatch(b, cclz, opt.iters));
+    baseUs.push_back(timeBatch(b, baseline, opt.iters));
+  }
+  return {median(cclzUs), median(baseUs)};
+}
+
 cclzResult_t callCclz(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
                       const cclzCodecConfig_t* config, const Buffers& b) {
   auto stream = static_cast<cclzStream_t>(b.stream);
@@ -397,11 +431,17 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                  opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,
                  opt.codec == "qgrad" ? fmt::format(" (int{})", opt.bits ? opt.bits : 4) : "",
                  pieceBytes);
-      fmt::print("#   iters {}, warmup {}, check {}{}; time: median over iterations of the slowest "
-                 "rank, cclz's and the baseline's iterations alternating;\n#   algbw = size / "
-                 "time, busbw = algbw x nccl-tests' factor (uncompressed)\n",
+      const std::string timing =
+          opt.batch ? fmt::format("time: per call of {} calls back to back (one sync), median of "
+                                  "{} rounds of the slowest rank",
+                                  opt.iters, kBatchRounds)
+                    : std::string("time: median over iterations of the slowest rank");
+      fmt::print("#   iters {}, warmup {}, check {}{}; {}, cclz's and the baseline's {} "
+                 "alternating;\n#   algbw = size / time, busbw = algbw x nccl-tests' factor "
+                 "(uncompressed)\n",
                  opt.iters, opt.warmup, opt.check ? 1 : 0,
-                 opt.check && gpu ? " (an untimed call before each timed one)" : "");
+                 opt.check && gpu && !opt.batch ? " (an untimed call before each timed one)" : "",
+                 timing, opt.batch ? "rounds" : "iterations");
       fmt::print("#   baseline: plain {} on the same buffers; speedup = baseline time / cclz time\n",
                  plain->name());
       fmt::print("#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
@@ -447,7 +487,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
               row.baseWrong += coll::check(ref, opt.dtype, false, b.output(), tolerance).wrong;
             b.clearOutput();  // cclz's next output is checked on a cleared buffer
           }};
-      std::tie(row.timeUs, row.baseUs) = timeAlternating(opt, b, cclz, baseline);
+      std::tie(row.timeUs, row.baseUs) = opt.batch ? timeBatches(opt, b, cclz, baseline)
+                                                   : timeAlternating(opt, b, cclz, baseline);
       if (gpu) {
         cclzResult_t async = cclzSuccess;
         PERF_CCLZ_CHECK(cclzCommGetAsyncError(comm, &async));
@@ -500,7 +541,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                        {"nmse", lossy && r.checked ? nlohmann::json(r.nmse) : nlohmann::json()},
                        {"wrong", r.checked ? nlohmann::json(r.wrong + r.baseWrong)
                                            : nlohmann::json()},
-                       {"check", r.checked}});
+                       {"check", r.checked},
+                       {"timing", opt.batch ? "batch" : "each"}});
       std::ofstream(opt.json) << all.dump(1) << "\n";
     }
     if (rank == 0 && exitCode) fmt::print("# FAILED: some iterations were wrong\n");

@@ -26,6 +26,9 @@ struct Options {
   int iters = 20;
   int warmup = 5;
   bool check = true;
+  // Collectives: time -n calls queued back to back with one sync at the end (nccl-tests' way,
+  // and a training step's), instead of each call between barriers.
+  bool batch = false;
 
   // Synthetic data, used when there is no --input.
   DataKind data = DataKind::Gaussian;
