@@ -64,40 +64,46 @@ void NcclTransport::groupStart(cclzStream_t stream) {
   stream_ = reinterpret_cast<cudaStream_t>(stream);
   CCLZ_NCCL_CHECK(ncclGroupStart());
   inGroup_ = true;
+  groupBytes_ = 0;
 }
 
 void NcclTransport::send(const void* buf, uint64_t bytes, int peer) {
   checkPeer(peer);
   CCLZ_REQUIRE(inGroup_, cclzInternalError, "send outside a group");
   CCLZ_NCCL_CHECK(ncclSend(buf, bytes, ncclUint8, peer, comm_, stream_));
+  groupBytes_ += bytes;
 }
 
 void NcclTransport::recv(void* buf, uint64_t capacity, int peer, uint64_t* receivedBytes) {
   checkPeer(peer);
   CCLZ_REQUIRE(inGroup_, cclzInternalError, "recv outside a group");
   CCLZ_NCCL_CHECK(ncclRecv(buf, capacity, ncclUint8, peer, comm_, stream_));
+  groupBytes_ += capacity;
   if (receivedBytes) *receivedBytes = capacity;
 }
 
 void NcclTransport::groupEnd() {
   CCLZ_REQUIRE(inGroup_, cclzInternalError, "groupEnd without groupStart");
   inGroup_ = false;
-  traceLaunch("send/recv group", 0);
+  traceLaunch("send/recv group", groupBytes_, "bytes sent and received");
   CCLZ_NCCL_CHECK(ncclGroupEnd());
+  // After the call too: a hang inside ncclGroupEnd (connection setup on first use) and one in
+  // what follows it look alike otherwise.
+  CCLZ_TRACE("nccl %s: send/recv group queued", control_ ? "data" : "control");
 }
 
 // With CCLZ_ASYNC=1 the control communicator is driven by the caller's thread and the data one by
 // the proxy's: NCCL wants launches on several communicators of a device in one order on every
 // rank, so the trace shows each launch, and which communicator, to compare the ranks' orders.
-void NcclTransport::traceLaunch(const char* what, uint64_t bytes) const {
-  CCLZ_TRACE("nccl %s: %s, %llu bytes, stream %p", control_ ? "data" : "control", what,
-             static_cast<unsigned long long>(bytes), static_cast<void*>(stream_));
+void NcclTransport::traceLaunch(const char* what, uint64_t amount, const char* unit) const {
+  CCLZ_TRACE("nccl %s: %s, %llu %s, stream %p", control_ ? "data" : "control", what,
+             static_cast<unsigned long long>(amount), unit, static_cast<void*>(stream_));
 }
 
 void NcclTransport::allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) {
   checkReady();
   stream_ = reinterpret_cast<cudaStream_t>(stream);
-  traceLaunch("all-gather", bytes);
+  traceLaunch("all-gather", bytes, "bytes");
   CCLZ_NCCL_CHECK(ncclAllGather(send, recv, bytes, ncclUint8, comm_,
                                 reinterpret_cast<cudaStream_t>(stream)));
 }
@@ -122,7 +128,7 @@ bool NcclTransport::reduceScatter(const void* send, void* recv, uint64_t count, 
   if (!ncclFloatType(dtype, &type)) return false;
   checkReady();
   stream_ = reinterpret_cast<cudaStream_t>(stream);
-  traceLaunch("reduce-scatter", count);
+  traceLaunch("reduce-scatter", count, "elements");
   CCLZ_NCCL_CHECK(ncclReduceScatter(send, recv, count, type, average ? ncclAvg : ncclSum, comm_,
                                     reinterpret_cast<cudaStream_t>(stream)));
   return true;
@@ -134,7 +140,7 @@ bool NcclTransport::allReduce(const void* send, void* recv, uint64_t count, int 
   if (!ncclFloatType(dtype, &type)) return false;
   checkReady();
   stream_ = reinterpret_cast<cudaStream_t>(stream);
-  traceLaunch("all-reduce", count);
+  traceLaunch("all-reduce", count, "elements");
   CCLZ_NCCL_CHECK(ncclAllReduce(send, recv, count, type, average ? ncclAvg : ncclSum, comm_,
                                 reinterpret_cast<cudaStream_t>(stream)));
   return true;

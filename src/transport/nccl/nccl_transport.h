@@ -61,7 +61,8 @@ class NcclTransport final : public Transport {
   void query();
   void checkPeer(int peer) const;
   void checkReady() const;
-  void traceLaunch(const char* what, uint64_t bytes) const;  // CCLZ_TRACE: one line per launch
+  // CCLZ_TRACE: one line per launch (amount in `unit`: bytes or elements).
+  void traceLaunch(const char* what, uint64_t amount, const char* unit) const;
 
   // Atomic: cclzCommAbort may clear it while the proxy thread (CCLZ_ASYNC=1) is using it.
   std::atomic<ncclComm_t> comm_{nullptr};
@@ -70,6 +71,7 @@ class NcclTransport final : public Transport {
   int size_ = 0;
   cudaStream_t stream_ = nullptr;
   bool inGroup_ = false;
+  uint64_t groupBytes_ = 0;  // the open group's sends and receives, for the trace
   std::unique_ptr<NcclTransport> control_;  // destroyed before comm_
 };
 
