@@ -375,6 +375,63 @@ CCLZ_HD void top3of8(const float* v, float* t) {
   mergeTop3(t, b);
 }
 
+// ---- Top-3 and maxima on bf16/fp16 magnitude bits, two 16-bit halves per word -----------------
+// For bf16 and fp16, |v| of a finite value is ordered as its bits with the sign cleared
+// (0..0x7F7F / 0x7BFF), and converts to fp32 exactly: the largest magnitude or the top-3 of the
+// bits are those of the values. The kernels use these on the raw words of a row (sm_90: one
+// VIMNMX.U16x2 per max/min, two values each), which is why they work on halves.
+
+CCLZ_HD uint32_t maxU16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __vmaxu2(a, b);
+#else
+  const uint32_t lo = (a & 0xFFFFu) > (b & 0xFFFFu) ? a & 0xFFFFu : b & 0xFFFFu;
+  const uint32_t hi = (a >> 16) > (b >> 16) ? a >> 16 : b >> 16;
+  return lo | (hi << 16);
+#endif
+}
+CCLZ_HD uint32_t minU16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __vminu2(a, b);
+#else
+  const uint32_t lo = (a & 0xFFFFu) < (b & 0xFFFFu) ? a & 0xFFFFu : b & 0xFFFFu;
+  const uint32_t hi = (a >> 16) < (b >> 16) ? a >> 16 : b >> 16;
+  return lo | (hi << 16);
+#endif
+}
+
+// Per half, the sorted top-3 t[0] >= t[1] >= t[2] of the four words w (the pair-of-pairs step of
+// top3of8: of h0 >= l0 and h1 >= l1 the largest is max(h0, h1), the middle two are min(h0, h1)
+// and max(l0, l1)).
+CCLZ_HD void top3of4x2(const uint32_t* w, uint32_t* t) {
+  const uint32_t h0 = maxU16x2(w[0], w[1]), l0 = minU16x2(w[0], w[1]);
+  const uint32_t h1 = maxU16x2(w[2], w[3]), l1 = minU16x2(w[2], w[3]);
+  const uint32_t m = minU16x2(h0, h1), n = maxU16x2(l0, l1);
+  t[0] = maxU16x2(h0, h1), t[1] = maxU16x2(m, n), t[2] = minU16x2(m, n);
+}
+
+// mergeTop3 per half.
+CCLZ_HD void mergeTop3x2(uint32_t* a, const uint32_t* b) {
+  const uint32_t t0 = maxU16x2(a[0], b[0]);
+  const uint32_t t1 = maxU16x2(minU16x2(a[0], b[0]), maxU16x2(a[1], b[1]));
+  const uint32_t t2 = maxU16x2(maxU16x2(a[2], b[2]),
+                               maxU16x2(minU16x2(a[0], b[1]), minU16x2(a[1], b[0])));
+  a[0] = t0, a[1] = t1, a[2] = t2;
+}
+
+// One lane's top-3 of two tiles at once: a and b are the lane's 8 magnitudes (4 words) of tile A
+// and of tile B; t[j]'s low half is the j-th largest of A's 8, its high half B's.
+CCLZ_HD void top3of8Pair(const uint32_t* a, const uint32_t* b, uint32_t* t) {
+  uint32_t ta[3], tb[3], hi[3];
+  top3of4x2(a, ta);  // per half: the top-3 of the lane's even values and of its odd values
+  top3of4x2(b, tb);
+  for (int j = 0; j < 3; ++j) {
+    t[j] = (ta[j] & 0xFFFFu) | (tb[j] << 16);       // the even values' triples of A and B
+    hi[j] = (ta[j] >> 16) | (tb[j] & 0xFFFF0000u);  // the odd values' triples
+  }
+  mergeTop3x2(t, hi);
+}
+
 // ---- Rotation ---------------------------------------------------------------------------------
 
 // y = W y for the unnormalized Sylvester-Hadamard W of size n, in the fixed order of the spec.
