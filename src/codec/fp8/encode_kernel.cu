@@ -3,6 +3,11 @@
 // 1024 values is read once and held in registers, a longer one is read again by the second pass
 // (from L1/L2). Where the row length or the smoothing is decided from the data, the sampling
 // kernels (sample_kernel.cu) run first on the same stream.
+#include <cuda_pipeline.h>
+
+#include <cstdlib>
+#include <string>
+
 #include "codec/fp8/device.cuh"
 
 namespace cclz::fp8 {
@@ -10,6 +15,11 @@ namespace {
 
 constexpr uint32_t kNoCandidate = 0xFFFFFFFFu;
 constexpr uint32_t kHeldTiles = 4;  // encode: rows of up to 1024 bf16/fp16 values held in registers
+// CCLZ_FP8_ENCODE=async (a diagnostic, bench/notes/fp8-kernels.md "Round 3"): each warp copies its
+// next row into shared memory (cp.async) while it encodes the current one, two row buffers per
+// warp, dynamic shared memory.
+constexpr uint32_t kRowBufferWords = kHeldTiles * 32;  // uint4 per row buffer: 2 KB
+constexpr uint32_t kAsyncSharedBytes = (kThreads / 32) * 2 * kRowBufferWords * sizeof(uint4);
 
 // ---- Encode's fast paths. Each gives the bits of the format.h helper it stands for (the GPU tests
 // compare the frames with the CPU reference byte for byte); they only compute them with fewer
@@ -91,6 +101,37 @@ __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uin
   }
 }
 
+// Queues a copy of the first `bytes` (0..16) of 16 bytes at `from` (16-byte aligned, global) to
+// `to` (shared), the rest zero-filled. NOTE: volatile and a memory clobber, so that it stays in
+// program order with the plain shared loads that read the row after __pipeline_wait_prior.
+__device__ __forceinline__ void copyAsync16(void* to, const void* from, uint32_t bytes) {
+  const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(from),
+               "r"(bytes)
+               : "memory");
+}
+
+// The magnitude bits of two bf16/fp16 values in a word, and the smallest bits of a non-finite one.
+constexpr uint32_t kMagnitudeBits = 0x7FFF7FFFu;
+template <int Dtype>
+constexpr uint32_t kFirstNonFinite = Dtype == cclzBfloat16 ? 0x7F80u : 0x7C00u;
+
+// The largest finite magnitude bits of a held lane's 16 words (0 if none).
+template <int Dtype>
+__device__ __forceinline__ uint32_t largestFiniteBits(const uint4 (&raw)[kHeldTiles]) {
+  uint32_t best = 0;
+#pragma unroll
+  for (uint32_t t = 0; t < kHeldTiles; ++t) {  // unrolled: raw stays in registers
+    const uint32_t w[4] = {raw[t].x, raw[t].y, raw[t].z, raw[t].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t h = (w[i / 2] >> (16 * (i % 2))) & 0x7FFFu;
+      if (h < kFirstNonFinite<Dtype> && h > best) best = h;
+    }
+  }
+  return best;
+}
+
 // Multiplies the lane's 8 values (columns first.. of their row) by their columns' 2^-shift.
 __device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_t valid) {
   if (valid == 0) return;
@@ -116,8 +157,9 @@ template <int Dtype, bool Chosen>
 __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
-                 const EncodeChoice* choice) {
+                 const EncodeChoice* choice, bool asyncRequested) {
   __shared__ ScaleTable tables[kThreads / 32];
+  extern __shared__ uint4 rowBuffers[];  // kAsyncSharedBytes where asyncRequested, else none
   ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;
   uint32_t rowElems = p.rowElems;
@@ -148,8 +190,29 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
   const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
-  for (uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       r < numRows; r += warps) {
+  constexpr bool kCanHold = Dtype != cclzFloat32;
+  // Async rows: every row is held (rowElems <= 1024) and every lane's 16 bytes are aligned.
+  const bool async = kCanHold && asyncRequested && vector && rowElems <= kHeldTiles * kTileElems;
+  uint4* rowBuffer = rowBuffers + (threadIdx.x / 32) * 2 * kRowBufferWords + lane;
+  // Queues the copy of row `row` (if any) into buffer `buf`, as one commit group: each lane
+  // copies, and later reads, only its own 16 bytes of each tile, so its own wait suffices.
+  // Missing values are zero-filled, as loadRaw8 gives them.
+  auto prefetchRow = [&](uint64_t row, uint32_t buf) {
+    if (row < numRows) {
+      const uint64_t b = row * rowElems;
+      const uint32_t nn = static_cast<uint32_t>(count - b < rowElems ? count - b : rowElems);
+      const uint16_t* s16 = static_cast<const uint16_t*>(src) + b;
+#pragma unroll
+      for (uint32_t t = 0; t < kHeldTiles; ++t) {
+        const uint32_t first = t * kTileElems + lane * kLaneElems, valid = validIn(first, nn);
+        copyAsync16(rowBuffer + (buf * kHeldTiles + t) * 32, valid ? s16 + first : s16, 2 * valid);
+      }
+    }
+    __pipeline_commit();
+  };
+  uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (async) prefetchRow(r, 0);
+  for (uint32_t iter = 0; r < numRows; r += warps, ++iter) {
     const uint64_t begin = r * rowElems;
     const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
@@ -157,11 +220,16 @@ __global__ void __launch_bounds__(kThreads, 4)
     // NOTE: a bf16/fp16 row of up to kHeldTiles tiles is read from HBM once, all its loads in
     // flight together (64 bytes per lane), and held in registers for both passes; longer rows
     // (and fp32) read each tile in each pass, the second time from L1/L2.
-    constexpr bool kCanHold = Dtype != cclzFloat32;
     const bool held = kCanHold && n <= kHeldTiles * kTileElems;  // uniform
     uint4 raw[kHeldTiles];
     if constexpr (kCanHold) {
-      if (held) {
+      if (async) {
+        prefetchRow(r + warps, (iter + 1) & 1);
+        __pipeline_wait_prior(1);  // this row's group (the one before) has landed
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t)
+          raw[t] = rowBuffer[((iter & 1) * kHeldTiles + t) * 32];
+      } else if (held) {
 #pragma unroll
         for (uint32_t t = 0; t < kHeldTiles; ++t) {
           const uint32_t first = t * kTileElems + lane * kLaneElems;
@@ -181,12 +249,33 @@ __global__ void __launch_bounds__(kThreads, 4)
       load8<Dtype>(src, begin + first, valid, vector, v);
     };
 
+    // A held row that is neither smoothed nor rotated: pass 1 and the top-3 work on the raw
+    // words' magnitude bits (format.h, "Top-3 and maxima on bf16/fp16 magnitude bits").
+    bool plainHeld = false;
+    if constexpr (kCanHold) plainHeld = held && !mayRotate && !smoothed;  // uniform
+
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
     // adaptive statistic and the largest |value| after rotation.
     bool finite = true;
     float rowMax = 0.0f, rotatedMax = 0.0f;
     uint32_t statistic = 0;
-    for (uint32_t t0 = 0; t0 < n; t0 += kTileElems) {
+    if constexpr (kCanHold) {
+      if (plainHeld) {
+        // NOTE: 8 instructions per lane-tile (4 masks, 2 three-way 16x2 maxima) instead of ~80
+        // (unpack, finiteness test and max per value), and one REDUX for the warp's maximum.
+        uint32_t m = 0;
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t)  // missing values were loaded as 0
+          m = __vimax3_u16x2(__vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
+                             raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
+        uint32_t laneMax = max(m & 0xFFFFu, m >> 16);
+        finite = laneMax < kFirstNonFinite<Dtype>;
+        if (!finite) laneMax = largestFiniteBits<Dtype>(raw);  // rare: NaN or Inf in the lane
+        finite = __all_sync(kFullMask, finite);
+        rowMax = halfWordToFloat<Dtype>(__reduce_max_sync(kFullMask, laneMax));
+      }
+    }
+    for (uint32_t t0 = 0; !plainHeld && t0 < n; t0 += kTileElems) {
       const uint32_t first = t0 + lane * kLaneElems;
       float v[kLaneElems];
       tileValues(t0, first, validIn(first, n), v);
@@ -212,8 +301,10 @@ __global__ void __launch_bounds__(kThreads, 4)
           rotatedMax = maxf(rotatedMax, absf(whole ? y[j] : v[j]));
       }
     }
-    finite = __all_sync(kFullMask, finite);
-    rowMax = warpMax(rowMax);
+    if (!plainHeld) {
+      finite = __all_sync(kFullMask, finite);
+      rowMax = warpMax(rowMax);
+    }
     bool rotate = false;
     if (mayRotate && finite && rowMax < kMaxRotatedInput) {
       rotate = p.policy == kRotateAlways ||
@@ -293,26 +384,55 @@ __global__ void __launch_bounds__(kThreads, 4)
         // lane instead of once per tile, one merge step instead of three, and the scale table
         // only over the codes the row's blocks can use.
         // Phase 1: the top-3 of every block (block 4t + lane / 8 of the row, in tile t).
-        float top[kHeldTiles][3];
-#pragma unroll
-        for (uint32_t t = 0; t < kHeldTiles; ++t) {
-          top[t][0] = top[t][1] = top[t][2] = 0.0f;
-          if (t * kTileElems < n) {  // uniform
-            const uint32_t first = t * kTileElems + lane * kLaneElems;
-            float v[kLaneElems];
-            tileValues(t * kTileElems, first, validIn(first, n), v);
-            if constexpr (Chosen)
-              if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
-            blockTop3(v, top[t]);
-          }
-        }
         // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
         // top[t]), k0 by the reference's startCode (no table needed).
         const uint32_t mine = (lane & 7) >> 1;
         float t3[3];
+        if (plainHeld && finite) {  // uniform
+          // NOTE: on magnitude bits, tiles 2p and 2p + 1 in the halves of one triple: the
+          // butterfly's 3 shuffles and 7 min/max per step serve two tiles (~35 instructions per
+          // lane-tile instead of ~75). Tiles past the row's end were loaded as 0, as load8 reads.
+          uint32_t pairTop[kHeldTiles / 2][3];
 #pragma unroll
-        for (int j = 0; j < 3; ++j)
-          t3[j] = mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
+          for (uint32_t q = 0; q < kHeldTiles / 2; ++q) {
+            const uint4 ra = raw[2 * q], rb = raw[2 * q + 1];
+            const uint32_t a[4] = {ra.x & kMagnitudeBits, ra.y & kMagnitudeBits,
+                                   ra.z & kMagnitudeBits, ra.w & kMagnitudeBits};
+            const uint32_t b[4] = {rb.x & kMagnitudeBits, rb.y & kMagnitudeBits,
+                                   rb.z & kMagnitudeBits, rb.w & kMagnitudeBits};
+            top3of8Pair(a, b, pairTop[q]);
+#pragma unroll
+            for (int d = 1; d < 8; d <<= 1) {
+              const uint32_t o[3] = {__shfl_xor_sync(kFullMask, pairTop[q][0], d),
+                                     __shfl_xor_sync(kFullMask, pairTop[q][1], d),
+                                     __shfl_xor_sync(kFullMask, pairTop[q][2], d)};
+              mergeTop3x2(pairTop[q], o);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < 3; ++j) {
+            const uint32_t w = mine < 2 ? pairTop[0][j] : pairTop[1][j];
+            t3[j] = halfWordToFloat<Dtype>((mine & 1) ? w >> 16 : w & 0xFFFFu);
+          }
+        } else {
+          float top[kHeldTiles][3];
+#pragma unroll
+          for (uint32_t t = 0; t < kHeldTiles; ++t) {
+            top[t][0] = top[t][1] = top[t][2] = 0.0f;
+            if (t * kTileElems < n) {  // uniform
+              const uint32_t first = t * kTileElems + lane * kLaneElems;
+              float v[kLaneElems];
+              tileValues(t * kTileElems, first, validIn(first, n), v);
+              if constexpr (Chosen)
+                if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
+              blockTop3(v, top[t]);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < 3; ++j)
+            t3[j] =
+                mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
+        }
         const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < n;
         const uint32_t k0 = exists ? startCode(p.grid, c, t3[0]) : 0u;
         const bool search = exists && p.candidates > 1 && c != 0.0f && t3[0] != 0.0f;
@@ -406,6 +526,35 @@ Params hostFrameParams(const Params& req, uint64_t count) {
   return p;
 }
 
+// CCLZ_FP8_ENCODE, read once: unset, empty or "default": the encode as committed; "async": rows
+// copied into shared memory one row ahead (a diagnostic; the frames are the same bytes).
+bool asyncRowsRequested() {
+  static const bool requested = [] {
+    const char* v = std::getenv("CCLZ_FP8_ENCODE");
+    const std::string mode = v ? v : "";
+    CCLZ_REQUIRE(mode.empty() || mode == "default" || mode == "async", cclzInvalidArgument,
+                 "CCLZ_FP8_ENCODE=" + mode + ": expected default or async");
+    return mode == "async";
+  }();
+  return requested;
+}
+
+// Async rows: a resident grid (4 blocks per SM, __launch_bounds__) whose warps loop over the
+// rows, so that each has a next row to copy; the row buffers in dynamic shared memory.
+template <int Dtype, bool Chosen>
+unsigned asyncGrid(unsigned blocks) {
+  static const unsigned resident = [] {
+    int device = 0, sms = 0;
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(encodeKernel<Dtype, Chosen>,
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
+    return static_cast<unsigned>(4 * sms);
+  }();
+  return std::min(blocks, resident);
+}
+
 template <int Dtype>
 void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
@@ -415,9 +564,12 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   const FrameHeader header = makeHeader(p, Dtype, count);
   const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
   const unsigned blocks = gridFor(l.rowSlots);
+  const bool async = Dtype != cclzFloat32 && asyncRowsRequested();
+  const unsigned shared = async ? kAsyncSharedBytes : 0;
   if (p.shape == kShapeCaller && !p.smoothing) {  // nothing to decide: the one-pass encode alone
-    encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
-        p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+    encodeKernel<Dtype, false><<<async ? asyncGrid<Dtype, false>(blocks) : blocks, kThreads,
+                                 shared, stream>>>(p, l, header, src, count, vector, dst,
+                                                   encodedBytesOut, status, nullptr, async);
     return;
   }
   auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
@@ -430,8 +582,9 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
     launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice,
                        reinterpret_cast<uint32_t*>(scratch + sizeof(EncodeChoice)),
                        dst + l.smooth, stream);
-  encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
-                                                             encodedBytesOut, status, choice);
+  encodeKernel<Dtype, true><<<async ? asyncGrid<Dtype, true>(blocks) : blocks, kThreads, shared,
+                              stream>>>(p, l, header, src, count, vector, dst, encodedBytesOut,
+                                        status, choice, async);
 }
 
 }  // namespace
