@@ -6,11 +6,11 @@
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
 # Stages: build tests codec lossless2 lpath fp8 qgrad coll collsock check (default: build tests
-# codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build and tests),
-# bench.log (every benchmark's table, in order) and bench.json (one object per benchmark run:
-# stage, name, the command and its rows), whatever stages run. lossless2: the lossless payload
-# versions 1 and 2 side by side. lpath: the version 2 kernels on each CCLZ_LOSSLESS_PATH (general,
-# staged, auto) side by side, 4 MiB to 256 MiB.
+# codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
+# and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
+# benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
+# lossless payload versions 1 and 2 side by side. lpath: the version 2 kernels on each
+# CCLZ_LOSSLESS_PATH (general, staged, auto) side by side, 4 MiB to 256 MiB.
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
