@@ -5,11 +5,12 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 fp8 qgrad coll collsock check (default: build tests codec). $OUT
-# receives at most 8 files (the device tool's limit): summary.txt, device.log (build and tests),
-# bench.log (every benchmark's table, in order) and bench.json (one object per benchmark run:
-# stage, name, the command and its rows), whatever stages run. lossless2: the lossless payload
-# versions 1 and 2 side by side.
+# Stages: build tests codec lossless2 lpath fp8 qgrad coll collsock check (default: build tests
+# codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
+# and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
+# benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
+# lossless payload versions 1 and 2 side by side. lpath: the version 2 kernels on each
+# CCLZ_LOSSLESS_PATH (general, staged, auto) side by side, 4 MiB to 256 MiB.
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
@@ -76,6 +77,16 @@ if has lossless2; then
     bench lossless2 "bf16_v$version" --op codec --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5 --format-version $version
     bench lossless2 "fp32_v$version" --op codec --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --format-version $version
     bench lossless2 "tensors_v$version" --op codec --device gpu --input .data/index.json -n 20 -w 5 --format-version $version
+  done
+fi
+
+if has lpath; then
+  # The version 2 kernel paths (src/codec/lossless/kernel_path.h) in one run: staged should win
+  # at 4 MiB and the rule of auto should follow the crossover.
+  for path in general staged auto; do
+    for dtype in bf16 fp32; do
+      CCLZ_LOSSLESS_PATH=$path bench lpath "${dtype}_$path" --op codec --device gpu -d $dtype -b 4M -e 256M -f 4 -n 20 -w 5
+    done
   done
 fi
 

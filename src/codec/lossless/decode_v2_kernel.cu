@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/kernel_path.h"
 
 namespace cclz::lossless::v2 {
 namespace {
@@ -93,18 +94,68 @@ __device__ inline uint32_t decodeSymbol(BitReader& r, const uint16_t* table, uin
   return sym & 0xFFu;
 }
 
+// The staged kernel's shared memory per warp: the block, the decode table, plane A, plane B.
 template <int D>
+constexpr uint32_t stagedWarpBytes() {
+  return kStageBytes + (2u << kCodeBits) + kMaxChunkElems * (D == cclzFloat32 ? 3 : 1);
+}
+
+// kStaged false: the general kernel (blocks that keep every multiprocessor busy, warps loop over
+// the chunks, raw planes read from the frame a group ahead).
+// kStaged true: the staged kernel (kernel_path.h): one warp per chunk, the grid covers every
+// chunk. Before the frame header is checked, the warp already has its chunk's raw planes on the
+// way to shared memory (cp.async) and its chunk-table entries on the way to registers; both lie
+// inside the given bytes whatever the header says (blocksOffset <= srcBytes). So the header,
+// the table entries and the planes cost one memory latency together, the block one more, and
+// the lanes then decode from shared memory only. NOTE: at 4 MiB of bf16 (~4 warps per SM) a
+// group's decode (~400 cycles of dependent lookups) does not cover a DRAM load issued one group
+// ahead, so the general kernel waits on memory in every group.
+template <int D, bool kStaged>
 __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Joiner = lossless::device::Joiner<kSplit>;
   using E = Elements<D>;
   using Word = typename E::Word;
-  __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
-  __shared__ __align__(16) uint16_t tableAll[kWarpsPerBlock][1u << kCodeBits];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint8_t* stage = stageAll[warp];
+  uint8_t* stage;
+  uint16_t* table;
+  const uint8_t* rawA = nullptr;    // staged: the chunk's plane A in shared memory
+  const uint16_t* rawB = nullptr;   // staged: its plane B (fp32)
+  uint64_t stagedBegin = 0, stagedEnd = 0;  // staged: the chunk's chunk-table entries
+  if constexpr (kStaged) {
+    extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedWarpBytes<D>() per warp
+    const uint64_t k = blockIdx.x * uint64_t{kWarpsPerBlock} + warp;
+    if (k >= a.layout.numChunks) return;  // the whole warp
+    stage = stagedAll + warp * stagedWarpBytes<D>();
+    table = reinterpret_cast<uint16_t*>(stage + kStageBytes);
+    uint8_t* toA = stage + kStageBytes + (2u << kCodeBits);
+    uint8_t* toB = toA + kMaxChunkElems;
+    rawA = toA;
+    rawB = reinterpret_cast<const uint16_t*>(toB);
+    const uint64_t first = k * a.chunkElems;
+    const uint32_t n =
+        static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
+    if (a.layout.blocksOffset <= a.srcBytes) {  // the table and the planes are inside the input
+      const uint8_t* planeA = a.src + a.layout.planeAOffset + first;
+      for (uint32_t i = lane * 16; i < n; i += 32 * 16)
+        lossless::device::copyAsync16(toA + i, planeA + i);
+      if constexpr (E::kHasPlaneB) {
+        const uint8_t* planeB = a.src + a.layout.planeBOffset + 2 * first;
+        for (uint32_t i = lane * 16; i < 2 * n; i += 32 * 16)
+          lossless::device::copyAsync16(toB + i, planeB + i);
+      }
+      const uint64_t* entries = reinterpret_cast<const uint64_t*>(a.src + a.layout.tableOffset);
+      stagedBegin = k ? entries[k - 1] : 0;
+      stagedEnd = entries[k];
+    }
+    lossless::device::copyAsyncCommit();  // waited for with the block's staging
+  } else {
+    __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
+    __shared__ __align__(16) uint16_t tableAll[kWarpsPerBlock][1u << kCodeBits];
+    stage = stageAll[warp];
+    table = tableAll[warp];
+  }
   const uint32_t* stageWords = reinterpret_cast<const uint32_t*>(stage);
-  uint16_t* table = tableAll[warp];
   const uint32_t chunkElems = a.chunkElems;
   const int fam = family(D);
 
@@ -114,6 +165,8 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   err = __shfl_sync(kFullMask, err, 0);
   if (err != kFrameOk) {
     if (lane == 0 && blockIdx.x == 0 && warp == 0) lossless::device::reportError(a.status, err);
+    // The staged planes must land before the block's shared memory goes to another block.
+    if constexpr (kStaged) lossless::device::copyAsyncWaitAll();
     return;
   }
   frameBytes = __shfl_sync(kFullMask, frameBytes, 0);
@@ -123,13 +176,19 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   const uint16_t* planeBAll = reinterpret_cast<const uint16_t*>(a.src + a.layout.planeBOffset);
   uint32_t cachedTable = ~0u;  // the code whose decode table is in shared memory
 
-  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
+  // The staged kernel's warps take one chunk each (its grid covers them all).
+  const uint64_t warps =
+      kStaged ? a.layout.numChunks : static_cast<uint64_t>(gridDim.x) * kWarpsPerBlock;
   for (uint64_t k = blockIdx.x * uint64_t{kWarpsPerBlock} + warp; k < a.layout.numChunks;
        k += warps) {
     const uint64_t first = k * chunkElems;
     const uint32_t n =
         static_cast<uint32_t>(min(static_cast<uint64_t>(chunkElems), a.count - first));
-    const uint64_t begin = k ? chunkTable[k - 1] : 0, end = chunkTable[k];
+    uint64_t begin, end;
+    if constexpr (kStaged)
+      begin = stagedBegin, end = stagedEnd;
+    else
+      begin = k ? chunkTable[k - 1] : 0, end = chunkTable[k];
     if (end < begin || end > blocksBytes || (end - begin) % kBlockAlign != 0 ||
         (k + 1 == a.layout.numChunks && end != blocksBytes) || end - begin > maxBlockBytes(n)) {
       if (lane == 0) lossless::device::reportError(a.status, kFrameBadChunkTable);
@@ -144,20 +203,29 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     const uint16_t* planeB = planeBAll + first;
     Word* out = static_cast<Word*>(a.dst) + first;
     const uint32_t groupsPerLane = chunkElems / (kGroup * kLanes);
-    // The raw planes, read straight from the frame: whole vectors even for a short last group
-    // (the planes are padded to 16 bytes inside the frame).
+    // The raw planes, staged or read straight from the frame: whole vectors even for a short
+    // last group (the planes are padded to 16 bytes inside the frame, and staged whole).
     auto loadRaw = [&](uint32_t g, uint2& ra, uint4& rb) {
-      ra = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
-      if constexpr (E::kHasPlaneB) rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
+      if constexpr (kStaged) {
+        ra = *reinterpret_cast<const uint2*>(rawA + g * kGroup);
+        if constexpr (E::kHasPlaneB) rb = *reinterpret_cast<const uint4*>(rawB + g * kGroup);
+      } else {
+        ra = __ldg(reinterpret_cast<const uint2*>(planeA + g * kGroup));
+        if constexpr (E::kHasPlaneB)
+          rb = __ldg(reinterpret_cast<const uint4*>(planeB + g * kGroup));
+      }
     };
     // The lane's first group of raw bits, loaded while the block is staged. NOTE: loaded after
     // the staging wait (v2 as first run), its latency was the decoder's top stall (session 5
     // profile: 8.3% of stall samples on its first use).
     uint2 firstA = make_uint2(0, 0);
     uint4 firstB = make_uint4(0, 0, 0, 0);
-    if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
+    if constexpr (!kStaged)
+      if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
     lossless::device::copyAsyncWaitAll();
     __syncwarp();
+    if constexpr (kStaged)
+      if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
 
     const uint32_t header = blockBytes >= 4 ? stageWords[0] : 0xFFu;
     const uint32_t mode = header & 0xFFu;
@@ -291,25 +359,30 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
       decodeLane(std::false_type{});
     __syncwarp();  // the stage is rewritten by the next chunk
   }
+  // A chunk rejected before its staging wait still has its planes in flight.
+  if constexpr (kStaged) lossless::device::copyAsyncWaitAll();
 }
 
 // Blocks that keep every multiprocessor busy; warps loop over the remaining chunks.
 unsigned decodeBlocks(uint64_t numChunks) {
-  static std::atomic<int> multiprocessors{0};
-  int sms = multiprocessors.load(std::memory_order_relaxed);
-  if (sms == 0) {
-    int device = 0;
-    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
-    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    multiprocessors.store(sms, std::memory_order_relaxed);
-  }
   const uint64_t wanted = (numChunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>(wanted, 16ull * sms)));
+  return static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>(wanted, 16ull * multiprocessorCount())));
 }
 
 template <int D>
 void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
-  decodeKernel<D><<<decodeBlocks(args.layout.numChunks), kThreads, 0, stream>>>(args);
+  const uint64_t chunks = args.layout.numChunks;
+  // An empty frame has no chunk for a staged warp: the general kernel checks its header.
+  if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), chunks, multiprocessorCount())) {
+    constexpr int kShared = kWarpsPerBlock * stagedWarpBytes<D>();  // fp32: 72 KiB
+    static std::atomic<uint64_t> configured{0};
+    lossless::device::ensureSharedMemoryLimit(decodeKernel<D, true>, kShared, configured);
+    const auto blocks = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    decodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
+  } else {
+    decodeKernel<D, false><<<decodeBlocks(chunks), kThreads, 0, stream>>>(args);
+  }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/kernel_path.h"
 
 namespace cclz::lossless::v2 {
 namespace {
@@ -217,8 +218,9 @@ __device__ inline uint32_t entryAt(const uint32_t* table, uint32_t byteOffset) {
 
 // Loads, splits and writes the raw planes of a lane's groups; symbols to sym (zeros past the
 // chunk's end), the lane's largest and smallest symbol to top and bottom. kFull: a whole chunk
-// of kMaxChunkElems from a 16-byte aligned source.
-template <int D, bool kFull>
+// of kMaxChunkElems from a 16-byte aligned source. kStaged (with kFull): `in` is the chunk in
+// the warp's shared memory.
+template <int D, bool kFull, bool kStaged = false>
 __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in, uint32_t n,
                                           uint32_t lane, uint32_t groupsPerLane, uint8_t* planeA,
                                           uint16_t* planeB, uint32_t (&sym)[kMaxGroupsPerLane][2],
@@ -247,7 +249,8 @@ __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in
       if constexpr (kFull) {
 #pragma unroll
         for (int v = 0; v < kVectors; ++v) {
-          const uint4 q = __ldg(in4 + (j0 + b) * kLanes * kVectors + v);
+          const uint4* from = in4 + (j0 + b) * kLanes * kVectors + v;
+          const uint4 q = kStaged ? *from : __ldg(from);
           x[b][4 * v] = q.x;
           x[b][4 * v + 1] = q.y;
           x[b][4 * v + 2] = q.z;
@@ -382,8 +385,9 @@ __device__ __forceinline__ void codeLane(const uint32_t* code,
   }
 }
 
-// One chunk, by the whole warp (docs/formats.md; the bytes equal ref_v2.cpp's).
-template <int D, bool kFull>
+// One chunk, by the whole warp (docs/formats.md; the bytes equal ref_v2.cpp's). kStaged (with
+// kFull): the chunk's input is being copied to the stage (stageInput, committed before).
+template <int D, bool kFull, bool kStaged = false>
 __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTables& tables,
                                             uint8_t* stage, uint64_t k, uint32_t n, uint32_t lane) {
   using Word = typename Elements<D>::Word;
@@ -392,14 +396,20 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   const uint32_t groupsPerLane = kFull ? kMaxGroupsPerLane : chunkElems / (kGroup * kLanes);
   const uint32_t offsets = familyOffsets(D);
   const uint64_t first = k * chunkElems;
-  const uint8_t* in = static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
+  const uint8_t* in = kStaged ? stage : static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
   uint8_t* planeA = a.dst + a.layout.planeAOffset + first;
   uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first;
 
   // ---- Split: raw planes to the frame, symbols to registers, the top and bottom symbol. ----
   uint32_t sym[kMaxGroupsPerLane][2];
   uint32_t top, bottom;
-  splitLane<D, kFull>(a, in, n, lane, groupsPerLane, planeA, planeB, sym, top, bottom);
+  if constexpr (kStaged) {
+    static_assert(kFull, "only whole chunks are staged");
+    lossless::device::copyAsyncWaitAll();
+    __syncwarp();
+  }
+  splitLane<D, kFull, kStaged>(a, in, n, lane, groupsPerLane, planeA, planeB, sym, top, bottom);
+  if constexpr (kStaged) __syncwarp();  // every lane has read its input before the block is built
   top = warpMax(top);
   bottom = warpMin(bottom);
   // A symbol escapes when top - symbol >= D: the chunk has escapes when its smallest does.
@@ -500,13 +510,55 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   __syncwarp();  // the stage is rewritten by the next chunk
 }
 
+// The staged kernel's shared memory per warp: a whole chunk of input, which is also the stage
+// its block is built in once the input is split (the block is at most kStageBytes).
+template <int D>
+constexpr uint32_t stagedEncodeWarpBytes() {
+  return std::max<uint32_t>(kStageBytes, kMaxChunkElems * sizeof(typename Elements<D>::Word));
+}
+
+// The staged kernel copies chunk k's input to the warp's stage (cp.async, committed) if it is
+// a whole chunk from an aligned source (the chunks encodeChunk<D, true> takes); returns whether
+// it did.
+template <int D>
+__device__ bool stageInput(const EncodeArgs& a, uint8_t* stage, uint64_t k, uint32_t lane) {
+  using Word = typename Elements<D>::Word;
+  const uint64_t first = k * a.chunkElems;
+  if (k >= a.layout.numChunks || !a.srcAligned16 || a.chunkElems != kMaxChunkElems ||
+      a.count - first < kMaxChunkElems)
+    return false;
+  const uint8_t* in = static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
+  for (uint32_t i = lane * 16; i < kMaxChunkElems * sizeof(Word); i += 32 * 16)
+    lossless::device::copyAsync16(stage + i, in + i);
+  lossless::device::copyAsyncCommit();
+  return true;
+}
+
 // NOTE: at most 64 registers (8 blocks, 32 warps per multiprocessor): the encoder is latency
 // bound at 16 warps (session 5 profile: 8.3 cycles per issued instruction at 115 registers).
-template <int D>
+// kStaged false: the general kernel. kStaged true: the staged kernel (kernel_path.h): a warp
+// takes its first chunk and starts copying its input to shared memory before the block's code
+// tables are filled, and splits it from there; the general kernel loads a lane's 16 groups in
+// four dependent batches (to stay within 64 registers), so it waits on DRAM four times per
+// chunk (fp32: eight), which at 4 MiB (~4 warps per SM) nothing hides.
+template <int D, bool kStaged>
 __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(EncodeArgs a) {
   __shared__ EncodeTables tables;
-  __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint8_t* stage;
+  uint64_t next = 0;     // staged: the warp's next chunk, already taken
+  bool staged = false;   // staged: its input is on the way to the stage
+  if constexpr (kStaged) {
+    extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedEncodeWarpBytes<D>() per warp
+    stage = stagedAll + warp * stagedEncodeWarpBytes<D>();
+    uint32_t taken = 0;
+    if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
+    next = __shfl_sync(kFullMask, taken, 0);
+    staged = stageInput<D>(a, stage, next, lane);
+  } else {
+    __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
+    stage = stageAll[warp];
+  }
   const int fam = family(D);
   const uint32_t offsets = familyOffsets(D);
   for (uint32_t i = threadIdx.x; i <= offsets; i += blockDim.x) {
@@ -520,31 +572,51 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
     if (blockIdx.x == 0 && threadIdx.x == 0) writeHeader(a, a.layout.blocksOffset);
     return;
   }
-  uint8_t* stage = stageAll[warp];
   while (true) {
     // Chunks are taken in order, so a warp only ever waits for chunks already being encoded.
-    uint32_t taken = 0;
-    if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
-    const uint64_t k = __shfl_sync(kFullMask, taken, 0);
+    uint64_t k;
+    if constexpr (kStaged) {
+      k = next;
+    } else {
+      uint32_t taken = 0;
+      if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
+      k = __shfl_sync(kFullMask, taken, 0);
+    }
     if (k >= a.layout.numChunks) return;
     const uint64_t first = k * a.chunkElems;
     const uint32_t n =
         static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
     // Whole default-size chunks from an aligned source take the branch-free path; the last
     // chunk, other chunk sizes and unaligned sources the general one (same bytes).
-    if (n == kMaxChunkElems && a.srcAligned16)
+    if (kStaged && staged)
+      encodeChunk<D, true, kStaged>(a, tables, stage, k, n, lane);
+    else if (n == kMaxChunkElems && a.srcAligned16)
       encodeChunk<D, true>(a, tables, stage, k, n, lane);
     else
       encodeChunk<D, false>(a, tables, stage, k, n, lane);
+    if constexpr (kStaged) {
+      uint32_t taken = 0;
+      if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
+      next = __shfl_sync(kFullMask, taken, 0);
+      staged = stageInput<D>(a, stage, next, lane);
+    }
   }
 }
 
 template <int D>
 void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
-  const uint64_t warps = args.layout.numChunks ? args.layout.numChunks : 1;
+  const uint64_t chunks = args.layout.numChunks;
+  const uint64_t warps = chunks ? chunks : 1;
   const unsigned blocks = static_cast<unsigned>(
       std::min<uint64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, 1u << 20));
-  encodeKernel<D><<<blocks, kThreads, 0, stream>>>(args);
+  if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), chunks, multiprocessorCount())) {
+    constexpr int kShared = kWarpsPerBlock * stagedEncodeWarpBytes<D>();  // fp32: 64 KiB
+    static std::atomic<uint64_t> configured{0};
+    lossless::device::ensureSharedMemoryLimit(encodeKernel<D, true>, kShared, configured);
+    encodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
+  } else {
+    encodeKernel<D, false><<<blocks, kThreads, 0, stream>>>(args);
+  }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,0 +1,37 @@
+// Which kernels run the version 2 payload on the device (bench/notes/lossless-kernels.md,
+// "Round 3"). Both give the same frames and accept the same frames; they differ only in speed.
+//   general: one warp per chunk, warps loop over chunks; the decoder reads the raw planes from
+//            global memory a group ahead, the encoder loads its chunk four groups at a time.
+//   staged:  one warp per chunk, every chunk in flight at once; the chunk's raw planes (decode)
+//            or its input (encode) are staged in shared memory with one cp.async wait, so no
+//            group waits on DRAM. More shared memory per block: meant for small messages, where
+//            the kernels are latency-bound (4 MiB of bf16: 512 chunks, ~4 warps per SM).
+// CCLZ_LOSSLESS_PATH (read once per process) picks one: general (default), staged, or auto
+// (staged when the message has at most kStagedChunksPerSM chunks per multiprocessor).
+#pragma once
+
+#include <cstdint>
+
+namespace cclz::lossless::v2 {
+
+enum class KernelPath { General, Staged, Auto };
+
+// auto's rule: staged while every chunk fits on the GPU at once at the staged kernels'
+// occupancy (at least 12 warps per multiprocessor for fp32 decode, 20 for bf16). NOTE: a first
+// guess, to be set from the measured crossover (4M..256M, both paths forced).
+constexpr uint64_t kStagedChunksPerSM = 8;
+
+// Parses CCLZ_LOSSLESS_PATH's value; throws cclzInvalidArgument on anything else.
+KernelPath parseKernelPath(const char* value);
+
+// The environment's choice, parsed once (an invalid value fails every call that asks).
+KernelPath kernelPathFromEnvironment();
+
+// True if a message of numChunks chunks takes the staged kernels on a device of `sms`
+// multiprocessors.
+inline bool useStagedKernels(KernelPath path, uint64_t numChunks, int sms) {
+  if (path == KernelPath::Auto) return numChunks <= kStagedChunksPerSM * static_cast<uint64_t>(sms);
+  return path == KernelPath::Staged;
+}
+
+}  // namespace cclz::lossless::v2

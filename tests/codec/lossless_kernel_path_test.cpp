@@ -1,0 +1,49 @@
+// CCLZ_LOSSLESS_PATH (src/codec/lossless/kernel_path.h): which version 2 kernels run. The
+// kernels themselves are tested on both paths by the GPU suite (registered twice, see
+// tests/codec/CMakeLists.txt); here only the parsing and the size rule, which need no device.
+#include <gtest/gtest.h>
+
+#include "codec/lossless/kernel_path.h"
+#include "common/error.h"
+
+namespace cclz::test {
+namespace {
+
+using lossless::v2::KernelPath;
+using lossless::v2::kStagedChunksPerSM;
+using lossless::v2::parseKernelPath;
+using lossless::v2::useStagedKernels;
+
+TEST(LosslessKernelPath, ParsesTheThreeNames) {
+  EXPECT_EQ(parseKernelPath(nullptr), KernelPath::General);
+  EXPECT_EQ(parseKernelPath(""), KernelPath::General);
+  EXPECT_EQ(parseKernelPath("general"), KernelPath::General);
+  EXPECT_EQ(parseKernelPath("staged"), KernelPath::Staged);
+  EXPECT_EQ(parseKernelPath("auto"), KernelPath::Auto);
+}
+
+TEST(LosslessKernelPath, RejectsOtherValuesWithTheVariableNamed) {
+  for (const char* bad : {"Staged", "1", "stage", "general "}) {
+    try {
+      parseKernelPath(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), cclzInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CCLZ_LOSSLESS_PATH"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(LosslessKernelPath, AutoStagesUpToItsChunksPerMultiprocessor) {
+  const int sms = 132;  // H200
+  const uint64_t limit = kStagedChunksPerSM * sms;
+  EXPECT_TRUE(useStagedKernels(KernelPath::Auto, 512, sms));  // 4 MiB of bf16
+  EXPECT_TRUE(useStagedKernels(KernelPath::Auto, limit, sms));
+  EXPECT_FALSE(useStagedKernels(KernelPath::Auto, limit + 1, sms));
+  EXPECT_FALSE(useStagedKernels(KernelPath::Auto, 65536, sms));  // 256 MiB of bf16
+  EXPECT_TRUE(useStagedKernels(KernelPath::Staged, 65536, sms));
+  EXPECT_FALSE(useStagedKernels(KernelPath::General, 1, sms));
+}
+
+}  // namespace
+}  // namespace cclz::test
