@@ -107,6 +107,23 @@ cclzResult_t deviceDecode(const CodecPtr& codec, const std::vector<uint8_t>& fra
   return r;
 }
 
+// A possibly corrupt frame, decoded on the device and by decodeRef: the same verdict, and the
+// same output where both accept it. Returns the reference's verdict.
+uint32_t expectDeviceAgreesWithReference(const CodecPtr& codec, const std::vector<uint8_t>& frame,
+                                         const Case& c, cclzStream_t stream, int trial) {
+  std::vector<uint8_t> cpuOut(c.input.size()), out;
+  const uint32_t cpu =
+      lossless::decodeRef(frame.data(), frame.size(), c.dtype, c.count, cpuOut.data());
+  const cclzResult_t gpu = deviceDecode(codec, frame, frame.size(), c, stream, &out);
+  EXPECT_EQ(gpu, cpu == kFrameOk ? cclzSuccess : cclzCorruptFrame)
+      << "trial " << trial << ": the reference says " << frameErrorText(cpu);
+  if (gpu == cclzSuccess && cpu == kFrameOk) {
+    EXPECT_EQ(firstMismatch(out.data(), cpuOut.data(), out.size()), SIZE_MAX)
+        << "trial " << trial;
+  }
+  return cpu;
+}
+
 using GpuParam = std::tuple<int, size_t, CodecSetup, DataKind>;
 
 std::string gpuName(const testing::TestParamInfo<GpuParam>& info) {
@@ -177,15 +194,7 @@ TEST_P(LosslessGpu, MatchesReference) {
     bad = c.cpuFrame;
     const size_t from = trial % 2 ? kHeaderBytes : v.blocksOffset;
     for (int e = 0; e < 1 + trial; ++e) bad[from + rng() % (bytes - from)] ^= 1 + rng() % 255;
-    std::vector<uint8_t> cpuOut(c.input.size());
-    const uint32_t cpu = lossless::decodeRef(bad.data(), bad.size(), dtype, count, cpuOut.data());
-    const cclzResult_t gpu = deviceDecode(codec, bad, bad.size(), c, stream.get(), &out);
-    EXPECT_EQ(gpu, cpu == kFrameOk ? cclzSuccess : cclzCorruptFrame)
-        << "trial " << trial << ": the reference says " << frameErrorText(cpu);
-    if (gpu == cclzSuccess && cpu == kFrameOk) {
-      EXPECT_EQ(firstMismatch(out.data(), cpuOut.data(), out.size()), SIZE_MAX)
-          << "trial " << trial;
-    }
+    expectDeviceAgreesWithReference(codec, bad, c, stream.get(), trial);
   }
   ASSERT_EQ(deviceDecode(codec, c.cpuFrame, bytes, c, stream.get(), &out), cclzSuccess);
 }
@@ -352,8 +361,12 @@ TEST(LosslessGpuV2Decode, WholeChunkChecksMatchReference) {
           const BlockView b = viewBlock(c.cpuFrame.data(), v, k);
           ASSERT_EQ(b.mode, 1) << "chunk " << k;
           const bool escaped = c.cpuFrame[b.offset + 1] & 0x80;
-          if (kind == Kind::kEscapes) EXPECT_TRUE(escaped) << "chunk " << k;
-          if (kind == Kind::kLowTop) EXPECT_FALSE(escaped) << "chunk " << k;
+          if (kind == Kind::kEscapes) {
+            EXPECT_TRUE(escaped) << "chunk " << k;
+          }
+          if (kind == Kind::kLowTop) {
+            EXPECT_FALSE(escaped) << "chunk " << k;
+          }
           coded.push_back(k);
         }
         const uint8_t top = c.cpuFrame[viewBlock(c.cpuFrame.data(), v, coded[0]).offset + 2];
@@ -388,17 +401,8 @@ TEST(LosslessGpuV2Decode, WholeChunkChecksMatchReference) {
             default:  // the top symbol, one up or one down
               block[2] = static_cast<uint8_t>(block[2] + (rng() % 2 ? 1 : 255));
           }
-          std::vector<uint8_t> cpuOut(c.input.size());
-          const uint32_t cpu =
-              lossless::decodeRef(bad.data(), bad.size(), dtype, count, cpuOut.data());
-          rejected += cpu != kFrameOk;
-          const cclzResult_t gpu = deviceDecode(codec, bad, bad.size(), c, stream.get(), &out);
-          EXPECT_EQ(gpu, cpu == kFrameOk ? cclzSuccess : cclzCorruptFrame)
-              << "trial " << trial << ": the reference says " << frameErrorText(cpu);
-          if (gpu == cclzSuccess && cpu == kFrameOk) {
-            EXPECT_EQ(firstMismatch(out.data(), cpuOut.data(), out.size()), SIZE_MAX)
-                << "trial " << trial;
-          }
+          rejected +=
+              expectDeviceAgreesWithReference(codec, bad, c, stream.get(), trial) != kFrameOk;
         }
         EXPECT_GT(rejected, 4) << "the corruptions should mostly be caught";
         ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
