@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         finite = laneMax < kFirstNonFinite<Dtype>;
         if (!finite) laneMax = largestFiniteBits<Dtype>(raw);  // rare: NaN or Inf in the lane
         finite = __all_sync(kFullMask, finite);
-        rowMax = halfWordToFloat<Dtype>(__reduce_max_sync(kFullMask, laneMax));
+        rowMax = halfWordAsFloat<Dtype>(__reduce_max_sync(kFullMask, laneMax));
       }
     }
     for (uint32_t t0 = 0; !plainHeld && t0 < n; t0 += kTileElems) {
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
           for (int j = 0; j < 3; ++j) {
             const uint32_t w = mine < 2 ? pairTop[0][j] : pairTop[1][j];
-            t3[j] = halfWordToFloat<Dtype>((mine & 1) ? w >> 16 : w & 0xFFFFu);
+            t3[j] = halfWordAsFloat<Dtype>((mine & 1) ? w >> 16 : w & 0xFFFFu);
           }
         } else {
           float top[kHeldTiles][3];
