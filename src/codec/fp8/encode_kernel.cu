@@ -3,11 +3,6 @@
 // 1024 values is read once and held in registers, a longer one is read again by the second pass
 // (from L1/L2). Where the row length or the smoothing is decided from the data, the sampling
 // kernels (sample_kernel.cu) run first on the same stream.
-#include <cuda_pipeline.h>
-
-#include <cstdlib>
-#include <string>
-
 #include "codec/fp8/device.cuh"
 
 namespace cclz::fp8 {
@@ -15,11 +10,6 @@ namespace {
 
 constexpr uint32_t kNoCandidate = 0xFFFFFFFFu;
 constexpr uint32_t kHeldTiles = 4;  // encode: rows of up to 1024 bf16/fp16 values held in registers
-// CCLZ_FP8_ENCODE=async (a diagnostic, bench/notes/fp8-kernels.md "Round 3"): each warp copies its
-// next row into shared memory (cp.async) while it encodes the current one, two row buffers per
-// warp, dynamic shared memory.
-constexpr uint32_t kRowBufferWords = kHeldTiles * 32;  // uint4 per row buffer: 2 KB
-constexpr uint32_t kAsyncSharedBytes = (kThreads / 32) * 2 * kRowBufferWords * sizeof(uint4);
 
 // ---- Encode's fast paths. Each gives the bits of the format.h helper it stands for (the GPU tests
 // compare the frames with the CPU reference byte for byte); they only compute them with fewer
@@ -101,16 +91,6 @@ __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uin
   }
 }
 
-// Queues a copy of the first `bytes` (0..16) of 16 bytes at `from` (16-byte aligned, global) to
-// `to` (shared), the rest zero-filled. NOTE: volatile and a memory clobber, so that it stays in
-// program order with the plain shared loads that read the row after __pipeline_wait_prior.
-__device__ __forceinline__ void copyAsync16(void* to, const void* from, uint32_t bytes) {
-  const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(to));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(from),
-               "r"(bytes)
-               : "memory");
-}
-
 // The magnitude bits of two bf16/fp16 values in a word, and the smallest bits of a non-finite one.
 constexpr uint32_t kMagnitudeBits = 0x7FFF7FFFu;
 template <int Dtype>
@@ -157,9 +137,8 @@ template <int Dtype, bool Chosen>
 __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
-                 const EncodeChoice* choice, bool asyncRequested) {
+                 const EncodeChoice* choice) {
   __shared__ ScaleTable tables[kThreads / 32];
-  extern __shared__ uint4 rowBuffers[];  // kAsyncSharedBytes where asyncRequested, else none
   ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;
   uint32_t rowElems = p.rowElems;
@@ -191,28 +170,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   constexpr bool kCanHold = Dtype != cclzFloat32;
-  // Async rows: every row is held (rowElems <= 1024) and every lane's 16 bytes are aligned.
-  const bool async = kCanHold && asyncRequested && vector && rowElems <= kHeldTiles * kTileElems;
-  uint4* rowBuffer = rowBuffers + (threadIdx.x / 32) * 2 * kRowBufferWords + lane;
-  // Queues the copy of row `row` (if any) into buffer `buf`, as one commit group: each lane
-  // copies, and later reads, only its own 16 bytes of each tile, so its own wait suffices.
-  // Missing values are zero-filled, as loadRaw8 gives them.
-  auto prefetchRow = [&](uint64_t row, uint32_t buf) {
-    if (row < numRows) {
-      const uint64_t b = row * rowElems;
-      const uint32_t nn = static_cast<uint32_t>(count - b < rowElems ? count - b : rowElems);
-      const uint16_t* s16 = static_cast<const uint16_t*>(src) + b;
-#pragma unroll
-      for (uint32_t t = 0; t < kHeldTiles; ++t) {
-        const uint32_t first = t * kTileElems + lane * kLaneElems, valid = validIn(first, nn);
-        copyAsync16(rowBuffer + (buf * kHeldTiles + t) * 32, valid ? s16 + first : s16, 2 * valid);
-      }
-    }
-    __pipeline_commit();
-  };
-  uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (async) prefetchRow(r, 0);
-  for (uint32_t iter = 0; r < numRows; r += warps, ++iter) {
+  for (uint64_t r = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       r < numRows; r += warps) {
     const uint64_t begin = r * rowElems;
     const uint32_t n = static_cast<uint32_t>(count - begin < rowElems ? count - begin : rowElems);
     const bool mayRotate = p.policy != kRotateNever && n >= h;
@@ -223,13 +182,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     const bool held = kCanHold && n <= kHeldTiles * kTileElems;  // uniform
     uint4 raw[kHeldTiles];
     if constexpr (kCanHold) {
-      if (async) {
-        prefetchRow(r + warps, (iter + 1) & 1);
-        __pipeline_wait_prior(1);  // this row's group (the one before) has landed
-#pragma unroll
-        for (uint32_t t = 0; t < kHeldTiles; ++t)
-          raw[t] = rowBuffer[((iter & 1) * kHeldTiles + t) * 32];
-      } else if (held) {
+      if (held) {
 #pragma unroll
         for (uint32_t t = 0; t < kHeldTiles; ++t) {
           const uint32_t first = t * kTileElems + lane * kLaneElems;
@@ -526,35 +479,6 @@ Params hostFrameParams(const Params& req, uint64_t count) {
   return p;
 }
 
-// CCLZ_FP8_ENCODE, read once: unset, empty or "default": the encode as committed; "async": rows
-// copied into shared memory one row ahead (a diagnostic; the frames are the same bytes).
-bool asyncRowsRequested() {
-  static const bool requested = [] {
-    const char* v = std::getenv("CCLZ_FP8_ENCODE");
-    const std::string mode = v ? v : "";
-    CCLZ_REQUIRE(mode.empty() || mode == "default" || mode == "async", cclzInvalidArgument,
-                 "CCLZ_FP8_ENCODE=" + mode + ": expected default or async");
-    return mode == "async";
-  }();
-  return requested;
-}
-
-// Async rows: a resident grid (4 blocks per SM, __launch_bounds__) whose warps loop over the
-// rows, so that each has a next row to copy; the row buffers in dynamic shared memory.
-template <int Dtype, bool Chosen>
-unsigned asyncGrid(unsigned blocks) {
-  static const unsigned resident = [] {
-    int device = 0, sms = 0;
-    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
-    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    CCLZ_CUDA_CHECK(cudaFuncSetAttribute(encodeKernel<Dtype, Chosen>,
-                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared));
-    return static_cast<unsigned>(4 * sms);
-  }();
-  return std::min(blocks, resident);
-}
-
 template <int Dtype>
 void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
@@ -564,12 +488,9 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   const FrameHeader header = makeHeader(p, Dtype, count);
   const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
   const unsigned blocks = gridFor(l.rowSlots);
-  const bool async = Dtype != cclzFloat32 && asyncRowsRequested();
-  const unsigned shared = async ? kAsyncSharedBytes : 0;
   if (p.shape == kShapeCaller && !p.smoothing) {  // nothing to decide: the one-pass encode alone
-    encodeKernel<Dtype, false><<<async ? asyncGrid<Dtype, false>(blocks) : blocks, kThreads,
-                                 shared, stream>>>(p, l, header, src, count, vector, dst,
-                                                   encodedBytesOut, status, nullptr, async);
+    encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
+        p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
     return;
   }
   auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
@@ -582,9 +503,8 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
     launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice,
                        reinterpret_cast<uint32_t*>(scratch + sizeof(EncodeChoice)),
                        dst + l.smooth, stream);
-  encodeKernel<Dtype, true><<<async ? asyncGrid<Dtype, true>(blocks) : blocks, kThreads, shared,
-                              stream>>>(p, l, header, src, count, vector, dst, encodedBytesOut,
-                                        status, choice, async);
+  encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
+                                                     encodedBytesOut, status, choice);
 }
 
 }  // namespace
