@@ -10,7 +10,7 @@
 # and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
 # benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
 # lossless payload versions 1 and 2 side by side. lpath: the version 2 kernels on each
-# CCLZ_LOSSLESS_PATH (general, staged, auto) side by side, 4 MiB to 256 MiB.
+# CCLZ_LOSSLESS_PATH (general, staged, auto: the default) side by side, 4 MiB to 256 MiB.
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).

@@ -15,8 +15,8 @@ using lossless::v2::parseKernelPath;
 using lossless::v2::useStagedKernels;
 
 TEST(LosslessKernelPath, ParsesTheThreeNames) {
-  EXPECT_EQ(parseKernelPath(nullptr), KernelPath::General);
-  EXPECT_EQ(parseKernelPath(""), KernelPath::General);
+  EXPECT_EQ(parseKernelPath(nullptr), KernelPath::Auto);  // the default
+  EXPECT_EQ(parseKernelPath(""), KernelPath::Auto);
   EXPECT_EQ(parseKernelPath("general"), KernelPath::General);
   EXPECT_EQ(parseKernelPath("staged"), KernelPath::Staged);
   EXPECT_EQ(parseKernelPath("auto"), KernelPath::Auto);

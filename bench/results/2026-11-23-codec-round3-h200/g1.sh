@@ -2,7 +2,7 @@
 # Session 7, one H200, first call: build main (fp8-encode3 merged, staged lossless kernels), every
 # GPU test, then the lossless paths and the fp8 encode paths side by side.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."
 start=$(date +%s)
 bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"

@@ -9,12 +9,12 @@ namespace cclz::lossless::v2 {
 
 KernelPath parseKernelPath(const char* value) {
   const std::string v = value ? value : "";
-  if (v.empty() || v == "general") return KernelPath::General;
+  if (v.empty() || v == "auto") return KernelPath::Auto;
+  if (v == "general") return KernelPath::General;
   if (v == "staged") return KernelPath::Staged;
-  if (v == "auto") return KernelPath::Auto;
   CCLZ_FAIL(cclzInvalidArgument, "CCLZ_LOSSLESS_PATH=" + v +
-                                     ": expected general (default), staged or auto "
-                                     "(staged for small messages)");
+                                     ": expected auto (default: staged for small messages), "
+                                     "general or staged");
 }
 
 KernelPath kernelPathFromEnvironment() {

@@ -6,8 +6,10 @@
 //            or its input (encode) are staged in shared memory with one cp.async wait, so no
 //            group waits on DRAM. More shared memory per block: meant for small messages, where
 //            the kernels are latency-bound (4 MiB of bf16: 512 chunks, ~4 warps per SM).
-// CCLZ_LOSSLESS_PATH (read once per process) picks one: general (default), staged, or auto
-// (staged when the message has at most kStagedChunksPerSM chunks per multiprocessor).
+// CCLZ_LOSSLESS_PATH (read once per process) picks one: auto (default: staged when the message
+// has at most kStagedChunksPerSM chunks per multiprocessor), general or staged. Measured on the
+// H200 (bench/results/2026-11-23-codec-round3-h200): staged is 3-10% faster at 1-4 MiB and
+// 15-20% slower from 64 MiB up; auto takes the faster of the two at every size measured.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,8 @@ namespace cclz::lossless::v2 {
 enum class KernelPath { General, Staged, Auto };
 
 // auto's rule: staged while every chunk fits on the GPU at once at the staged kernels'
-// occupancy (at least 12 warps per multiprocessor for fp32 decode, 20 for bf16). NOTE: a first
-// guess, to be set from the measured crossover (4M..256M, both paths forced).
+// occupancy (at least 12 warps per multiprocessor for fp32 decode, 20 for bf16). Measured
+// crossover: staged wins at 4 MiB of bf16 (512 chunks), general at 16 MiB (2048 chunks).
 constexpr uint64_t kStagedChunksPerSM = 8;
 
 // Parses CCLZ_LOSSLESS_PATH's value; throws cclzInvalidArgument on anything else.
