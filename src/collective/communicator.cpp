@@ -38,9 +38,10 @@ CommSettings CommSettings::fromEnvironment() {
   if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
     const std::string v = async;
     CCLZ_REQUIRE(v == "0", cclzInvalidUsage,
-                 "CCLZ_ASYNC=" + v + ": the environment switch was removed; create the "
-                 "communicator with cclzCommConfig_t.asyncCalls = 1 (cclzCommInitRankConfig) "
-                 "and wait with cclzCommStreamWait");
+                 "CCLZ_ASYNC=" + v +
+                     ": the environment switch was removed; create the "
+                     "communicator with cclzCommConfig_t.asyncCalls = 1 (cclzCommInitRankConfig) "
+                     "and wait with cclzCommStreamWait");
   }
   return s;
 }
@@ -121,8 +122,8 @@ cclzResult_t Communicator::asyncError(std::string* message) {
   return engine_->pollError(message);
 }
 
-// Queued jobs are cancelled (their tickets published, so no cclzCommStreamWait hangs), the transport
-// is aborted (which ends the NCCL waits of a running job), then the proxy's thread ends.
+// Queued jobs are cancelled (their tickets published, so no cclzCommStreamWait hangs), the
+// transport is aborted (which ends the NCCL waits of a running job), then the proxy's thread ends.
 void Communicator::abort() {
   if (proxy_) {
     setJobError(cclzInvalidUsage, "the communicator was aborted");

@@ -76,7 +76,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Engine> checkEngine_;  // with a proxy only
-  DoneEvents doneEvents_;  // outlives the proxy: its jobs publish here
+  DoneEvents doneEvents_;                // outlives the proxy: its jobs publish here
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
   cclzResult_t jobError_ = cclzSuccess;

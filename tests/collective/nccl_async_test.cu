@@ -73,8 +73,7 @@ std::vector<uint8_t> hostAllReduce(const std::vector<uint8_t>& in, uint64_t coun
 std::vector<uint8_t> hostAllGather(const std::vector<uint8_t>& in, uint64_t count,
                                    const cclzCodecConfig_t* codec) {
   std::vector<uint8_t> out(in.size() * worldSize());
-  EXPECT_EQ(cclzAllGather(in.data(), out.data(), count, cclzBfloat16, comms().host, codec,
-                          nullptr),
+  EXPECT_EQ(cclzAllGather(in.data(), out.data(), count, cclzBfloat16, comms().host, codec, nullptr),
             cclzSuccess)
       << cclzGetLastError(comms().host);
   return out;
@@ -178,8 +177,7 @@ TEST(NcclAsync, StreamWaitOrdersAnotherStream) {
                           reinterpret_cast<cclzStream_t>(comms().stream)),
             cclzSuccess)
       << cclzGetLastError(comms().device);
-  ASSERT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(other)),
-            cclzSuccess)
+  ASSERT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(other)), cclzSuccess)
       << cclzGetLastError(comms().device);
   std::vector<uint8_t> out(in.size() * n);
   ASSERT_EQ(cudaMemcpyAsync(out.data(), gathered, out.size(), cudaMemcpyDeviceToHost, other),
@@ -210,10 +208,10 @@ TEST(NcclAsync, OneWaitCoversManyCalls) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (int i = 0; i < calls; ++i) {
     // Alternate the codecs: variable-size (lossless) and fixed-size (none) calls share the queue.
-    ASSERT_EQ(cclzAllGather(sends[i], outs[i], count, cclzBfloat16, comms().device,
-                            i % 2 ? nullptr : &lossless,
-                            reinterpret_cast<cclzStream_t>(comms().stream)),
-              cclzSuccess)
+    ASSERT_EQ(
+        cclzAllGather(sends[i], outs[i], count, cclzBfloat16, comms().device,
+                      i % 2 ? nullptr : &lossless, reinterpret_cast<cclzStream_t>(comms().stream)),
+        cclzSuccess)
         << "call " << i << ": " << cclzGetLastError(comms().device);
   }
   waitForCalls(comms().stream);

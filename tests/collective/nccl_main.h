@@ -59,8 +59,7 @@ inline NcclTestComms& comms() {
 // `stream` waits for every call queued on the device communicator (a no-op without
 // asyncCalls), then the host waits for the stream: the calls' outputs are then readable.
 inline void waitForCalls(cudaStream_t stream) {
-  EXPECT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(stream)),
-            cclzSuccess)
+  EXPECT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(stream)), cclzSuccess)
       << cclzGetLastError(comms().device);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 }
