@@ -16,6 +16,7 @@
 #include "codec/device.h"
 #include "codec/fp8/format.h"
 #include "codec/fp8/shape.h"
+#include "codec/load_device.cuh"
 
 namespace cclz::fp8 {
 
@@ -24,32 +25,13 @@ constexpr uint32_t kLaneElems = 8;
 constexpr uint32_t kTileElems = 32 * kLaneElems;  // one warp step
 constexpr int kThreads = 256;
 
-template <int Dtype>
-__device__ __forceinline__ float halfWordToFloat(uint32_t w) {
-  return Dtype == cclzBfloat16 ? bf16ToFloat(static_cast<uint16_t>(w))
-                               : halfToFloat(static_cast<uint16_t>(w));
-}
-
 // The lane's 8 values at element i of src; those at or past `valid` read as 0 (they take no part
 // in maxima, top-3, statistics or whole groups).
 template <int Dtype>
 __device__ __forceinline__ void load8(const void* src, uint64_t i, uint32_t valid, bool vector,
                                       float* v) {
   if (valid == kLaneElems && vector) {
-    if constexpr (Dtype == cclzFloat32) {
-      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(src) + i);
-      const float4 a = p[0], b = p[1];
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-      v[7] = b.w;
-    } else {
-      const uint4 w = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(src) + i);
-      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[2 * j] = halfWordToFloat<Dtype>(words[j] & 0xFFFFu);
-        v[2 * j + 1] = halfWordToFloat<Dtype>(words[j] >> 16);
-      }
-    }
+    loadEightAsFloat<Dtype>(src, i, v);
     return;
   }
 #pragma unroll
@@ -75,8 +57,8 @@ __device__ __forceinline__ void unpackRaw8(uint4 r, float* v) {
   const uint32_t words[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    v[2 * j] = halfWordToFloat<Dtype>(words[j] & 0xFFFFu);
-    v[2 * j + 1] = halfWordToFloat<Dtype>(words[j] >> 16);
+    v[2 * j] = halfWordAsFloat<Dtype>(words[j] & 0xFFFFu);
+    v[2 * j + 1] = halfWordAsFloat<Dtype>(words[j] >> 16);
   }
 }
 

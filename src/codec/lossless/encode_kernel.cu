@@ -170,37 +170,6 @@ struct WindowCounts {
   }
 };
 
-// Loads a group as 32-bit words (zeros past a short group's end), 16 bytes at a time when the
-// source allows.
-template <int D>
-__device__ void loadGroupWords(const uint8_t* in, uint32_t valid, bool aligned16,
-                               uint32_t (&x)[device::Splitter<D>::kWords]) {
-  constexpr int kWords = device::Splitter<D>::kWords;
-  if (valid == kGroup && aligned16) {
-#pragma unroll
-    for (int v = 0; v < kWords / 4; ++v) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(in) + v);
-      x[4 * v] = q.x;
-      x[4 * v + 1] = q.y;
-      x[4 * v + 2] = q.z;
-      x[4 * v + 3] = q.w;
-    }
-  } else {
-    using Word = typename Elements<D>::Word;
-    const Word* e = reinterpret_cast<const Word*>(in);
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      if constexpr (sizeof(Word) == 2) {
-        const uint32_t lo = 2 * i < static_cast<int>(valid) ? e[2 * i] : 0u;
-        const uint32_t hi = 2 * i + 1 < static_cast<int>(valid) ? e[2 * i + 1] : 0u;
-        x[i] = lo | (hi << 16);
-      } else {
-        x[i] = i < static_cast<int>(valid) ? e[i] : 0u;
-      }
-    }
-  }
-}
-
 // One group: symbols to shared memory and the window counts, raw bits to the frame's planes.
 template <int D>
 __device__ void splitGroup(const uint32_t (&x)[device::Splitter<D>::kWords], uint32_t g,
@@ -312,7 +281,7 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
   WindowCounts counts;
   {
     uint32_t x[kWords], sym[2], raw[2], rawB[4];
-    loadGroupWords<D>(in, min(static_cast<uint32_t>(kGroup), n), a.srcAligned16, x);
+    device::loadGroupWords<D>(in, min(static_cast<uint32_t>(kGroup), n), a.srcAligned16, x);
     device::Splitter<D>::split(x, sym, raw, rawB);
     uint32_t top = 0;
 #pragma unroll
@@ -327,8 +296,9 @@ __global__ void __launch_bounds__(kEncodeThreads, 4) encodeKernel(EncodeArgs a) 
     for (int b = 0; b < kBatch; ++b) {
       const uint32_t g = g0 + b * threads;
       if (g < groups)
-        loadGroupWords<D>(in + g * kGroup * sizeof(Word),
-                          min(static_cast<uint32_t>(kGroup), n - g * kGroup), a.srcAligned16, x[b]);
+        device::loadGroupWords<D>(in + g * kGroup * sizeof(Word),
+                                  min(static_cast<uint32_t>(kGroup), n - g * kGroup),
+                                  a.srcAligned16, x[b]);
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "codec/device.h"
+#include "codec/load_device.cuh"
 #include "codec/qgrad/device.h"
 #include "codec/qgrad/format.h"
 
@@ -38,23 +39,11 @@ struct EncodeArgs {
 template <typename In>
 __device__ __forceinline__ void loadGroup(const void* src, uint64_t i0, uint64_t count,
                                           bool aligned, float (&x)[kGroupElems]) {
+  constexpr int dtype = sizeof(In) == 4 ? cclzFloat32 : cclzBfloat16;
   if (aligned && i0 + kGroupElems <= count) {
-    if constexpr (sizeof(In) == 4) {
-      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(src) + i0);
-      const float4 a = p[0], b = p[1];
-      x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z,
-      x[7] = b.w;
-    } else {
-      const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(src) + i0);
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-      for (int j = 0; j < 4; ++j) {
-        x[2 * j] = bf16ToFloat(static_cast<uint16_t>(w[j] & 0xFFFFu));
-        x[2 * j + 1] = bf16ToFloat(static_cast<uint16_t>(w[j] >> 16));
-      }
-    }
+    loadEightAsFloat<dtype>(src, i0, x);
     return;
   }
-  const int dtype = sizeof(In) == 4 ? cclzFloat32 : cclzBfloat16;
   for (int j = 0; j < kGroupElems; ++j)
     x[j] = i0 + j < count ? loadAsFloat(src, dtype, i0 + j) : 0.0f;
 }
