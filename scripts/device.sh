@@ -41,8 +41,9 @@ if has build; then
 fi
 
 if has tests; then
-  # async_unsafe: CCLZ_ASYNC's tests, which hung on their first run (docs/collectives.md).
-  ctest --test-dir $build --output-on-failure -j"$(nproc)" -LE async_unsafe >"$OUT/tests.tmp" 2>&1
+  # async: the tests of asyncCalls (cclzCommStreamWait), new and not yet run on a GPU; run them
+  # by hand first (ctest -L async, docs/collectives.md).
+  ctest --test-dir $build --output-on-failure -j"$(nproc)" -LE async >"$OUT/tests.tmp" 2>&1
   status=$?
   cat "$OUT/tests.tmp" >>"$log"
   echo "tests (all, gpu included): exit $status -- $(grep -E 'tests passed|tests failed' "$OUT/tests.tmp")" | tee -a "$summary"

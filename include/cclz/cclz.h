@@ -344,6 +344,27 @@ typedef struct {
  * avg divides that sum by the rank count before rounding to the dtype. */
 typedef enum CCLZ_ENUM_INT { cclzSum = 0, cclzAvg = 4 } cclzRedOp_t;
 
+/* How a communicator behaves, chosen in code when it is created (the *Config creators below),
+ * NCCL-style: initialize with CCLZ_COMM_CONFIG_INITIALIZER, then set the fields. The other
+ * settings (piece size, call check) still come from the environment (docs/collectives.md,
+ * "Communicators"). Every rank must pass the same configuration. */
+typedef struct {
+  size_t size;          /* sizeof(cclzCommConfig_t), set by the initializer */
+  unsigned int magic;   /* CCLZ_CONFIG_MAGIC */
+  unsigned int version; /* CCLZ_VERSION_CODE */
+  /* 0 (the default): a device collective is ordered on its stream like an NCCL call.
+   * 1: calls that return at once (docs/collectives.md, "Calls that return at once"). A device
+   * collective checks its arguments with the peers, records an event on its stream (its work
+   * starts after what the stream had queued), hands the rest to the communicator's proxy thread
+   * and returns. Its stream does NOT wait for it: its outputs are ready on a stream only after
+   * cclzCommStreamWait(comm, stream). Device communicators only: a host (MPI) communicator
+   * returns cclzInvalidUsage. */
+  int asyncCalls;
+} cclzCommConfig_t;
+
+#define CCLZ_COMM_CONFIG_INITIALIZER \
+  { sizeof(cclzCommConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, 0 }
+
 /* Creates a unique id for cclzCommInitRank (NCCL builds only; else cclzNotSupported). */
 cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
 
@@ -356,14 +377,40 @@ cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueI
  * destroy it after cclzCommDestroy. Not collective. */
 cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm);
 
+/* The same creators with a configuration (NULL: CCLZ_COMM_CONFIG_INITIALIZER's defaults), like
+ * ncclCommInitRankConfig. A config not made by CCLZ_COMM_CONFIG_INITIALIZER of this major.minor
+ * version (size, magic, version) or with asyncCalls other than 0 or 1 returns cclzInvalidArgument
+ * before anything is created. */
+cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank,
+                                    const cclzCommConfig_t* config);
+cclzResult_t cclzCommInitFromNcclConfig(cclzComm_t* comm, void* ncclComm,
+                                        const cclzCommConfig_t* config);
+
 /* Creates a host (MPI) communicator over the ranks of an MPI communicator: mpiComm points to an
  * MPI_Comm (e.g. &MPI_COMM_WORLD cast to const void*), so that this header needs no mpi.h. MPI
  * must be initialized; cclz duplicates the communicator (collective over its ranks) and never
  * uses the caller's. MPI builds only; else cclzNotSupported. */
 cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm);
 
+/* The MPI creator with a configuration (see cclzCommInitRankConfig); asyncCalls must be 0. */
+cclzResult_t cclzCommInitFromMpiConfig(cclzComm_t* comm, const void* mpiComm,
+                                       const cclzCommConfig_t* config);
+
+/* Makes `stream` (a cudaStream_t) wait for every collective queued on comm so far, on a
+ * communicator with asyncCalls = 1: the host waits until the proxy thread has queued the last of
+ * them on the GPU (not until the GPU has run it), then the stream waits for its work
+ * (cudaStreamWaitEvent). After it, the outputs of those calls are ready on `stream`, and their
+ * input buffers may be reused by work queued on it. Any stream may be passed, also one no call
+ * used. Returns the first error a queued call met on the proxy (the same as
+ * cclzCommGetAsyncError; sticky: abort the communicator), after the wait. A stream being
+ * captured into a CUDA graph returns cclzInvalidUsage. On a communicator without asyncCalls (and
+ * on host ones) it does nothing and returns cclzSuccess: calls are already ordered on their
+ * streams. */
+cclzResult_t cclzCommStreamWait(cclzComm_t comm, cclzStream_t stream);
+
 /* Frees the communicator (and destroys the NCCL communicator it created, not a wrapped one).
- * Device work queued with it must have completed. */
+ * Waits for the proxy thread to queue every call it holds (asyncCalls). Device work queued with
+ * it must have completed. */
 cclzResult_t cclzCommDestroy(cclzComm_t comm);
 
 /* Stops what the communicator has in flight and frees it, without waiting for the peers. Over
@@ -373,9 +420,10 @@ cclzResult_t cclzCommAbort(cclzComm_t comm);
 
 /* *asyncError = an error met after a call returned: cclzSuccess when there is none,
  * cclzSystemError for an NCCL asynchronous error (network, peer), cclzCorruptFrame when a device
- * decode of a finished collective rejected a received frame (the message is in
- * cclzGetLastError(comm)). Does not wait for queued work: a collective still running is not yet
- * judged. Host communicators report every error from the call itself. */
+ * decode of a finished collective rejected a received frame, or (asyncCalls) the error of a call
+ * that failed on the proxy thread (the message is in cclzGetLastError(comm)). Does not wait for
+ * queued work: a collective still running is not yet judged. Host communicators report every
+ * error from the call itself. */
 cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError);
 
 cclzResult_t cclzCommCount(cclzComm_t comm, int* count);
@@ -400,7 +448,9 @@ cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * recvbuff + rank*sendcount; reduce-scatter: sendbuff + rank*recvcount == recvbuff; all-reduce:
  * sendbuff == recvbuff). Device calls are ordered on stream; lossless frames over NCCL need
  * their sizes on the host, so those calls wait for each piece's size exchange before they return
- * (docs/collectives.md, "Variable-size frames"). */
+ * (docs/collectives.md, "Variable-size frames"). On a communicator created with asyncCalls = 1
+ * the call returns once its arguments are checked, its work is queued later by the proxy thread,
+ * and the stream does not wait for it: see cclzCommStreamWait. */
 
 /* recvbuff[r*sendcount + i] = element i of rank r's sendbuff, for every rank r (its own included,
  * which also goes through the codec, so that every rank holds the same bytes). */

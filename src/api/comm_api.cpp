@@ -39,11 +39,15 @@ cclzResult_t guardedComm(const char* function, cclzComm_t comm, Body&& body) noe
   return result;
 }
 
-cclzResult_t makeComm(cclzComm_t* comm, const std::function<std::unique_ptr<Transport>()>& make) {
-  return guarded("cclzCommInit", [&] {
+// The settings are checked before make() creates a transport: a bad config then costs no NCCL
+// or MPI communicator (whose creation is collective).
+cclzResult_t makeComm(const char* function, cclzComm_t* comm, const cclzCommConfig_t* config,
+                      const std::function<std::unique_ptr<Transport>()>& make) {
+  return guarded(function, [&] {
     CCLZ_REQUIRE(comm, cclzInvalidArgument, "comm is NULL");
     *comm = nullptr;
-    const CommSettings settings = CommSettings::fromEnvironment();
+    CommSettings settings = CommSettings::fromEnvironment();
+    settings.apply(config);
     auto handle = std::make_unique<cclzComm>();
     handle->impl = std::make_unique<Communicator>(make(), settings);
     *comm = handle.release();
@@ -86,7 +90,12 @@ cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId) {
 }
 
 cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank) {
-  return makeComm(comm, [&]() -> std::unique_ptr<Transport> {
+  return cclzCommInitRankConfig(comm, nranks, uniqueId, rank, nullptr);
+}
+
+cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank,
+                                    const cclzCommConfig_t* config) {
+  return makeComm(__func__, comm, config, [&]() -> std::unique_ptr<Transport> {
     CCLZ_REQUIRE(nranks >= 1 && rank >= 0 && rank < nranks, cclzInvalidArgument,
                  "rank " + std::to_string(rank) + " of " + std::to_string(nranks));
 #ifdef CCLZ_HAVE_NCCL
@@ -108,7 +117,12 @@ cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueI
 }
 
 cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm) {
-  return makeComm(comm, [&]() -> std::unique_ptr<Transport> {
+  return cclzCommInitFromNcclConfig(comm, ncclComm, nullptr);
+}
+
+cclzResult_t cclzCommInitFromNcclConfig(cclzComm_t* comm, void* ncclComm,
+                                        const cclzCommConfig_t* config) {
+  return makeComm(__func__, comm, config, [&]() -> std::unique_ptr<Transport> {
     CCLZ_REQUIRE(ncclComm, cclzInvalidArgument, "ncclComm is NULL");
 #ifdef CCLZ_HAVE_NCCL
     return std::make_unique<NcclTransport>(static_cast<ncclComm_t>(ncclComm), false);
@@ -119,8 +133,17 @@ cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm) {
 }
 
 cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm) {
-  return makeComm(comm, [&]() -> std::unique_ptr<Transport> {
+  return cclzCommInitFromMpiConfig(comm, mpiComm, nullptr);
+}
+
+cclzResult_t cclzCommInitFromMpiConfig(cclzComm_t* comm, const void* mpiComm,
+                                       const cclzCommConfig_t* config) {
+  return makeComm(__func__, comm, config, [&]() -> std::unique_ptr<Transport> {
     CCLZ_REQUIRE(mpiComm, cclzInvalidArgument, "mpiComm is NULL (pass the address of an MPI_Comm)");
+    // Refused before MPI_Comm_dup (the Communicator would refuse it after).
+    CCLZ_REQUIRE(!config || config->asyncCalls == 0, cclzInvalidUsage,
+                 "asyncCalls = 1 is for device (NCCL) communicators; a host (MPI) "
+                 "communicator's calls return complete");
 #ifdef CCLZ_HAVE_MPI
     return std::make_unique<MpiTransport>(*static_cast<const MPI_Comm*>(mpiComm));
 #else
@@ -142,6 +165,10 @@ cclzResult_t cclzCommAbort(cclzComm_t comm) {
     std::unique_ptr<cclzComm> owned(comm);
     if (comm->impl) comm->impl->abort();
   });
+}
+
+cclzResult_t cclzCommStreamWait(cclzComm_t comm, cclzStream_t stream) {
+  return guardedComm(__func__, comm, [&] { implOf(comm).streamWait(stream); });
 }
 
 cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError) {

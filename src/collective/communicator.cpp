@@ -33,29 +33,41 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_CHECK_CALLS=" + v + ": expected 1 (every call) or first");
     s.checkEveryCall = v == "1";
   }
+  // The switch moved into the code (cclzCommConfig_t.asyncCalls): a call that returns before
+  // its stream waits changes what the stream means, and only code written for it may ask.
   if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
     const std::string v = async;
-    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
-                 "CCLZ_ASYNC=" + v + ": expected 0 (calls block until queued) or 1 (proxy thread)");
-    s.async = v == "1";
-    // The proxy thread hung on its first device runs (2x H200, session 5: every NCCL test and
-    // cclz-perf's first lossless all-gather, cause not yet found; docs/collectives.md). Until it
-    // runs, it is refused unless CCLZ_ASYNC_UNSAFE=1 asks for it (to debug it).
-    const char* unsafe = std::getenv("CCLZ_ASYNC_UNSAFE");
-    CCLZ_REQUIRE(!s.async || (unsafe && std::string(unsafe) == "1"), cclzNotSupported,
-                 "CCLZ_ASYNC=1: the proxy thread hung on its first GPU runs and is disabled "
-                 "until fixed (CCLZ_ASYNC_UNSAFE=1 runs it anyway, for debugging)");
+    CCLZ_REQUIRE(v == "0", cclzInvalidUsage,
+                 "CCLZ_ASYNC=" + v +
+                     ": the environment switch was removed; create the "
+                     "communicator with cclzCommConfig_t.asyncCalls = 1 (cclzCommInitRankConfig) "
+                     "and wait with cclzCommStreamWait");
   }
   return s;
 }
 
+void CommSettings::apply(const cclzCommConfig_t* config) {
+  if (!config) return;
+  CCLZ_REQUIRE(config->magic == CCLZ_CONFIG_MAGIC && config->size == sizeof(cclzCommConfig_t) &&
+                   config->version / 100 == CCLZ_VERSION_CODE / 100,
+               cclzInvalidArgument,
+               "comm config was not initialized with CCLZ_COMM_CONFIG_INITIALIZER (of cclz " +
+                   std::to_string(CCLZ_MAJOR) + "." + std::to_string(CCLZ_MINOR) + ")");
+  CCLZ_REQUIRE(config->asyncCalls == 0 || config->asyncCalls == 1, cclzInvalidArgument,
+               "asyncCalls must be 0 or 1, not " + std::to_string(config->asyncCalls));
+  async = config->asyncCalls == 1;
+}
+
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings settings)
     : transport_(std::move(transport)), settings_(settings) {
+  // A host call returns complete: there is nothing to hand to a thread.
+  CCLZ_REQUIRE(!settings_.async || transport_->memory() == MemoryKind::Device, cclzInvalidUsage,
+               "asyncCalls = 1 is for device (NCCL) communicators; a host (MPI) communicator's "
+               "calls return complete");
 #ifdef CCLZ_HAVE_CUDA
   engine_ = transport_->memory() == MemoryKind::Device ? makeDeviceEngine() : makeHostEngine();
-  if (settings_.async && transport_->memory() == MemoryKind::Device) {
+  if (settings_.async) {
     checkEngine_ = makeDeviceEngine();
-    words_ = std::make_unique<CompletionWords>();
     int device = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
     // A new thread starts on device 0: without this, rank 1's jobs would use GPU 0.
@@ -71,7 +83,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
 #endif
 }
 
-// The proxy's jobs still use the engine, the transport and the words: they run to the end
+// The proxy's jobs still use the engine and the transport: they run to the end
 // first (cclzCommDestroy waits for them, as NCCL's destroy waits for queued operations).
 Communicator::~Communicator() {
   if (!proxy_) return;
@@ -110,8 +122,8 @@ cclzResult_t Communicator::asyncError(std::string* message) {
   return engine_->pollError(message);
 }
 
-// Queued jobs are cancelled (their completion words written, so no stream hangs), the transport
-// is aborted (which ends the NCCL waits of a running job), then the proxy's thread ends.
+// Queued jobs are cancelled (their tickets published, so no cclzCommStreamWait hangs), the
+// transport is aborted (which ends the NCCL waits of a running job), then the proxy's thread ends.
 void Communicator::abort() {
   if (proxy_) {
     setJobError(cclzInvalidUsage, "the communicator was aborted");
@@ -120,6 +132,28 @@ void Communicator::abort() {
     return;
   }
   transport_->abort();
+}
+
+void Communicator::streamWait(cclzStream_t stream) {
+  if (!proxy_) return;
+#ifdef CCLZ_HAVE_CUDA
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(s, &status));
+  CCLZ_REQUIRE(status == cudaStreamCaptureStatusNone, cclzInvalidUsage,
+               "the stream is being captured into a CUDA graph: a graph cannot wait for the "
+               "proxy's calls (capture on a communicator without asyncCalls)");
+  const uint64_t last = doneEvents_.lastIssued();
+  CCLZ_TRACE("stream wait: for call %llu to be queued", static_cast<unsigned long long>(last));
+  const DoneEvents::Event done = doneEvents_.waitFor(last);
+  CCLZ_TRACE("stream wait: call %llu queued", static_cast<unsigned long long>(last));
+  if (done) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(done.get()), 0));
+#else
+  (void)stream;
+#endif
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  CCLZ_REQUIRE(jobError_ == cclzSuccess, jobError_,
+               "a queued call failed on the proxy thread: " + jobErrorMessage_);
 }
 
 void Communicator::setLastError(const std::string& message) {

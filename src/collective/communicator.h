@@ -7,8 +7,8 @@
 #include <mutex>
 #include <string>
 
-#include "collective/completion_words.h"
 #include "collective/descriptor.h"
+#include "collective/done_events.h"
 #include "collective/engine.h"
 #include "collective/proxy.h"
 #include "transport/transport.h"
@@ -21,14 +21,16 @@ struct CommSettings {
   // call of each kind (=first): the check costs one small exchange, and on a device communicator
   // a host synchronization (docs/collectives.md, "Checking the call").
   bool checkEveryCall = true;
-  // Device communicators: calls whose frames need their sizes on the host (lossless) hand their
-  // data part to a proxy thread and return at once (CCLZ_ASYNC=1; default off: it has not run on
-  // a GPU yet). docs/collectives.md, "Calls that return at once".
+  // Device communicators: every call hands its data part to a proxy thread and returns; the
+  // caller's stream waits only at cclzCommStreamWait (cclzCommConfig_t.asyncCalls, chosen in
+  // code; docs/collectives.md, "Calls that return at once"). A host communicator refuses it.
   bool async = false;
 
-  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_ASYNC); every rank must see the
-  // same.
+  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS); every rank must see the same.
+  // CCLZ_ASYNC=1 is refused: it became cclzCommConfig_t.asyncCalls.
   static CommSettings fromEnvironment();
+  // Checks a config of the C API (NULL: the defaults) and applies it.
+  void apply(const cclzCommConfig_t* config);
 };
 
 class Communicator {
@@ -45,11 +47,13 @@ class Communicator {
   // proxy, where the check runs on the caller's thread while a job may be using the data engine,
   // so it has an engine of its own.
   Engine& checkEngine() { return checkEngine_ ? *checkEngine_ : *engine_; }
-  // The proxy and its completion words: only on a device communicator with settings().async.
+  // The proxy and the done events of its calls: only on a device communicator with
+  // settings().async.
   Proxy* proxy() { return proxy_.get(); }
-#ifdef CCLZ_HAVE_CUDA
-  CompletionWords& words() { return *words_; }
-#endif
+  DoneEvents& doneEvents() { return doneEvents_; }
+  // cclzCommStreamWait: `stream` waits for every call queued so far (a no-op without a proxy);
+  // throws the first error a queued call met, after the wait.
+  void streamWait(cclzStream_t stream);
   // A job that failed on the proxy: the first such error becomes the communicator's
   // asynchronous error and stays (the ranks may no longer agree on what was sent: abort).
   void setJobError(cclzResult_t code, const std::string& message);
@@ -72,9 +76,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Engine> checkEngine_;  // with a proxy only
-#ifdef CCLZ_HAVE_CUDA
-  std::unique_ptr<CompletionWords> words_;
-#endif
+  DoneEvents doneEvents_;                // outlives the proxy: its jobs publish here
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
   cclzResult_t jobError_ = cclzSuccess;

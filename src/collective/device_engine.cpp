@@ -257,8 +257,8 @@ class DeviceEngine final : public Engine {
   }
 
   void fetch(int slot, const void* src, uint64_t bytes) override {
-    // Sized by reserve(), never here: growing waits for the whole device, which a call queued
-    // behind a completion word (CCLZ_ASYNC) would wait for forever.
+    // Sized by reserve(), before the call queues work: growing here would drain the streams
+    // between two pieces of the call.
     CCLZ_REQUIRE(bytes <= fetchBytes_, cclzInternalError,
                  "frame sizes fetched beyond the reserved Sizes area");
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(fetchHost_ + slot * fetchBytes_, src, bytes,

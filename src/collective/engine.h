@@ -77,7 +77,7 @@ class Engine {
   // An async job of the proxy (proxy.h), device engine only: the call's work waits for
   // `startEvent` (a cudaEvent_t the caller recorded on its stream when it made the call) instead
   // of a stream, and endJoined() gathers the work of every stage into one stream and returns it:
-  // what is queued there after the return runs after the whole call (the completion word).
+  // what is queued there after the return runs after the whole call (its done event).
   virtual void beginAfter(void* startEvent) = 0;
   virtual cclzStream_t endJoined() = 0;
 

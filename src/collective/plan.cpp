@@ -344,8 +344,8 @@ void dataBytes(const CollArgs& a, const Plan& plan, int n, int me, MemoryKind me
 }
 
 // The data part of a checked call: the network's own collective (codec none) or the pipeline.
-// startEvent NULL: on the caller's thread, after and before a.stream (begin/end). Otherwise an
-// async job on the proxy thread: after that event, and the proxy joins it (endJoined).
+// startEvent NULL: on the caller's thread, after and before a.stream (begin/end). Otherwise a
+// queued call on the proxy thread: after that event, and the proxy joins it (endJoined).
 void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride,
              void* startEvent) {
   Transport& t = comm.transport();
@@ -369,42 +369,46 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
 }
 
 #ifdef CCLZ_HAVE_CUDA
-// With CCLZ_ASYNC=1 the work of a call is queued later, by the proxy thread: a graph captured
-// from the caller's stream would hold only the wait for it.
+// With asyncCalls a call's work is queued later, by the proxy thread, after an event recorded on
+// the caller's stream: a graph captured from that stream would hold the event and nothing else.
 void refuseCapture(cclzStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   CCLZ_CUDA_CHECK(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status));
   CCLZ_REQUIRE(status == cudaStreamCaptureStatusNone, cclzInvalidUsage,
-               "the stream is being captured into a CUDA graph, and with CCLZ_ASYNC=1 a call's "
-               "work is queued later by the proxy thread: capture with CCLZ_ASYNC=0");
-}
-
-// Whether a checked call's data part goes to the proxy: frames whose sizes the host must learn
-// (variable-size frames on the device), or any call while earlier ones are still queued (NCCL
-// needs the same order of operations on every rank, and the order is the order of the queue).
-bool goesToProxy(Communicator& comm, const Plan& plan) {
-  Proxy* proxy = comm.proxy();
-  return proxy && (!plan.use.codec->fixedFrameSize() || proxy->busy());
+               "the stream is being captured into a CUDA graph, and with asyncCalls a call's "
+               "work is queued later by the proxy thread: capture on a communicator without "
+               "asyncCalls");
 }
 
 // What a queued call keeps: copies of its arguments and plan (the codec configuration by value;
 // the buffers and the feedback residual are the caller's, as for any stream-ordered call), the
 // step its draws use, its start event (per call: the engine's own would be overwritten by the
-// next call) and its completion word.
+// next call) and its ticket (done_events.h).
 struct QueuedCall {
   CollArgs args;
   Plan plan;
   uint64_t stride = 0;
   uint64_t step = 0;
   cudaEvent_t start = nullptr;
-  uint32_t word = 0;
+  uint64_t ticket = 0;
 };
 
-// On the proxy thread. Whatever happens, the completion word is written: on the engine's joined
-// stream after the call's work, or, where that cannot be queued, from the host at once.
+// An event recorded on `stream` now, destroyed with its last reference.
+DoneEvents::Event recordDone(cclzStream_t stream) {
+  cudaEvent_t done = nullptr;
+  CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  DoneEvents::Event event(done, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  CCLZ_CUDA_CHECK(cudaEventRecord(done, reinterpret_cast<cudaStream_t>(stream)));
+  return event;
+}
+
+// On the proxy thread. Whatever happens, the call's ticket is published, so that
+// cclzCommStreamWait returns: with its done event after the call's work on the engine's joined
+// stream, or without one where that cannot be recorded (the error is then the communicator's).
 void runQueued(Communicator& comm, QueuedCall& call) noexcept {
   const std::string op = collOpName(call.args.op);
-  CCLZ_TRACE("proxy: job %u (%s) starts", call.word, op.c_str());
+  const auto ticket = static_cast<unsigned long long>(call.ticket);
+  CCLZ_TRACE("proxy: call %llu (%s) starts", ticket, op.c_str());
   try {
     runData(comm, call.args, call.plan, call.stride, call.start);
   } catch (const Error& error) {
@@ -414,23 +418,23 @@ void runQueued(Communicator& comm, QueuedCall& call) noexcept {
   } catch (...) {
     comm.setJobError(cclzInternalError, op + ": unknown error");
   }
+  DoneEvents::Event done;
   try {
-    comm.words().writeOn(comm.engine().endJoined(), call.word);
-    CCLZ_TRACE("proxy: job %u (%s) queued its work and its completion word", call.word,
-               op.c_str());
+    done = recordDone(comm.engine().endJoined());
+    CCLZ_TRACE("proxy: call %llu (%s) queued its work and its done event", ticket, op.c_str());
   } catch (const std::exception& error) {
     comm.setJobError(cclzUnhandledCudaError,
-                     op + ": its completion could not be queued (" + error.what() +
-                         "); the caller's stream was released from the host");
-    comm.words().writeFromHost(call.word);
-    CCLZ_TRACE("proxy: job %u (%s) failed; its word was written from the host", call.word,
-               op.c_str());
+                     op + ": its done event could not be recorded (" + error.what() + ")");
+    CCLZ_TRACE("proxy: call %llu (%s) failed to record its done event", ticket, op.c_str());
   }
+  comm.doneEvents().publish(call.ticket, std::move(done));
   cudaEventDestroy(call.start);
 }
 
-// On the caller's thread, after the check: the caller's stream gets the call's start event and
-// then the wait for its completion word, and the proxy gets the rest.
+// On the caller's thread, after the check: the caller's stream gets the call's start event (the
+// call's work waits for what the stream queued before it: earlier work, so nothing can wait in a
+// circle), and the proxy gets the rest. The stream gets no wait: cclzCommStreamWait adds it,
+// once the proxy has recorded the event it waits for.
 void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
   auto call = std::make_shared<QueuedCall>();
   call->args = a;
@@ -441,39 +445,25 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
     call->step = *a.step;
     call->args.step = &call->step;
   }
-  // Growing the engine (cudaFree, cudaMallocHost) waits for the whole device, the caller's
-  // stream included, and that stream is about to wait for this call's completion word: grown on
-  // the proxy thread, it would wait forever. So the caller grows it here, before it queues the
-  // wait, once the proxy has queued every earlier call (whose work can then finish).
-  Engine& e = comm.engine();
-  uint64_t bytes[static_cast<int>(Area::Count)] = {};
-  dataBytes(a, plan, comm.transport().size(), comm.transport().rank(), e.memory(), stride, bytes);
-  if (!e.covers(bytes)) {
-    CCLZ_TRACE("%s: growing the engine: waiting for the proxy's queue", collOpName(a.op));
-    comm.proxy()->drain();
-    CCLZ_TRACE("%s: proxy idle, growing the engine", collOpName(a.op));
-    e.reserve(bytes);
-  }
-  const auto stream = reinterpret_cast<cudaStream_t>(a.stream);
   CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&call->start, cudaEventDisableTiming));
   try {
-    CCLZ_CUDA_CHECK(cudaEventRecord(call->start, stream));
-    call->word = comm.words().next();
-    comm.words().waitOn(a.stream, call->word);
+    CCLZ_CUDA_CHECK(cudaEventRecord(call->start, reinterpret_cast<cudaStream_t>(a.stream)));
   } catch (...) {
     cudaEventDestroy(call->start);
     throw;
   }
   if (a.step) ++*a.step;  // as a call on the caller's thread does once its encodes are queued
-  CCLZ_TRACE("%s: queued for the proxy as job %u", collOpName(a.op), call->word);
+  call->ticket = comm.doneEvents().issue();
+  CCLZ_TRACE("%s: queued for the proxy as call %llu", collOpName(a.op),
+             static_cast<unsigned long long>(call->ticket));
   Communicator* c = &comm;
   comm.proxy()->submit(Proxy::Job{
       [c, call] { runQueued(*c, *call); },
       [c, call] {
-        CCLZ_TRACE("proxy: job %u cancelled; its word is written from the host", call->word);
+        CCLZ_TRACE("proxy: call %llu cancelled", static_cast<unsigned long long>(call->ticket));
         c->setJobError(cclzInvalidUsage, std::string(collOpName(call->args.op)) +
                                              ": dropped, the communicator was aborted");
-        c->words().writeFromHost(call->word);
+        c->doneEvents().publish(call->ticket, nullptr);
         cudaEventDestroy(call->start);
       }});
 }
@@ -524,7 +514,9 @@ void runCollective(Communicator& comm, const CollArgs& a) {
 
   const uint64_t stride = frameStride(plan);
 #ifdef CCLZ_HAVE_CUDA
-  if (goesToProxy(comm, plan)) {
+  // asyncCalls: every call goes to the proxy, so that one event covers all of them
+  // (cclzCommStreamWait) and the data communicator sees the calls in the order they were made.
+  if (comm.proxy()) {
     queueCall(comm, a, plan, stride);
     return;
   }

@@ -1,9 +1,9 @@
 // The proxy: one thread per communicator that runs queued jobs in order (docs/collectives.md,
-// "Calls that return at once"). A device collective whose frames need their sizes on the host
-// (lossless over NCCL) hands its data part to the proxy and returns: the proxy then does the
-// host waits for the frame sizes instead of the caller. Jobs run one at a time in the order they
-// were queued, which keeps the order of the communicator's NCCL operations the same on every
-// rank. Plain C++: the CUDA parts live in the jobs.
+// "Calls that return at once"). On a device communicator with asyncCalls, every collective hands
+// its data part to the proxy and returns: the proxy then does the host waits for frame sizes
+// (lossless) instead of the caller. Jobs run one at a time in the order they were queued, which
+// keeps the order of the communicator's NCCL operations the same on every rank. Plain C++: the
+// CUDA parts live in the jobs.
 #pragma once
 
 #include <condition_variable>

@@ -497,23 +497,36 @@ TEST(CommSettingsTest, FromEnvironment) {
   EXPECT_TRUE(s.checkEveryCall);
 }
 
-// CCLZ_ASYNC=1 is refused until the proxy runs on a GPU (docs/collectives.md), unless
-// CCLZ_ASYNC_UNSAFE=1 asks for it.
-TEST(CommSettingsTest, AsyncNeedsTheUnsafeSwitch) {
+// CCLZ_ASYNC=1 is refused: the switch became cclzCommConfig_t.asyncCalls (chosen in code).
+TEST(CommSettingsTest, TheAsyncEnvironmentSwitchIsRefused) {
   setenv("CCLZ_ASYNC", "1", 1);
   try {
     CommSettings::fromEnvironment();
-    ADD_FAILURE() << "CCLZ_ASYNC=1 was accepted alone";
+    ADD_FAILURE() << "CCLZ_ASYNC=1 was accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), cclzNotSupported);
-    EXPECT_NE(std::string(e.what()).find("CCLZ_ASYNC_UNSAFE"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), cclzInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("asyncCalls"), std::string::npos) << e.what();
   }
-  setenv("CCLZ_ASYNC_UNSAFE", "1", 1);
-  EXPECT_TRUE(CommSettings::fromEnvironment().async);
   setenv("CCLZ_ASYNC", "0", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().async);
   unsetenv("CCLZ_ASYNC");
-  unsetenv("CCLZ_ASYNC_UNSAFE");
+}
+
+// asyncCalls is for device communicators: a host one refuses it, and cclzCommStreamWait on a
+// host communicator is a no-op (its calls return complete).
+TEST(CommSettingsTest, HostCommunicatorRefusesAsyncCallsAndStreamWaitIsANoOp) {
+  auto hub = std::make_shared<LoopbackHub>(1);
+  CommSettings async = testSettings();
+  async.async = true;
+  try {
+    Communicator comm(std::make_unique<LoopbackTransport>(hub, 0), async);
+    ADD_FAILURE() << "a host communicator accepted asyncCalls";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidUsage);
+  }
+  cclzComm_t comm = loopbackComm(hub, 0);
+  EXPECT_EQ(cclzCommStreamWait(comm, nullptr), cclzSuccess) << cclzGetLastError(comm);
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
 }
 
 // CCLZ_TRACE=1: every rank's check and data part show up on stderr, in order.

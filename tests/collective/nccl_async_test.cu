@@ -1,9 +1,16 @@
-// CCLZ_ASYNC=1 over NCCL (labels gpu;nccl; registered with the variable set, one process per GPU
-// under mpirun): a lossless call returns while the caller's stream is still blocked, its output
-// then equals the host path's byte for byte, and a fixed-size call queued behind it is right too.
-// The stream is blocked by a kernel that spins on a host-mapped flag the test sets only after the
-// call returned; the kernel gives up after a timeout, so a call that blocks the host fails the
-// test (the flag was never seen) instead of hanging it.
+// A device communicator with asyncCalls = 1 over NCCL (labels gpu;nccl;async; one process per
+// GPU under mpirun; docs/collectives.md, "Calls that return at once"):
+// - calls return while the caller's stream is still blocked, and after cclzCommStreamWait their
+//   outputs equal the host path's byte for byte;
+// - cclzCommStreamWait on a stream no call used orders that stream after the calls;
+// - many calls, one wait;
+// - capture is refused, by the calls and by cclzCommStreamWait.
+// The stream is blocked by a kernel that spins on a host-mapped flag the test sets only after
+// the calls returned; the kernel gives up after a timeout, so a call that waits for the stream
+// fails the test (the flag was never seen) instead of hanging it. The suite also runs with
+// CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one hardware queue, where the old design
+// deadlocked), without the blocking test: there the check's all-gather queues behind the
+// blocking kernel by design of the hardware, which delays it but cannot deadlock.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -53,13 +60,43 @@ std::vector<uint8_t> download(const void* p, size_t bytes) {
   return out;
 }
 
-// A lossless all-reduce and a qgrad-free fixed-size all-gather (codec none) behind it, both
-// queued while the stream is blocked; several pieces (the test's piece size is small).
+std::vector<uint8_t> hostAllReduce(const std::vector<uint8_t>& in, uint64_t count,
+                                   const cclzCodecConfig_t* codec) {
+  std::vector<uint8_t> out(in.size());
+  EXPECT_EQ(cclzAllReduce(in.data(), out.data(), count, cclzBfloat16, cclzSum, comms().host, codec,
+                          nullptr),
+            cclzSuccess)
+      << cclzGetLastError(comms().host);
+  return out;
+}
+
+std::vector<uint8_t> hostAllGather(const std::vector<uint8_t>& in, uint64_t count,
+                                   const cclzCodecConfig_t* codec) {
+  std::vector<uint8_t> out(in.size() * worldSize());
+  EXPECT_EQ(cclzAllGather(in.data(), out.data(), count, cclzBfloat16, comms().host, codec, nullptr),
+            cclzSuccess)
+      << cclzGetLastError(comms().host);
+  return out;
+}
+
+void expectNoAsyncError() {
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+}
+
+cclzCodecConfig_t losslessConfig() {
+  cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+  c.codec = cclzCodecLossless;
+  return c;
+}
+
+// A lossless all-reduce and a fixed-size all-gather (codec none) behind it, both called while
+// the stream is blocked; several pieces (the test's piece size is small).
 TEST(NcclAsync, ReturnsWhileTheStreamIsBlockedAndMatchesTheHost) {
   const int n = worldSize(), me = worldRank();
   const uint64_t count = 300007;
-  cclzCodecConfig_t lossless = CCLZ_CODEC_CONFIG_INITIALIZER;
-  lossless.codec = cclzCodecLossless;
+  const cclzCodecConfig_t lossless = losslessConfig();
   const std::vector<uint8_t> in =
       makeData(DataKind::kGauss1, cclzBfloat16, count, 0, mixSeed(11, me, 0));
   void* send = deviceCopy<void>(in);
@@ -89,10 +126,11 @@ TEST(NcclAsync, ReturnsWhileTheStreamIsBlockedAndMatchesTheHost) {
               cclzSuccess)
         << cclzGetLastError(comms().device);
   };
-  // The first calls of a size grow the engine's memory on the caller's thread, which waits for
-  // the device (docs/collectives.md): warm up before blocking the stream.
+  // The first calls of a size grow the engine's memory on the proxy (cudaFree and cudaMallocHost
+  // wait for the whole device, the blocked stream included): warm up before blocking the stream,
+  // so that the proxy does not sit in such a wait while the test measures.
   ASSERT_NO_FATAL_FAILURE(callBoth());
-  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  waitForCalls(comms().stream);
   ASSERT_EQ(cudaMemset(recv, 0, in.size()), cudaSuccess);
   ASSERT_EQ(cudaMemset(gathered, 0, in.size() * n), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -100,25 +138,18 @@ TEST(NcclAsync, ReturnsWhileTheStreamIsBlockedAndMatchesTheHost) {
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   ASSERT_NO_FATAL_FAILURE(callBoth());
   // Both calls returned: only now is the kernel released. Had a call waited for the stream, the
-  // kernel would have timed out first and `saw` would be 0.
+  // kernel would have timed out first and `saw` would be 0. (cclzCommStreamWait must come after
+  // the release: the proxy's lossless call waits on the host for frame sizes, which the GPU
+  // computes only once the stream has passed the kernel.)
   EXPECT_EQ(cudaStreamQuery(comms().stream), cudaErrorNotReady) << "the stream was not blocked";
   __atomic_store_n(flag, 1u, __ATOMIC_SEQ_CST);
-  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  waitForCalls(comms().stream);
   EXPECT_EQ(download(saw, sizeof(unsigned))[0], 1u)
-      << "rank " << me << ": the call returned only after the blocking kernel timed out";
-  cclzResult_t async = cclzInternalError;
-  EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
-  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+      << "rank " << me << ": the calls returned only after the blocking kernel timed out";
+  expectNoAsyncError();
 
-  std::vector<uint8_t> hostReduced(in.size()), hostGathered(in.size() * n);
-  ASSERT_EQ(cclzAllReduce(in.data(), hostReduced.data(), count, cclzBfloat16, cclzSum,
-                          comms().host, &lossless, nullptr),
-            cclzSuccess);
-  ASSERT_EQ(cclzAllGather(in.data(), hostGathered.data(), count, cclzBfloat16, comms().host,
-                          nullptr, nullptr),
-            cclzSuccess);
-  EXPECT_EQ(download(recv, in.size()), hostReduced) << "rank " << me;
-  EXPECT_EQ(download(gathered, in.size() * n), hostGathered) << "rank " << me;
+  EXPECT_EQ(download(recv, in.size()), hostAllReduce(in, count, &lossless)) << "rank " << me;
+  EXPECT_EQ(download(gathered, in.size() * n), hostAllGather(in, count, nullptr)) << "rank " << me;
 
   cudaFree(send);
   cudaFree(recv);
@@ -127,8 +158,76 @@ TEST(NcclAsync, ReturnsWhileTheStreamIsBlockedAndMatchesTheHost) {
   cudaFreeHost(flag);
 }
 
-// With the switch on, a call made while the stream is captured is refused on that rank and its
-// peers hear of it (rejected arguments), rather than capturing only the wait for the proxy.
+// The calls are made on one stream and waited for on another, which no call used: that stream
+// alone is synchronized before the outputs are read (cudaMemcpyAsync on it).
+TEST(NcclAsync, StreamWaitOrdersAnotherStream) {
+  const int n = worldSize(), me = worldRank();
+  const uint64_t count = 100003;
+  const cclzCodecConfig_t lossless = losslessConfig();
+  const std::vector<uint8_t> in =
+      makeData(DataKind::kGauss1, cclzBfloat16, count, 0, mixSeed(13, me, 0));
+  void* send = deviceCopy<void>(in);
+  void* gathered = nullptr;
+  ASSERT_EQ(cudaMalloc(&gathered, in.size() * n), cudaSuccess);
+  ASSERT_EQ(cudaMemset(gathered, 0, in.size() * n), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cclzAllGather(send, gathered, count, cclzBfloat16, comms().device, &lossless,
+                          reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  ASSERT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(other)), cclzSuccess)
+      << cclzGetLastError(comms().device);
+  std::vector<uint8_t> out(in.size() * n);
+  ASSERT_EQ(cudaMemcpyAsync(out.data(), gathered, out.size(), cudaMemcpyDeviceToHost, other),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  EXPECT_EQ(out, hostAllGather(in, count, &lossless)) << "rank " << me;
+  expectNoAsyncError();
+  cudaStreamDestroy(other);
+  cudaFree(send);
+  cudaFree(gathered);
+}
+
+// Many calls queued back to back into separate outputs, then one wait covers them all.
+TEST(NcclAsync, OneWaitCoversManyCalls) {
+  const int n = worldSize(), me = worldRank();
+  const uint64_t count = 20011;
+  const int calls = 16;
+  const cclzCodecConfig_t lossless = losslessConfig();
+  std::vector<std::vector<uint8_t>> ins;
+  std::vector<void*> sends, outs;
+  for (int i = 0; i < calls; ++i) {
+    ins.push_back(makeData(DataKind::kGauss1, cclzBfloat16, count, 0, mixSeed(17, me, i)));
+    sends.push_back(deviceCopy<void>(ins.back()));
+    void* out = nullptr;
+    ASSERT_EQ(cudaMalloc(&out, ins.back().size() * n), cudaSuccess);
+    outs.push_back(out);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int i = 0; i < calls; ++i) {
+    // Alternate the codecs: variable-size (lossless) and fixed-size (none) calls share the queue.
+    ASSERT_EQ(
+        cclzAllGather(sends[i], outs[i], count, cclzBfloat16, comms().device,
+                      i % 2 ? nullptr : &lossless, reinterpret_cast<cclzStream_t>(comms().stream)),
+        cclzSuccess)
+        << "call " << i << ": " << cclzGetLastError(comms().device);
+  }
+  waitForCalls(comms().stream);
+  expectNoAsyncError();
+  for (int i = 0; i < calls; ++i) {
+    EXPECT_EQ(download(outs[i], ins[i].size() * n),
+              hostAllGather(ins[i], count, i % 2 ? nullptr : &lossless))
+        << "rank " << me << ", call " << i;
+    cudaFree(sends[i]);
+    cudaFree(outs[i]);
+  }
+}
+
+// A call made while the stream is captured is refused on that rank and its peers hear of it
+// (rejected arguments), rather than capturing only the call's start event. cclzCommStreamWait on
+// a capturing stream is refused too (a graph cannot wait for the proxy).
 TEST(NcclAsync, RefusesCapture) {
   const int me = worldRank();
   cudaStream_t capturing = nullptr;
@@ -152,6 +251,12 @@ TEST(NcclAsync, RefusesCapture) {
     EXPECT_NE(std::string(cclzGetLastError(comms().device)).find("CUDA graph"),
               std::string::npos)
         << cclzGetLastError(comms().device);
+    ASSERT_EQ(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    EXPECT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(capturing)),
+              cclzInvalidUsage);
+    graph = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(capturing, &graph), cudaSuccess);
+    if (graph) cudaGraphDestroy(graph);
   } else {
     EXPECT_EQ(r, cclzInvalidUsage) << cclzGetLastError(comms().device);
   }
@@ -164,11 +269,7 @@ TEST(NcclAsync, RefusesCapture) {
 }  // namespace cclz::test
 
 int main(int argc, char** argv) {
+  cclz::test::asyncCalls() = true;
   if (const int skip = cclz::test::startNcclTests(&argc, argv, "64K")) return skip;
-  if (const char* async = std::getenv("CCLZ_ASYNC"); !async || std::string(async) != "1") {
-    fprintf(stderr, "nccl_async_tests needs CCLZ_ASYNC=1 (ctest sets it)\n");
-    MPI_Finalize();
-    return 1;
-  }
   return cclz::test::finishNcclTests();
 }

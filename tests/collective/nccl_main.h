@@ -17,8 +17,15 @@
 
 namespace cclz::test {
 
+// Whether the device communicator is created with asyncCalls = 1 (set before the first comms()).
+inline bool& asyncCalls() {
+  static bool on = false;
+  return on;
+}
+
 // The communicators every test of a program shares: a device one over NCCL (the unique id
-// broadcast over MPI), a host one over MPI_COMM_WORLD for the reference path, and a stream.
+// broadcast over MPI; asyncCalls() chooses its config), a host one over MPI_COMM_WORLD for the
+// reference path, and a stream.
 struct NcclTestComms {
   cclzComm_t device = nullptr;
   cclzComm_t host = nullptr;
@@ -34,8 +41,11 @@ inline NcclTestComms& comms() {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (cclzCommInitRank(&made.device, worldSize(), id, worldRank()) != cclzSuccess) {
-      std::fprintf(stderr, "cclzCommInitRank: %s\n", cclzGetLastError(nullptr));
+    cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+    config.asyncCalls = asyncCalls() ? 1 : 0;
+    if (cclzCommInitRankConfig(&made.device, worldSize(), id, worldRank(), &config) !=
+        cclzSuccess) {
+      std::fprintf(stderr, "cclzCommInitRankConfig: %s\n", cclzGetLastError(nullptr));
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Comm world = MPI_COMM_WORLD;
@@ -44,6 +54,14 @@ inline NcclTestComms& comms() {
     return made;
   }();
   return c;
+}
+
+// `stream` waits for every call queued on the device communicator (a no-op without
+// asyncCalls), then the host waits for the stream: the calls' outputs are then readable.
+inline void waitForCalls(cudaStream_t stream) {
+  EXPECT_EQ(cclzCommStreamWait(comms().device, reinterpret_cast<cclzStream_t>(stream)), cclzSuccess)
+      << cclzGetLastError(comms().device);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 }
 
 // MPI up and this rank's GPU chosen, or kSkipReturnCode (MPI finalized) when a rank would have
