@@ -429,6 +429,15 @@ cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError);
 cclzResult_t cclzCommCount(cclzComm_t comm, int* count);
 cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
 
+/* *pieceBytes = the pipeline piece (input bytes per destination and frame) that comm's
+ * collectives use when the largest block one rank sends to one destination is chunkBytes (an
+ * all-gather's sendcount, a reduce-scatter's recvcount, an all-reduce's count / ranks, an
+ * all-to-all's count per peer, a send's count; times the element size). CCLZ_PIECE_BYTES if it
+ * was set when comm was created; else a quarter of chunkBytes rounded up to whole MiB, at least
+ * 4 MiB and at most max(4 MiB, 64 MiB / ranks) (docs/collectives.md, "The algorithms"). The
+ * communicator's scratch grows with it: about 6 x piece x ranks of frames. */
+cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes);
+
 /* ---- Collectives ----------------------------------------------------------------------------- */
 
 /* Shaped like NCCL's calls, plus the codec: a cclzCodecConfig_t (NULL = the none codec: the bytes

@@ -9,6 +9,7 @@
 #include "api/guard.h"
 #include "collective/collectives.h"
 #include "collective/communicator.h"
+#include "collective/pipeline.h"
 #include "common/error.h"
 
 #ifdef CCLZ_HAVE_MPI
@@ -186,6 +187,14 @@ cclzResult_t cclzCommCount(cclzComm_t comm, int* count) {
     Communicator& c = implOf(comm);
     CCLZ_REQUIRE(count, cclzInvalidArgument, "count is NULL");
     *count = c.transport().size();
+  });
+}
+
+cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes) {
+  return guardedComm(__func__, comm, [&] {
+    Communicator& c = implOf(comm);
+    CCLZ_REQUIRE(pieceBytes, cclzInvalidArgument, "pieceBytes is NULL");
+    *pieceBytes = pieceBytesFor(c.settings().pieceBytes, chunkBytes, c.transport().size());
   });
 }
 

@@ -16,7 +16,9 @@
 namespace cclz {
 
 struct CommSettings {
-  uint64_t pieceBytes = uint64_t{4} << 20;  // input bytes per frame (CCLZ_PIECE_BYTES)
+  // Input bytes per frame (CCLZ_PIECE_BYTES); 0, the default: chosen per call from the message
+  // (defaultPieceBytes in pipeline.h).
+  uint64_t pieceBytes = 0;
   // Check every call's arguments across ranks (CCLZ_CHECK_CALLS=1, the default), or only the first
   // call of each kind (=first): the check costs one small exchange, and on a device communicator
   // a host synchronization (docs/collectives.md, "Checking the call").

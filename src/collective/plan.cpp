@@ -150,8 +150,9 @@ Plan makePlan(Communicator& comm, const CollArgs& a) {
 
   uint64_t largest = 0;
   for (const Span& c : plan.chunks) largest = std::max(largest, c.count);
-  plan.pieceElems =
-      std::max<uint64_t>(1, std::min(comm.settings().pieceBytes / plan.elemBytes, largest));
+  const uint64_t pieceBytes =
+      pieceBytesFor(comm.settings().pieceBytes, largest * plan.elemBytes, t.size());
+  plan.pieceElems = std::max<uint64_t>(1, std::min(pieceBytes / plan.elemBytes, largest));
   return plan;
 }
 

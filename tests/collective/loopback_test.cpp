@@ -20,6 +20,7 @@
 #include "coll_cases.h"
 #include "coll_runner.h"
 #include "collective/communicator.h"
+#include "collective/pipeline.h"
 #include "common/error.h"
 #include "support/data.h"
 #include "transport/loopback.h"
@@ -265,6 +266,10 @@ TEST(LoopbackErrors, ArgumentsRejectedLocally) {
     EXPECT_EQ(cclzCommUserRank(comm, &rank), cclzSuccess);
     EXPECT_EQ(size, 2);
     EXPECT_EQ(rank, r);
+    size_t piece = 0;  // these communicators were made with pieces of kTestPieceBytes
+    EXPECT_EQ(cclzCommGetPieceBytes(comm, size_t{1} << 30, &piece), cclzSuccess);
+    EXPECT_EQ(piece, kTestPieceBytes);
+    EXPECT_EQ(cclzCommGetPieceBytes(comm, 1, nullptr), cclzInvalidArgument);
   });
   EXPECT_EQ(cclzAllGather(nullptr, nullptr, 0, cclzBfloat16, nullptr, nullptr, nullptr),
             cclzInvalidArgument);
@@ -493,8 +498,38 @@ TEST(CommSettingsTest, FromEnvironment) {
   EXPECT_THROW(CommSettings::fromEnvironment(), Error);
   unsetenv("CCLZ_CHECK_CALLS");
   s = CommSettings::fromEnvironment();
-  EXPECT_EQ(s.pieceBytes, 4u << 20);
+  EXPECT_EQ(s.pieceBytes, 0u);  // chosen per call (defaultPieceBytes)
   EXPECT_TRUE(s.checkEveryCall);
+}
+
+// The piece when CCLZ_PIECE_BYTES is unset: a quarter of the block in whole MiB, within
+// [4 MiB, max(4 MiB, 64 MiB / ranks)].
+TEST(CommSettingsTest, DefaultPieceBytes) {
+  constexpr uint64_t MiB = uint64_t{1} << 20;
+  EXPECT_EQ(defaultPieceBytes(0, 2), 4 * MiB);
+  EXPECT_EQ(defaultPieceBytes(1, 2), 4 * MiB);
+  EXPECT_EQ(defaultPieceBytes(16 * MiB, 2), 4 * MiB);
+  EXPECT_EQ(defaultPieceBytes(40 * MiB, 2), 10 * MiB);
+  EXPECT_EQ(defaultPieceBytes(40 * MiB + 1, 2), 11 * MiB);  // rounded up: never a fifth piece
+  EXPECT_EQ(defaultPieceBytes(128 * MiB, 2), 32 * MiB);     // 256 MiB all-gather on 2 ranks
+  EXPECT_EQ(defaultPieceBytes(1024 * MiB, 2), 32 * MiB);    // the cap: 64 MiB / 2
+  EXPECT_EQ(defaultPieceBytes(1024 * MiB, 4), 16 * MiB);
+  EXPECT_EQ(defaultPieceBytes(1024 * MiB, 64), 4 * MiB);    // never below 4 MiB
+  EXPECT_EQ(defaultPieceBytes(1024 * MiB, 1), 64 * MiB);
+  EXPECT_EQ(pieceBytesFor(64 << 10, 1024 * MiB, 2), uint64_t{64} << 10);  // the setting wins
+  EXPECT_EQ(pieceBytesFor(0, 128 * MiB, 2), 32 * MiB);
+  // Whole MiB within the bounds, and exactly 4 pieces wherever the bounds do not bind.
+  for (uint64_t chunk = 0; chunk < 600 * MiB; chunk += 7 * MiB + 12345) {
+    for (int ranks : {1, 2, 3, 8}) {
+      const uint64_t piece = defaultPieceBytes(chunk, ranks);
+      const uint64_t cap = std::max<uint64_t>(4 * MiB, 64 * MiB / ranks / MiB * MiB);
+      EXPECT_EQ(piece % MiB, 0u);
+      EXPECT_GE(piece, 4 * MiB);
+      EXPECT_LE(piece, cap);
+      if (chunk > 16 * MiB && piece < cap)
+        EXPECT_EQ(pieceCount(chunk, piece), 4u) << chunk << " bytes, " << ranks << " ranks";
+    }
+  }
 }
 
 // CCLZ_ASYNC=1 is refused: the switch became cclzCommConfig_t.asyncCalls (chosen in code).

@@ -206,7 +206,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string pieceBytes;
   app.add_option("--piece-bytes", pieceBytes,
-                 "collectives: pipeline piece per destination (CCLZ_PIECE_BYTES; default 4M)");
+                 "collectives: pipeline piece per destination (CCLZ_PIECE_BYTES; default: the "
+                 "library's choice per call)");
   app.add_flag("--batch", opt.batch,
                "collectives: time the -n calls back to back, one sync at the end (nccl-tests' "
                "timing), 5 rounds, median; default: each call between barriers");

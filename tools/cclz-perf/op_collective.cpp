@@ -154,6 +154,13 @@ std::vector<uint8_t> gaussian(uint64_t elems, cclzDataType_t dtype, uint64_t see
   return out;
 }
 
+// The elements this rank encodes as one block for one destination (then cut into pieces).
+uint64_t blockElemsOf(const Shape& s) {
+  if (s.kind == Kind::ReduceScatter || s.kind == Kind::AllToAll) return s.count;
+  if (s.kind == Kind::AllReduce) return (s.count + s.ranks - 1) / s.ranks;
+  return s.sendElems;
+}
+
 // Uncompressed bytes / frame bytes of this rank's contributions, summed over ranks: the host
 // codec on the same pieces the collective encodes (its destination blocks in pieces of
 // pieceBytes).
@@ -162,9 +169,7 @@ double wireRatio(const Shape& s, cclzDataType_t dtype, const cclzCodecConfig_t& 
   cclzCodec_t codec = nullptr;
   PERF_CCLZ_CHECK(cclzCodecCreate(&codec, &config));
   const uint64_t piece = std::max<uint64_t>(1, pieceBytes / s.elemBytes);
-  uint64_t blockElems = s.sendElems;  // elements encoded as one block (then cut into pieces)
-  if (s.kind == Kind::ReduceScatter || s.kind == Kind::AllToAll) blockElems = s.count;
-  if (s.kind == Kind::AllReduce) blockElems = (s.count + s.ranks - 1) / s.ranks;
+  const uint64_t blockElems = blockElemsOf(s);
   double frames = 0;
   std::vector<uint8_t> frame;
   for (uint64_t b = 0; b < s.sendElems; b += blockElems)
@@ -361,6 +366,7 @@ struct CollRow {
   Shape shape;
   double ratio = 0, timeUs = 0, baseUs = 0, nmse = 0, maxRel = 0;
   uint64_t wrong = 0, baseWrong = 0;
+  uint64_t pieceBytes = 0;  // the pipeline piece the library used (cclzCommGetPieceBytes)
   bool checked = false;
   double algbw(double us) const { return us > 0 ? double(shape.bytes) / us * 1e-3 : 0; }
 };
@@ -398,8 +404,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
 #else
     if (gpu) fail("--device gpu: this build of cclz has no CUDA");
 #endif
-    const uint64_t pieceBytes = opt.pieceBytes ? opt.pieceBytes : (uint64_t{4} << 20);
-    setenv("CCLZ_PIECE_BYTES", std::to_string(pieceBytes).c_str(), 1);
+    // Without --piece-bytes (or CCLZ_PIECE_BYTES), the library picks the piece per call.
+    if (opt.pieceBytes) setenv("CCLZ_PIECE_BYTES", std::to_string(opt.pieceBytes).c_str(), 1);
 
     cclzComm_t comm = nullptr;
     std::unique_ptr<coll::Plain> plain;
@@ -427,10 +433,11 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     const double tolerance = reduces ? coll::networkTolerance(opt.dtype, ranks) : 0;
     const double cclzTolerance = gpu && config.codec == cclzCodecNone ? tolerance : 0;
     if (rank == 0) {
-      fmt::print("# cclz-perf: op {}, {} ranks, device {}, dtype {}, codec {}{}, piece {} B\n",
+      fmt::print("# cclz-perf: op {}, {} ranks, device {}, dtype {}, codec {}{}, piece {}\n",
                  opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,
                  opt.codec == "qgrad" ? fmt::format(" (int{})", opt.bits ? opt.bits : 4) : "",
-                 pieceBytes);
+                 opt.pieceBytes ? fmt::format("{} B", opt.pieceBytes)
+                                : std::string("per call (cclzCommGetPieceBytes)"));
       const std::string timing =
           opt.batch ? fmt::format("time: per call of {} calls back to back (one sync), median of "
                                   "{} rounds of the slowest rank",
@@ -459,6 +466,9 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       if (s.count == 0) continue;
       std::vector<uint8_t> input =
           gaussian(s.sendElems, opt.dtype, opt.seed * 1000003 + static_cast<uint64_t>(rank) + 1);
+      size_t pieceBytes = 0;
+      PERF_CCLZ_CHECK(cclzCommGetPieceBytes(comm, blockElemsOf(s) * s.elemBytes, &pieceBytes));
+      row.pieceBytes = pieceBytes;
       row.ratio = wireRatio(s, opt.dtype, config, input, pieceBytes);
       coll::Reference ref;
       if (opt.check) ref = coll::makeReference(s, opt.dtype, redOp, input);
@@ -529,7 +539,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                        {"ranks", ranks},
                        {"bytes", r.shape.bytes},
                        {"count", r.shape.count},
-                       {"piece_bytes", pieceBytes},
+                       {"piece_bytes", r.pieceBytes},
                        {"ratio", r.ratio},
                        {"time_us", r.timeUs},
                        {"algbw_GBps", r.algbw(r.timeUs)},

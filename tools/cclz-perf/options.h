@@ -59,7 +59,7 @@ struct Options {
 
   // Collectives (op_collective.cpp).
   std::string redOp = "sum";  // sum | avg
-  uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's default (4 MiB)
+  uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's choice per call
 
   std::string json;  // --json FILE; empty = none
 };
