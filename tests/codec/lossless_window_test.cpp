@@ -92,12 +92,14 @@ WindowResult decodeWithWindow(const std::vector<uint8_t>& frame, uint64_t count)
       }
       const uint32_t first = 8 * kStageAt + start - 1;
       uint32_t p = first, check = 0;
+      StageWords<false> words = stageWordsAt<false>(shared, first);
+      StageWords<true> wordsEscapes = stageWordsAt<true>(shared, first);
       for (uint32_t j = 0; j < kGroupsPerLane; ++j) {
         const uint64_t g = uint64_t{k} * kChunk / kGroup + lane + kLanes * j;  // frame group
         uint32_t y[4], x[4];
         for (int q = 0; q < 4; ++q)
-          y[q] = escapes ? decodePair<true>(shared, kTableAt, topWord, p, x[q])
-                         : decodePair<false>(shared, kTableAt, topWord, p, x[q]);
+          y[q] = escapes ? decodePair<true>(shared, kTableAt, topWord, p, wordsEscapes, x[q])
+                         : decodePair<false>(shared, kTableAt, topWord, p, words, x[q]);
         check = max3Halves(check, x[0], x[1]);
         check = max3Halves(check, x[2], x[3]);
         uint32_t planeA[2] = {}, planeB[4] = {};

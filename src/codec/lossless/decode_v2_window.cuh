@@ -12,13 +12,16 @@
 // the bound.
 //
 // NOTE: the lane keeps no bit buffer. It keeps the bit position p of its stream in the block's
-// shared memory and, per pair of symbols, reads the two (three with escapes) words at p / 32 and
-// funnel-shifts them into a window. No refill state, no 64-bit shifts. p is the position of the
-// bit before the next code, so that the table entry's byte offset is `window & 0x7FE`. Both
-// addresses are offsets from the block's shared memory, which the compiler folds into the
-// shared load: the dependent chain of a pair is two ALU steps to the stage words, two to the
-// first entry, two to the second and one dp4a to the next position (7, against ~20 per symbol
-// in the lane loop's SASS).
+// shared memory and the three (four with escapes) stage words from p / 32 on in registers; per
+// pair of symbols it funnel-shifts two of them into a window, and after the pair moves the words
+// by one (when p crossed into the next word) and loads the word that comes in, a pair ahead of
+// its use. No refill state, no 64-bit shifts. p is the position of the bit before the next
+// code, so that the table entry's byte offset is `window & 0x7FE`; table and stage addresses are
+// offsets from the block's shared memory, which the compiler folds into the shared load. The
+// dependent chain of a pair (SASS): dp4a (position) -> LOP3 (move by 0 or 32) -> clamped
+// funnel shift (the words) -> funnel shift (window) -> LOP3 -> table load -> funnel shift ->
+// LOP3 -> table load -> dp4a: 7 ALU steps and 2 shared loads for two symbols (round 2's loop:
+// 7 and 3, loading the window's words from p; the lane loop: ~14 and 3, its refill included).
 //
 // A table entry (format_v2.h, Codes::decode) is byte 0: the bits consumed, byte 1: the offset d,
 // or 0x80 for the escape. Two entries permuted into one word x = (len0, d0, len1, d1) give:
@@ -40,10 +43,10 @@
 namespace cclz::lossless::v2::device {
 
 // How far a corrupt lane's window may read past its staged block: at most 16 bits per symbol
-// (128 symbols) past a position inside the block, plus the window's three words. The window
-// kernel keeps the warp's plane A right after its stage, so these reads stay in the warp's own
-// shared memory (a static_assert there checks it).
-constexpr uint32_t kWindowOverread = kMaxChunkElems / kLanes * 16 / 8 + 12;
+// (128 symbols) past a position inside the block, plus the four words from the last position. The
+// window kernel keeps the warp's plane A right after its stage, so these reads stay in the warp's
+// own shared memory (a static_assert there checks it).
+constexpr uint32_t kWindowOverread = kMaxChunkElems / kLanes * 16 / 8 + 16;
 
 // A whole coded chunk, one lane: its 16 groups from bit `start` of the staged block, the raw
 // planes from shared memory (staged whole), 16-byte stores. Returns true if the lane used
@@ -72,6 +75,7 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
   // The bit before the lane's first code (start >= 64, so inside the block).
   const uint32_t first = 8 * stageAt + start - 1;
   uint32_t p = first;
+  StageWords<kEscapes> near = stageWordsAt<kEscapes>(shared, first);
   uint32_t check = 0;
 #pragma unroll 1
   for (int j0 = 0; j0 < kGroups; j0 += kUnroll) {
@@ -83,7 +87,8 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
       if constexpr (kHasPlaneB) rb = b4[kLanes * j];
       uint32_t y[4], x[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) y[k] = decodePair<kEscapes>(shared, tableAt, topWord, p, x[k]);
+      for (int k = 0; k < 4; ++k)
+        y[k] = decodePair<kEscapes>(shared, tableAt, topWord, p, near, x[k]);
       check = max3Halves(check, x[0], x[1]);
       check = max3Halves(check, x[2], x[3]);
       const uint32_t planeA[2] = {ra.x, ra.y}, planeB[4] = {rb.x, rb.y, rb.z, rb.w};

@@ -24,6 +24,15 @@ CCLZ_HD uint32_t funnelRight(uint32_t lo, uint32_t hi, uint32_t s) {
 #endif
 }
 
+// Bits [min(s, 32), min(s, 32) + 32) of hi:lo.
+CCLZ_HD uint32_t funnelRightClamped(uint32_t lo, uint32_t hi, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_rc(lo, hi, s);
+#else
+  return static_cast<uint32_t>(((static_cast<uint64_t>(hi) << 32) | lo) >> (s < 32 ? s : 32));
+#endif
+}
+
 // c + the dot product of a's and b's bytes (unsigned).
 CCLZ_HD uint32_t dotBytes(uint32_t a, uint32_t b, uint32_t c) {
 #if defined(__CUDA_ARCH__)
@@ -90,7 +99,7 @@ CCLZ_HD uint32_t escapeMask(uint32_t x) {
 // `ld.shared`: the compiler treats such an asm as a pure function of its inputs, free to move
 // above the table's stores and the staging wait (round 2's first device run decoded wrong
 // symbols at scattered positions). Plain loads keep those dependencies.
-// Word i (0, 1, 2) from the stage word holding bit p (p counted from `shared`).
+// Word i (0..3) from the stage word holding bit p (p counted from `shared`).
 CCLZ_HD uint32_t wordFromBit(const uint8_t* shared, uint32_t p, uint32_t i) {
   return *reinterpret_cast<const uint32_t*>(shared + ((p >> 3) & ~3u) + 4 * i);
 }
@@ -100,19 +109,36 @@ CCLZ_HD uint32_t entryAtWindow(const uint8_t* shared, uint32_t tableAt, uint32_t
   return *reinterpret_cast<const uint16_t*>(shared + ((window & 0x7FEu) | tableAt));
 }
 
+// The stage words from the one holding a lane's position p on (w[0] holds bit p): three, four
+// with escapes. NOTE: kept in registers from pair to pair, so that a pair's window waits on no
+// shared load: a pair moves p by at most 32 bits (two codes of at most 16), so the next window
+// starts in w[0] or w[1], and the word that has to come in next is loaded a whole pair ahead.
+template <bool kEscapes>
+struct StageWords {
+  static constexpr int kWords = kEscapes ? 4 : 3;
+  uint32_t w[kWords];
+};
+
+template <bool kEscapes>
+CCLZ_HD StageWords<kEscapes> stageWordsAt(const uint8_t* shared, uint32_t p) {
+  StageWords<kEscapes> s;
+  for (int i = 0; i < StageWords<kEscapes>::kWords; ++i) s.w[i] = wordFromBit(shared, p, i);
+  return s;
+}
+
 // Two symbols of a lane, in bytes 1 and 3 of the result; `x` gets the two entries for the check
 // (with escapes, the escape bits masked off). kEscapes: the window is 64 bits (two codes with
 // escapes take up to 32 bits, one more than a 32-bit window holds after the leading bit).
 // p: the position of the bit before the next code, in bits from `shared` (the block's shared
-// memory). tableAt: the decode table's byte offset from `shared`, a multiple of 2 KiB.
+// memory); s: the stage words from p on (stageWordsAt), moved along with p. tableAt: the decode
+// table's byte offset from `shared`, a multiple of 2 KiB.
 template <bool kEscapes>
 CCLZ_HD uint32_t decodePair(const uint8_t* shared, uint32_t tableAt, uint32_t topWord, uint32_t& p,
-                            uint32_t& x) {
-  const uint32_t lo = wordFromBit(shared, p, 0), mid = wordFromBit(shared, p, 1);
-  const uint32_t w = funnelRight(lo, mid, p);  // the shift is p % 32
+                            StageWords<kEscapes>& s, uint32_t& x) {
+  const uint32_t w = funnelRight(s.w[0], s.w[1], p);  // the shift is p % 32
   const uint32_t e0 = entryAtWindow(shared, tableAt, w);
   uint32_t wHigh = 0;
-  if constexpr (kEscapes) wHigh = funnelRight(mid, wordFromBit(shared, p, 2), p);
+  if constexpr (kEscapes) wHigh = funnelRight(s.w[1], s.w[2], p);
   // funnelRight takes its shift modulo 32: the entry's low 5 bits, which are its length.
   const uint32_t w1 = funnelRight(w, wHigh, e0);
   // NOTE: the position advances by each length as soon as its entry is there (dp4a of the
@@ -120,7 +146,22 @@ CCLZ_HD uint32_t decodePair(const uint8_t* shared, uint32_t tableAt, uint32_t to
   // pair's position.
   const uint32_t pMid = dotBytes(e0, 1u, p);
   const uint32_t e1 = entryAtWindow(shared, tableAt, w1);
-  p = dotBytes(e1, 1u, pMid);
+  const uint32_t next = dotBytes(e1, 1u, pMid);
+  // The words move by one when next lies in the word after p's: as next - p <= 32 and
+  // p % 32 <= 31, that is when bit 5 of the position changes. NOTE: a clamped funnel shift by
+  // 0 or 32 moves them, one instruction after the LOP3 that gives the shift (a select on a
+  // predicate took four). The last word is loaded here, and used no earlier than the next
+  // pair's second code (escapes) or the pair after.
+  const uint32_t by = (next ^ p) & 32u;
+  s.w[0] = funnelRightClamped(s.w[0], s.w[1], by);
+  s.w[1] = funnelRightClamped(s.w[1], s.w[2], by);
+  if constexpr (kEscapes) {
+    s.w[2] = funnelRightClamped(s.w[2], s.w[3], by);
+    s.w[3] = wordFromBit(shared, next, 3);
+  } else {
+    s.w[2] = wordFromBit(shared, next, 2);
+  }
+  p = next;
   const uint32_t entries = permuteBytes(e0, e1, 0x5410);
   if constexpr (kEscapes) {
     // Escapes have 0x80 in the offset byte: masked off, only real offsets are checked.
