@@ -13,10 +13,11 @@
 //
 // CCLZ_LOSSLESS_WINDOW (read once per process): on (default) or off. On, the staged decoder
 // decodes each whole coded chunk (4096 elements) with the pair-window loop
-// (decode_v2_window.cuh: ~3x fewer instructions per symbol in its dependent chain, which is what
-// bounds small messages); off, with the lane loop the general kernel also uses (the staged
-// decoder of round 3, kept for comparison in one run). Same frames accepted, same output; the
-// general kernels and the encoders do not read it.
+// (decode_v2_window.cuh: ~2.5x fewer instructions per symbol and a shorter dependent chain,
+// which is what bounds small messages); off, with the lane loop the general kernel also uses
+// (the staged decoder of round 3, kept for comparison in one run). Same frames accepted, same
+// output; the general kernels and the encoders do not read it. (bench/notes/lossless-kernels.md,
+// "Round 4".)
 #pragma once
 
 #include <cstdint>
