@@ -5,12 +5,14 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 lpath fp8 qgrad coll collsock check (default: build tests
+# Stages: build tests codec lossless2 lpath lwindow fp8 qgrad coll collsock check (default: build tests
 # codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
 # and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
 # benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
 # lossless payload versions 1 and 2 side by side. lpath: the version 2 kernels on each
 # CCLZ_LOSSLESS_PATH (general, staged, auto: the default) side by side, 4 MiB to 256 MiB.
+# lwindow: the staged decoder's two loops (CCLZ_LOSSLESS_WINDOW on, the default, and off) side
+# by side, 1 MiB to 16 MiB, every dtype, and the general kernels at the same sizes.
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
@@ -89,6 +91,18 @@ if has lpath; then
       CCLZ_LOSSLESS_PATH=$path bench lpath "${dtype}_$path" --op codec --device gpu -d $dtype -b 4M -e 256M -f 4 -n 20 -w 5
     done
   done
+fi
+
+if has lwindow; then
+  # The staged decoder's pair-window loop against round 3's lane loop (kernel_path.h,
+  # CCLZ_LOSSLESS_WINDOW): decode should gain at 1-8 MiB (auto stages up to 8 chunks per SM; bf16
+  # 16 MiB is general either way), encode should not move (the switch is the decoder's only).
+  for window in on off; do
+    for dtype in bf16 fp16 fp32; do
+      CCLZ_LOSSLESS_WINDOW=$window bench lwindow "${dtype}_window_$window" --op codec --device gpu -d $dtype -b 1M -e 16M -f 4 -n 20 -w 5
+    done
+  done
+  CCLZ_LOSSLESS_PATH=general bench lwindow bf16_general --op codec --device gpu -d bf16 -b 1M -e 16M -f 4 -n 20 -w 5
 fi
 
 if has fp8; then

@@ -1,6 +1,7 @@
-// CCLZ_LOSSLESS_PATH (src/codec/lossless/kernel_path.h): which version 2 kernels run. The
-// kernels themselves are tested on both paths by the GPU suite (registered twice, see
-// tests/codec/CMakeLists.txt); here only the parsing and the size rule, which need no device.
+// CCLZ_LOSSLESS_PATH and CCLZ_LOSSLESS_WINDOW (src/codec/lossless/kernel_path.h): which
+// version 2 kernels and which staged decode loop run. The kernels themselves are tested on every
+// path by the GPU suite (registered more than once, see tests/codec/CMakeLists.txt); here only
+// the parsing and the size rule, which need no device.
 #include <gtest/gtest.h>
 
 #include "codec/lossless/kernel_path.h"
@@ -12,6 +13,7 @@ namespace {
 using lossless::v2::KernelPath;
 using lossless::v2::kStagedChunksPerSM;
 using lossless::v2::parseKernelPath;
+using lossless::v2::parseWindowLoop;
 using lossless::v2::useStagedKernels;
 
 TEST(LosslessKernelPath, ParsesTheThreeNames) {
@@ -30,6 +32,26 @@ TEST(LosslessKernelPath, RejectsOtherValuesWithTheVariableNamed) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), cclzInvalidArgument);
       EXPECT_NE(std::string(e.what()).find("CCLZ_LOSSLESS_PATH"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// CCLZ_LOSSLESS_WINDOW: the staged decoder's pair-window loop, on unless the value is `off`.
+TEST(LosslessKernelPath, ParsesTheWindowSwitch) {
+  EXPECT_TRUE(parseWindowLoop(nullptr));  // the default
+  EXPECT_TRUE(parseWindowLoop(""));
+  EXPECT_TRUE(parseWindowLoop("on"));
+  EXPECT_FALSE(parseWindowLoop("off"));
+}
+
+TEST(LosslessKernelPath, RejectsOtherWindowValuesWithTheVariableNamed) {
+  for (const char* bad : {"ON", "0", "1", "false", "off "}) {
+    try {
+      parseWindowLoop(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), cclzInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CCLZ_LOSSLESS_WINDOW"), std::string::npos) << e.what();
     }
   }
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "codec/lossless/decode_v2_window.cuh"
 #include "codec/lossless/device_v2.cuh"
 #include "codec/lossless/kernel_path.h"
 
@@ -110,8 +111,15 @@ constexpr uint32_t stagedWarpBytes() {
 // the lanes then decode from shared memory only. NOTE: at 4 MiB of bf16 (~4 warps per SM) a
 // group's decode (~400 cycles of dependent lookups) does not cover a DRAM load issued one group
 // ahead, so the general kernel waits on memory in every group.
-template <int D, bool kStaged>
+// kWindow (staged only; kernel_path.h, CCLZ_LOSSLESS_WINDOW): whole coded chunks take the
+// pair-window loop (decode_v2_window.cuh) instead of the lane loop; every other chunk, and every
+// check before the lane's stream, is the same code.
+template <int D, bool kStaged, bool kWindow>
 __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
+  static_assert(kStaged || !kWindow, "the window loop reads the staged raw planes");
+  // A corrupt lane's window reads past its block: into the warp's plane A, which follows its
+  // stage in the window kernel's layout (below).
+  static_assert(kWindowOverread <= kMaxChunkElems);
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Joiner = lossless::device::Joiner<kSplit>;
   using E = Elements<D>;
@@ -119,16 +127,31 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint8_t* stage;
   uint16_t* table;
-  const uint8_t* rawA = nullptr;    // staged: the chunk's plane A in shared memory
-  const uint16_t* rawB = nullptr;   // staged: its plane B (fp32)
+  const uint8_t* rawA = nullptr;            // staged: the chunk's plane A in shared memory
+  const uint16_t* rawB = nullptr;           // staged: its plane B (fp32)
   uint64_t stagedBegin = 0, stagedEnd = 0;  // staged: the chunk's chunk-table entries
+  const uint8_t* stagedBase = nullptr;      // staged: the block's shared memory
   if constexpr (kStaged) {
     extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedWarpBytes<D>() per warp
     const uint64_t k = blockIdx.x * uint64_t{kWarpsPerBlock} + warp;
     if (k >= a.layout.numChunks) return;  // the whole warp
-    stage = stagedAll + warp * stagedWarpBytes<D>();
-    table = reinterpret_cast<uint16_t*>(stage + kStageBytes);
-    uint8_t* toA = stage + kStageBytes + (2u << kCodeBits);
+    stagedBase = stagedAll;
+    uint8_t* toA;
+    if constexpr (kWindow) {
+      // NOTE: the four decode tables first, so that each lies at a multiple of 2 KiB from
+      // stagedAll and the window loop forms an entry's address with one LOP3
+      // ((window & 0x7FE) | table offset); then per warp its stage and its planes, plane A
+      // right after the stage, where a corrupt lane's window over-read lands.
+      constexpr uint32_t kTableBytes = 2u << kCodeBits;
+      table = reinterpret_cast<uint16_t*>(stagedAll + warp * kTableBytes);
+      stage =
+          stagedAll + kWarpsPerBlock * kTableBytes + warp * (stagedWarpBytes<D>() - kTableBytes);
+      toA = stage + kStageBytes;
+    } else {
+      stage = stagedAll + warp * stagedWarpBytes<D>();
+      table = reinterpret_cast<uint16_t*>(stage + kStageBytes);
+      toA = stage + kStageBytes + (2u << kCodeBits);
+    }
     uint8_t* toB = toA + kMaxChunkElems;
     rawA = toA;
     rawB = reinterpret_cast<const uint16_t*>(toB);
@@ -314,6 +337,20 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     }
 
     const uint32_t start = 8 * streamsOffset(width) + inclusive - myBits;
+    if constexpr (kWindow) {
+      if (n == kMaxChunkElems) {
+        const auto stageAt = static_cast<uint32_t>(stage - stagedBase);
+        const auto tableAt =
+            static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(table) - stagedBase);
+        const bool ok = escapes ? decodeWindowLane<D, true>(stagedBase, stageAt, tableAt, top,
+                                                            start, myBits, rawA, rawB, out, lane)
+                                : decodeWindowLane<D, false>(stagedBase, stageAt, tableAt, top,
+                                                             start, myBits, rawA, rawB, out, lane);
+        if (!ok) lossless::device::reportError(a.status, kFrameBadChunk);
+        __syncwarp();  // the stage is rewritten by the next chunk
+        continue;
+      }
+    }
     auto decodeLane = [&](auto escapesFlag) {
       constexpr bool kEscapes = decltype(escapesFlag)::value;
       BitReader r(stageWords, blockBytes, start);
@@ -370,18 +407,28 @@ unsigned decodeBlocks(uint64_t numChunks) {
       std::max<uint64_t>(1, std::min<uint64_t>(wanted, 16ull * multiprocessorCount())));
 }
 
+// The staged kernel: one warp per chunk.
+template <int D, bool kWindow>
+void launchStaged(const DecodeArgs& args, cudaStream_t stream) {
+  constexpr int kShared = kWarpsPerBlock * stagedWarpBytes<D>();  // fp32: 72 KiB
+  static std::atomic<uint64_t> configured{0};  // one per kernel: the limit is per kernel
+  lossless::device::ensureSharedMemoryLimit(decodeKernel<D, true, kWindow>, kShared, configured);
+  const uint64_t chunks = args.layout.numChunks;
+  const auto blocks = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  decodeKernel<D, true, kWindow><<<blocks, kThreads, kShared, stream>>>(args);
+}
+
 template <int D>
 void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
   const uint64_t chunks = args.layout.numChunks;
   // An empty frame has no chunk for a staged warp: the general kernel checks its header.
   if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), chunks, multiprocessorCount())) {
-    constexpr int kShared = kWarpsPerBlock * stagedWarpBytes<D>();  // fp32: 72 KiB
-    static std::atomic<uint64_t> configured{0};
-    lossless::device::ensureSharedMemoryLimit(decodeKernel<D, true>, kShared, configured);
-    const auto blocks = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    decodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
+    if (windowLoopFromEnvironment())
+      launchStaged<D, true>(args, stream);
+    else
+      launchStaged<D, false>(args, stream);
   } else {
-    decodeKernel<D, false><<<decodeBlocks(chunks), kThreads, 0, stream>>>(args);
+    decodeKernel<D, false, false><<<decodeBlocks(chunks), kThreads, 0, stream>>>(args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }

@@ -24,4 +24,18 @@ KernelPath kernelPathFromEnvironment() {
   return path;
 }
 
+bool parseWindowLoop(const char* value) {
+  const std::string v = value ? value : "";
+  if (v.empty() || v == "on") return true;
+  if (v == "off") return false;
+  CCLZ_FAIL(cclzInvalidArgument, "CCLZ_LOSSLESS_WINDOW=" + v +
+                                     ": expected on (default: the staged decoder's pair-window "
+                                     "loop) or off (its lane loop)");
+}
+
+bool windowLoopFromEnvironment() {
+  static const bool window = parseWindowLoop(std::getenv("CCLZ_LOSSLESS_WINDOW"));
+  return window;
+}
+
 }  // namespace cclz::lossless::v2

@@ -10,6 +10,14 @@
 // has at most kStagedChunksPerSM chunks per multiprocessor), general or staged. Measured on the
 // H200 (bench/results/2026-11-23-codec-round3-h200): staged is 3-10% faster at 1-4 MiB and
 // 15-20% slower from 64 MiB up; auto takes the faster of the two at every size measured.
+//
+// CCLZ_LOSSLESS_WINDOW (read once per process): on (default) or off. On, the staged decoder
+// decodes each whole coded chunk (4096 elements) with the pair-window loop
+// (decode_v2_window.cuh: ~2.5x fewer instructions per symbol and a shorter dependent chain,
+// which is what bounds small messages); off, with the lane loop the general kernel also uses
+// (the staged decoder of round 3, kept for comparison in one run). Same frames accepted, same
+// output; the general kernels and the encoders do not read it. (bench/notes/lossless-kernels.md,
+// "Round 4".)
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,13 @@ KernelPath parseKernelPath(const char* value);
 
 // The environment's choice, parsed once (an invalid value fails every call that asks).
 KernelPath kernelPathFromEnvironment();
+
+// Parses CCLZ_LOSSLESS_WINDOW's value (true: the window loop); throws cclzInvalidArgument on
+// anything but on, off or nothing.
+bool parseWindowLoop(const char* value);
+
+// The environment's choice, parsed once (an invalid value fails every call that asks).
+bool windowLoopFromEnvironment();
 
 // True if a message of numChunks chunks takes the staged kernels on a device of `sms`
 // multiprocessors.

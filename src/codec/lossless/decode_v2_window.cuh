@@ -1,0 +1,106 @@
+// The staged decoder's loop for a whole coded chunk (n == kMaxChunkElems, mode 1), payload
+// version 2 (docs/formats.md): the same symbols and the same verdict as the lane loop of
+// decode_v2_kernel.cu, with a shorter dependent chain per symbol. Used only by the staged kernel
+// (kernel_path.h: small messages), and only while CCLZ_LOSSLESS_WINDOW is not `off`.
+//
+// Why (bench/notes/lossless-kernels.md, "Round 3 measured" and "Round 4"): at 1-4 MiB a
+// multiprocessor runs about one warp per scheduler, so the kernel lasts as long as one warp's
+// chain of 128 symbols, ~170 cycles per symbol in the lane loop (~27 instructions per symbol,
+// most of them in series: a 64-bit bit buffer, its branch-free refill, the entry's fields).
+// Round 2 wrote this loop for the general kernel, where it was exact but not faster (at 256 MiB
+// the decoder is not bound by one warp's chain); here it is brought back where the chain is
+// the bound.
+//
+// NOTE: the lane keeps no bit buffer. It keeps the bit position p of its stream in the block's
+// shared memory and the three (four with escapes) stage words from p / 32 on in registers; per
+// pair of symbols it funnel-shifts two of them into a window, and after the pair moves the words
+// by one (when p crossed into the next word) and loads the word that comes in, a pair ahead of
+// its use. No refill state, no 64-bit shifts. p is the position of the bit before the next
+// code, so that the table entry's byte offset is `window & 0x7FE`; table and stage addresses are
+// offsets from the block's shared memory, which the compiler folds into the shared load. The
+// dependent chain of a pair (SASS): dp4a (position) -> LOP3 (move by 0 or 32) -> clamped
+// funnel shift (the words) -> funnel shift (window) -> LOP3 -> table load -> funnel shift ->
+// LOP3 -> table load -> dp4a: 7 ALU steps and 2 shared loads for two symbols (round 2's loop:
+// 7 and 3, loading the window's words from p; the lane loop: ~14 and 3, its refill included).
+//
+// A table entry (format_v2.h, Codes::decode) is byte 0: the bits consumed, byte 1: the offset d,
+// or 0x80 for the escape. Two entries permuted into one word x = (len0, d0, len1, d1) give:
+//   - the new position in one dot-product instruction: p + len0 + len1 = dp4a(x, 0x00010001, p);
+//   - both symbols at once: (top << 8 | 0xFF) * 0x10001 - x has top - d0 in byte 1 and top - d1
+//     in byte 3 (the low bytes 0xFF - len never borrow; a low half that goes negative, an
+//     escape's 0x80 under a top below 128 or a d above top, borrows one from the high half's
+//     low byte, 0xFF - len1, which absorbs it: byte 3 is never touched);
+//   - the lane's check on 16-bit halves (d << 8 | len): one 3-input max per two pairs.
+// The arithmetic is in window_v2.h (host and device: a CPU test runs it against decodeRef); the
+// lane's loop over its 16 groups, with its shared-memory planes and 16-byte stores, is here.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/window_v2.h"
+
+namespace cclz::lossless::v2::device {
+
+// How far a corrupt lane's window may read past its staged block: at most 16 bits per symbol
+// (128 symbols) past a position inside the block, plus the four words from the last position. The
+// window kernel keeps the warp's plane A right after its stage, so these reads stay in the warp's
+// own shared memory (a static_assert there checks it).
+constexpr uint32_t kWindowOverread = kMaxChunkElems / kLanes * 16 / 8 + 16;
+
+// A whole coded chunk, one lane: its 16 groups from bit `start` of the staged block, the raw
+// planes from shared memory (staged whole), 16-byte stores. Returns true if the lane used
+// exactly `laneBits` bits, met no escape its header did not announce and no offset above top
+// (the lane loop's three checks).
+// shared: the block's shared memory; stageAt, tableAt: the warp's staged block and decode table
+// (a multiple of 2 KiB) as byte offsets from it; rawA, rawB: the warp's staged raw planes.
+// out: the chunk's first element.
+template <int D, bool kEscapes>
+__device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t stageAt,
+                                                 uint32_t tableAt, uint32_t top, uint32_t start,
+                                                 uint32_t laneBits, const uint8_t* rawA,
+                                                 const uint16_t* rawB, void* out, uint32_t lane) {
+  using namespace window;
+  using Join = PairJoiner<D == cclzFloat16 ? cclzBfloat16 : D>;  // fp16 is split as bf16
+  constexpr bool kHasPlaneB = Elements<D>::kHasPlaneB;
+  constexpr int kGroups = kMaxGroupsPerLane;  // 16
+  constexpr int kVectors = Join::kWords / 4;  // 16-byte stores per group
+  // NOTE: two groups per iteration (8 pairs): the loop's own cost is small, and the next
+  // group's raw planes (shared loads, off the chain) can be issued early.
+  constexpr int kUnroll = 2;
+  const uint32_t topWord = ((top << 8) | 0xFFu) * 0x00010001u;
+  const uint2* a2 = reinterpret_cast<const uint2*>(rawA) + lane;
+  const uint4* b4 = reinterpret_cast<const uint4*>(rawB) + lane;
+  uint4* out4 = static_cast<uint4*>(out) + lane * kVectors;
+  // The bit before the lane's first code (start >= 64, so inside the block).
+  const uint32_t first = 8 * stageAt + start - 1;
+  uint32_t p = first;
+  StageWords<kEscapes> near = stageWordsAt<kEscapes>(shared, first);
+  uint32_t check = 0;
+#pragma unroll 1
+  for (int j0 = 0; j0 < kGroups; j0 += kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = j0 + u;  // group lane + 32 j of the chunk
+      const uint2 ra = a2[kLanes * j];
+      uint4 rb = make_uint4(0, 0, 0, 0);
+      if constexpr (kHasPlaneB) rb = b4[kLanes * j];
+      uint32_t y[4], x[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        y[k] = decodePair<kEscapes>(shared, tableAt, topWord, p, near, x[k]);
+      check = max3Halves(check, x[0], x[1]);
+      check = max3Halves(check, x[2], x[3]);
+      const uint32_t planeA[2] = {ra.x, ra.y}, planeB[4] = {rb.x, rb.y, rb.z, rb.w};
+      uint32_t words[Join::kWords];
+      Join::join(y, planeA, planeB, words);
+#pragma unroll
+      for (int v = 0; v < kVectors; ++v)
+        out4[kLanes * j * kVectors + v] =
+            make_uint4(words[4 * v], words[4 * v + 1], words[4 * v + 2], words[4 * v + 3]);
+    }
+  }
+  return laneOk(D, kEscapes, top, p - first, laneBits, check);
+}
+
+}  // namespace cclz::lossless::v2::device
