@@ -48,8 +48,8 @@ __device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, f
 // roundMagnitude(grid, a) and (grid, b) for finite a, b >= 0 on an E4M3/E5M2 grid: the
 // hardware's conversion to the grid (nearest even, saturating at the top) and back (exact).
 __device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float b) {
-  const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
-                                                          fp8Kind(grid));
+  const __nv_fp8x2_storage_t q =
+      __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, fp8Kind(grid));
   return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, fp8Kind(grid))));
 }
 
@@ -219,8 +219,9 @@ __global__ void __launch_bounds__(kThreads, 4)
         uint32_t m = 0;
 #pragma unroll
         for (uint32_t t = 0; t < kHeldTiles; ++t)  // missing values were loaded as 0
-          m = __vimax3_u16x2(__vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
-                             raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
+          m = __vimax3_u16x2(
+              __vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
+              raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
         uint32_t laneMax = max(m & 0xFFFFu, m >> 16);
         finite = laneMax < kFirstNonFinite<Dtype>;
         if (!finite) laneMax = largestFiniteBits<Dtype>(raw);  // rare: NaN or Inf in the lane
@@ -383,8 +384,10 @@ __global__ void __launch_bounds__(kThreads, 4)
           }
 #pragma unroll
           for (int j = 0; j < 3; ++j)
-            t3[j] =
-                mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
+            t3[j] = mine == 0   ? top[0][j]
+                    : mine == 1 ? top[1][j]
+                    : mine == 2 ? top[2][j]
+                                : top[3][j];
         }
         const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < n;
         const uint32_t k0 = exists ? startCode(p.grid, c, t3[0]) : 0u;
@@ -471,12 +474,35 @@ __global__ void __launch_bounds__(kThreads, 4)
 }
 
 // The parameters of the frame as far as the host knows them: the smoothing area where the frame
-// has one; the row length (auto) and the smoothing decision come from the device.
+// has one; the row length (auto) and the smoothing decision come from the device, except where no
+// candidate has enough rows to measure: then the row length is the fallback, known here (and
+// such a frame, below 16 * 8 * 512 values, is too small for a smoothing area).
+static_assert(kShapeMinRows * kShapeSampleDivisor <= kSmoothMinRows,
+              "a frame too small to measure a row length has no smoothing area");
 Params hostFrameParams(const Params& req, uint64_t count) {
   Params p = req;
   p.smoothing = req.smoothing && smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) != 0;
   p.smoothApplied = 0;
+  if (p.shape == kShapeAuto && numMeasuredCandidates(count, p.log2Hadamard) == 0)
+    p.rowElems = kAutoFallbackRowElems;
   return p;
+}
+
+// Where the parts of an encode's scratch lie (byte offsets; bytes 0: no scratch): the choice, the
+// row-length sample where one is measured, the smoothing sample's column sums.
+struct ScratchParts {
+  uint64_t sample, levels, levelWords, bytes;
+};
+ScratchParts scratchParts(const Params& p, uint64_t count) {
+  ScratchParts s{};
+  const bool measure = p.shape == kShapeAuto && numMeasuredCandidates(count, p.log2Hadamard) > 0;
+  if (!measure && !p.smoothing) return s;
+  uint64_t at = sizeof(EncodeChoice);
+  if (measure) s.sample = at, at += sizeof(ShapeSample);
+  s.levels = at;
+  s.levelWords = p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
+  s.bytes = at + 4 * s.levelWords;
+  return s;
 }
 
 template <int Dtype>
@@ -488,33 +514,41 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   const FrameHeader header = makeHeader(p, Dtype, count);
   const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
   const unsigned blocks = gridFor(l.rowSlots);
-  if (p.shape == kShapeCaller && !p.smoothing) {  // nothing to decide: the one-pass encode alone
+  const ScratchParts parts = scratchParts(p, count);
+  if (parts.bytes == 0) {  // nothing to decide on the device: the one-pass encode alone
     encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
         p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
     return;
   }
+  CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(scratch) % 16 == 0, cclzInvalidArgument,
+               "the fp8 encode's scratch must be 16-byte aligned");
   auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
-  CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(req, count), stream));
-  // NOTE: the side data's unused slots (rows the choice did not need, the smoothing area of a
-  // frame not smoothed) are zero; a memset of the side data is cheaper than finding them.
-  CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
-  if (p.shape == kShapeAuto) launchShapeKernel(Dtype, src, count, p.log2Hadamard, choice, stream);
+  auto* levels = reinterpret_cast<uint32_t*>(scratch + parts.levels);
+  if (parts.sample) {
+    // NOTE: the first sampling kernel zeroes the counters, the smoothing sums and the side data's
+    // unused slots (rows the choice did not need, the smoothing area of a frame not smoothed),
+    // which two memsets did before it: two fewer launches on the chain.
+    const SampleZeroing zero{dst + l.coarse, l.frameBytes - l.coarse, levels,
+                             static_cast<uint32_t>(parts.levelWords)};
+    launchShapeKernels(Dtype, src, count, vector, p.log2Hadamard, choice,
+                       reinterpret_cast<ShapeSample*>(scratch + parts.sample), zero, stream);
+  } else {
+    // NOTE: the side data's unused slots (the smoothing area of a frame not smoothed) are zero; a
+    // memset of the side data is cheaper than finding them.
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, parts.bytes, stream));
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
+  }
   if (p.smoothing)
-    launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice,
-                       reinterpret_cast<uint32_t*>(scratch + sizeof(EncodeChoice)),
+    launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice, levels,
                        dst + l.smooth, stream);
   encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
-                                                     encodedBytesOut, status, choice);
+                                                             encodedBytesOut, status, choice);
 }
 
 }  // namespace
 
 uint64_t encodeScratchBytes(const Params& req, uint64_t count) {
-  const Params p = hostFrameParams(req, count);
-  if (p.shape == kShapeCaller && !p.smoothing) return 0;
-  const uint32_t columns =
-      p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
-  return sizeof(EncodeChoice) + 4ull * columns;
+  return scratchParts(hostFrameParams(req, count), count).bytes;
 }
 
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,

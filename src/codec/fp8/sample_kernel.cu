@@ -18,57 +18,132 @@ __device__ __forceinline__ uint64_t warpSum64(uint64_t v) {
   return v;
 }
 
-// The sample's center (shapeCenter) from the binades of its first min(count, kShapeCenterElems)
-// values with a magnitude, by the whole block. Lanes of a warp with the same binade add once
-// (__match_any_sync): typical data has a few binades, and 1024 threads adding one by one into
-// the same shared words would serialize. The median is found by one warp's scan of the 256 bins.
-template <int Dtype>
-__device__ uint32_t blockShapeCenter(const void* src, uint64_t count, uint32_t* histogram,
-                                     uint32_t* counted) {
-  const uint32_t lane = threadIdx.x % 32;
-  for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
-  if (threadIdx.x == 0) *counted = 0;
-  __syncthreads();
-  const uint32_t centerElems =
-      static_cast<uint32_t>(count < kShapeCenterElems ? count : kShapeCenterElems);
-  const uint32_t warpStride = blockDim.x;
-  for (uint32_t base = threadIdx.x - lane; base < centerElems; base += warpStride) {
-    const uint32_t i = base + lane;  // the whole warp iterates together
-    const float v = i < centerElems ? loadAsFloat(src, Dtype, i) : 0.0f;
-    const bool has = i < centerElems && hasMagnitude(v);
-    const uint32_t binade = has ? floatToBits(v) << 1 >> 24 : 256u;
+// ---- shapeSampleKernel: the sample's levels, once -----------------------------------------
+
+constexpr int kSampleThreads = 256;
+constexpr uint32_t kSampleBlockElems = kSampleThreads * kLaneElems;  // 8 consecutive per thread
+constexpr uint32_t kCenterLoads = kShapeCenterElems / kSampleBlockElems;
+static_assert(kSampleThreads == 256 && kShapeCenterElems % kSampleBlockElems == 0,
+              "one histogram bin per thread; the center's values in whole lane loads");
+
+// Adds the binades (fp32 exponent fields) of a lane's 8 values that have a magnitude to the
+// block's histogram, and their number to `counted` (shapeCenter's inputs). Lanes of a warp with
+// the same binade add once (__match_any_sync): typical data has a few binades, and threads adding
+// one by one into the same shared words would serialize. Missing values were loaded as 0 (no
+// magnitude).
+__device__ __forceinline__ void addBinades(const float* v, uint32_t lane, uint32_t* histogram,
+                                           uint32_t* counted) {
+  uint32_t withMagnitude = 0;
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j) {
+    const bool has = hasMagnitude(v[j]);
+    const uint32_t binade = has ? floatToBits(v[j]) << 1 >> 24 : 256u;
     const uint32_t same = __match_any_sync(kFullMask, binade);
     if (has && lane == __ffs(same) - 1) atomicAdd(&histogram[binade], __popc(same));
-    const uint32_t withMagnitude = __ballot_sync(kFullMask, has);
-    if (lane == 0 && withMagnitude) atomicAdd(counted, __popc(withMagnitude));
+    withMagnitude += has ? 1u : 0u;
   }
+  withMagnitude = __reduce_add_sync(kFullMask, withMagnitude);
+  if (lane == 0 && withMagnitude) atomicAdd(counted, withMagnitude);
+}
+
+// shapeCenter(histogram, counted) by one warp: lane l sums bins 8l..8l+7, an inclusive scan over
+// the lanes finds the lane holding the median, which walks its 8 bins: the smallest b with
+// 2 * seen >= counted. Every lane returns it.
+__device__ uint32_t warpShapeCenter(const uint32_t* histogram, uint32_t counted, uint32_t lane) {
+  uint32_t mine = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) mine += histogram[8 * lane + k];
+  uint32_t seen = mine;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t other = __shfl_up_sync(kFullMask, seen, d);
+    if (lane >= static_cast<uint32_t>(d)) seen += other;
+  }
+  const uint32_t reached = __ballot_sync(kFullMask, 2 * seen >= counted);
+  const uint32_t at = __ffs(reached) - 1;  // reached != 0: the last lane's seen is counted
+  uint32_t center = 0;
+  if (lane == at) {
+    uint32_t before = seen - mine, b = 8 * lane;
+    for (int k = 0; k < 8; ++k, ++b) {
+      before += histogram[b];
+      if (2 * before >= counted) break;
+    }
+    center = b * 8 + 4;
+  }
+  return __shfl_sync(kFullMask, center, at);
+}
+
+// Zeroes, over the whole grid, what the later kernels of the encode need zero (SampleZeroing) and
+// the choice's counters: the memsets this kernel replaces. The side data with 16-byte stores
+// between byte-wise ends (the frame may start anywhere).
+__device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& zero) {
+  const uint64_t thread = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint64_t threads = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  if (thread == 0) choice->smoothApplied = choice->shapeBlocksDone = choice->smoothBlocksDone = 0;
+  for (uint64_t i = thread; i < zero.levelWords; i += threads) zero.levels[i] = 0;
+  const uint64_t misaligned = reinterpret_cast<uintptr_t>(zero.side) % 16;
+  const uint64_t head = std::min<uint64_t>(zero.sideBytes, misaligned ? 16 - misaligned : 0);
+  const uint64_t words = (zero.sideBytes - head) / 16;
+  uint4* aligned = reinterpret_cast<uint4*>(zero.side + head);
+  for (uint64_t i = thread; i < words; i += threads) aligned[i] = make_uint4(0, 0, 0, 0);
+  for (uint64_t i = thread; i < head; i += threads) zero.side[i] = 0;
+  for (uint64_t i = head + 16 * words + thread; i < zero.sideBytes; i += threads) zero.side[i] = 0;
+}
+
+// Block b turns sample values [2048 b, 2048 b + 2048) into their levels (shapeLevel, one byte
+// each) and the sums of their squares per 64 values; every block finds the center itself from
+// the first kShapeCenterElems values (a few KB from L2, not worth a kernel of its own).
+// NOTE: all of a thread's loads are issued before the histogram's shared atomics (which the
+// compiler does not move loads past): the block waits for memory once, not once per round.
+template <int Dtype>
+__global__ void __launch_bounds__(kSampleThreads)
+    shapeSampleKernel(const void* src, uint64_t count, bool vector, EncodeChoice* choice,
+                      ShapeSample* sample, SampleZeroing zero) {
+  __shared__ uint32_t histogram[256], counted, center;
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t sampleElems = static_cast<uint32_t>(shapeSampleElems(count));
+  const uint32_t centerElems =
+      static_cast<uint32_t>(count < kShapeCenterElems ? count : kShapeCenterElems);
+  const uint32_t first = blockIdx.x * kSampleBlockElems + threadIdx.x * kLaneElems;
+  const uint32_t valid = validIn(first, sampleElems);
+  float v[kLaneElems], head[kCenterLoads][kLaneElems];
+  load8<Dtype>(src, first, valid, vector, v);
+#pragma unroll
+  for (uint32_t k = 0; k < kCenterLoads; ++k) {
+    const uint32_t i = (k * kSampleThreads + threadIdx.x) * kLaneElems;
+    load8<Dtype>(src, i, validIn(i, centerElems), vector, head[k]);
+  }
+  histogram[threadIdx.x] = 0;
+  if (threadIdx.x == 0) counted = 0;
+  zeroForLaterKernels(choice, zero);
   __syncthreads();
-  // Warp 0: lane l sums bins 8l..8l+7, an inclusive scan over the lanes finds the lane holding
-  // the median, which walks its 8 bins: the smallest b with 2 * seen >= counted, as shapeCenter.
-  __shared__ uint32_t center;
+#pragma unroll
+  for (uint32_t k = 0; k < kCenterLoads; ++k) addBinades(head[k], lane, histogram, &counted);
+  __syncthreads();
   if (threadIdx.x < 32) {
-    uint32_t mine = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) mine += histogram[8 * lane + k];
-    uint32_t seen = mine;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const uint32_t other = __shfl_up_sync(kFullMask, seen, d);
-      if (lane >= static_cast<uint32_t>(d)) seen += other;
-    }
-    const uint32_t total = *counted;
-    const uint32_t reached = __ballot_sync(kFullMask, 2 * seen >= total);
-    if (lane == __ffs(reached) - 1) {  // reached != 0: the last lane's seen is total
-      uint32_t before = seen - mine, b = 8 * lane;
-      for (int k = 0; k < 8; ++k, ++b) {
-        before += histogram[b];
-        if (2 * before >= total) break;
-      }
-      center = b * 8 + 4;
-    }
+    const uint32_t c = warpShapeCenter(histogram, counted, lane);
+    if (lane == 0) center = c;
   }
   __syncthreads();
-  return center;
+  const uint32_t c = center;
+  uint32_t packed[2] = {0, 0}, squares = 0;
+#pragma unroll
+  for (uint32_t j = 0; j < kLaneElems; ++j) {
+    const uint32_t z = j < valid ? shapeLevel(v[j], c) : 0u;
+    packed[j / 4] |= z << (8 * (j % 4));
+    squares += z * z;
+  }
+  uint8_t* out = sample->z + first;
+  if (valid == kLaneElems) {
+    *reinterpret_cast<uint2*>(out) = make_uint2(packed[0], packed[1]);
+  } else {
+    for (uint32_t j = 0; j < valid; ++j)
+      out[j] = static_cast<uint8_t>(packed[j / 4] >> (8 * (j % 4)));
+  }
+  // Lanes 8q..8q+7 hold 64 consecutive values (one chunk; a partial last chunk is never read).
+#pragma unroll
+  for (int d = 1; d < 8; d <<= 1) squares += __shfl_xor_sync(kFullMask, squares, d);
+  if (lane % 8 == 0 && valid != 0) sample->chunkSq[first / kBlockElems] = squares;
 }
 
 // chooseRowElems (shape.h) by one warp: each lane scores candidates lane, lane + 32, ... once
@@ -109,52 +184,57 @@ __device__ uint32_t warpChooseRowElems(const ShapeStats* stats, uint32_t n, uint
   return kAutoFallbackRowElems;  // not reached: the best passes its own bar
 }
 
-// Block c measures candidate row length c (ShapeStats over the sample: the column sums of the
-// levels in shared memory, integer atomics, so exact in any order); the last block to finish
-// chooses the row length, as chooseRowElemsRef does from the same integers.
-template <int Dtype>
+// ---- shapeStatsKernel: one block per candidate --------------------------------------------
+
+// Block c measures candidate row length c (ShapeStats) from the levels shapeSampleKernel left:
+// each thread adds 16 columns of every split.lanes-th row in 16-bit halves (columnSplit,
+// evenLevels), the column sums meet in shared memory (integer atomics, exact in any order), and
+// the sum of squares comes from the per-64 sums. The last block to finish chooses the row
+// length, as chooseRowElemsRef does from the same integers. The grid is the measured candidates.
+// NOTE: 64 KB of levels per block instead of 128-256 KB of values, 4-5 16-byte loads per thread in
+// flight together, 8 shared atomics per thread instead of one per value.
 __global__ void __launch_bounds__(kShapeThreads)
-    shapeKernel(const void* src, uint64_t count, uint32_t log2H, EncodeChoice* choice) {
-  __shared__ uint32_t column[kAutoMaxRowElems];  // <= 128 rows x 128: no overflow
-  __shared__ uint32_t histogram[256], counted;
+    shapeStatsKernel(uint64_t count, uint32_t log2H, EncodeChoice* choice,
+                     const ShapeSample* sample) {
+  __shared__ uint32_t columns[kAutoMaxRowElems / 2];  // two columns' sums per word, 16 bits each
   __shared__ unsigned long long total, sumSq, sumColSq;
   __shared__ bool last;
   const uint32_t c = blockIdx.x, rowElems = shapeCandidate(c, log2H), lane = threadIdx.x % 32;
   const uint32_t rows = static_cast<uint32_t>(shapeSampleElems(count) / rowElems);
-  for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) column[j] = 0;
+  const ColumnSplit split = columnSplit(rowElems, kShapeThreads);
+  for (uint32_t j = threadIdx.x; j < rowElems / 2; j += blockDim.x) columns[j] = 0;
   if (threadIdx.x == 0) total = sumSq = sumColSq = 0;
-  // NOTE: every block finds the same center (a few thousand values from L2) rather than waiting
-  // for one that would publish it.
-  const uint32_t center = blockShapeCenter<Dtype>(src, count, histogram, &counted);
-  if (rows >= kShapeMinRows) {  // uniform
-    // Consecutive threads take consecutive values, so a warp's 32 column atomics hit 32 banks;
-    // a thread has 8 loads in flight; each warp adds its sums of squares once.
-    const uint32_t n = rows * rowElems;
-    uint64_t mySq = 0;
-    for (uint32_t base = threadIdx.x; base < n; base += kLaneElems * blockDim.x) {
-      float v[kLaneElems];
+  __syncthreads();
+  if (rows >= kShapeMinRows) {  // uniform (the host launches measured candidates only)
+    const uint32_t g = threadIdx.x % split.groups, f = threadIdx.x / split.groups;
+    if (f < split.lanes) {
+      const uint4* z = reinterpret_cast<const uint4*>(sample->z) + g;
+      const uint32_t rowWords = rowElems / kColumnGroupElems;
+      uint32_t even[4] = {0, 0, 0, 0}, odd[4] = {0, 0, 0, 0};
+#pragma unroll 4
+      for (uint32_t r = f; r < rows; r += split.lanes) {
+        const uint4 q = __ldcg(z + r * rowWords);
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-      for (uint32_t k = 0; k < kLaneElems; ++k) {
-        const uint32_t i = base + k * blockDim.x;
-        v[k] = i < n ? loadAsFloat(src, Dtype, i) : 0.0f;
+        for (int k = 0; k < 4; ++k) even[k] += evenLevels(w[k]), odd[k] += oddLevels(w[k]);
       }
+      // Consecutive threads hold consecutive groups: a warp's atomics hit consecutive words.
 #pragma unroll
-      for (uint32_t k = 0; k < kLaneElems; ++k) {
-        const uint32_t i = base + k * blockDim.x;
-        if (i >= n) break;
-        const uint32_t z = shapeLevel(v[k], center);
-        atomicAdd(&column[i % rowElems], z);
-        mySq += z * z;
+      for (int k = 0; k < 4; ++k) {
+        atomicAdd(&columns[(2 * k) * split.groups + g], even[k]);
+        atomicAdd(&columns[(2 * k + 1) * split.groups + g], odd[k]);
       }
     }
+    uint64_t mySq = 0;
+    const uint32_t chunks = rows * rowElems / kBlockElems;
+    for (uint32_t q = threadIdx.x; q < chunks; q += blockDim.x) mySq += __ldcg(&sample->chunkSq[q]);
     mySq = warpSum64(mySq);
     if (lane == 0) atomicAdd(&sumSq, mySq);
     __syncthreads();
     uint64_t myTotal = 0, myColSq = 0;
-    for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) {
-      const uint64_t sum = column[j];
-      myTotal += sum;
-      myColSq += sum * sum;
+    for (uint32_t j = threadIdx.x; j < rowElems / 2; j += blockDim.x) {
+      myTotal += halvesSum(columns[j]);
+      myColSq += halvesSquared(columns[j]);
     }
     myTotal = warpSum64(myTotal);
     myColSq = warpSum64(myColSq);
@@ -223,26 +303,34 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) choice->smoothApplied = any ? 1 : 0;
 }
 
-
 }  // namespace
 
-void launchShapeKernel(int dtype, const void* src, uint64_t count, uint32_t log2H,
-                       EncodeChoice* choice, cudaStream_t stream) {
-  const unsigned blocks = numShapeCandidates(log2H);
+void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
+                        EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
+                        cudaStream_t stream) {
+  const uint64_t sampleElems = shapeSampleElems(count);
+  const auto blocks =
+      static_cast<unsigned>((sampleElems + kSampleBlockElems - 1) / kSampleBlockElems);
+#define CCLZ_FP8_SAMPLE(DT) \
+  shapeSampleKernel<DT>     \
+      <<<blocks, kSampleThreads, 0, stream>>>(src, count, vector, choice, sample, zero)
   if (dtype == cclzBfloat16)
-    shapeKernel<cclzBfloat16><<<blocks, kShapeThreads, 0, stream>>>(src, count, log2H, choice);
+    CCLZ_FP8_SAMPLE(cclzBfloat16);
   else if (dtype == cclzFloat16)
-    shapeKernel<cclzFloat16><<<blocks, kShapeThreads, 0, stream>>>(src, count, log2H, choice);
+    CCLZ_FP8_SAMPLE(cclzFloat16);
   else
-    shapeKernel<cclzFloat32><<<blocks, kShapeThreads, 0, stream>>>(src, count, log2H, choice);
+    CCLZ_FP8_SAMPLE(cclzFloat32);
+#undef CCLZ_FP8_SAMPLE
+  shapeStatsKernel<<<numMeasuredCandidates(count, log2H), kShapeThreads, 0, stream>>>(
+      count, log2H, choice, sample);
 }
 
 void launchSmoothKernel(int dtype, const void* src, uint64_t count, uint32_t fixedRowElems,
                         EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut,
                         cudaStream_t stream) {
-#define CCLZ_FP8_SMOOTH(DT)                                  \
-  smoothKernel<DT><<<kSmoothMinRows, kThreads, 0, stream>>>( \
-      src, count, fixedRowElems, choice, levels, shiftsOut)
+#define CCLZ_FP8_SMOOTH(DT)                                                                    \
+  smoothKernel<DT><<<kSmoothMinRows, kThreads, 0, stream>>>(src, count, fixedRowElems, choice, \
+                                                            levels, shiftsOut)
   if (dtype == cclzBfloat16)
     CCLZ_FP8_SMOOTH(cclzBfloat16);
   else if (dtype == cclzFloat16)
