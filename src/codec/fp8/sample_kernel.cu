@@ -18,6 +18,21 @@ __device__ __forceinline__ uint64_t warpSum64(uint64_t v) {
   return v;
 }
 
+// Programmatic dependent launch (sm_90): a kernel of the chain lets the next one start (its
+// blocks are scheduled and run their prologue) before it ends; the next one waits for it, its
+// memory included, before it reads what it wrote. Without the launch attribute (or before sm_90)
+// the wait returns at once: the stream already ordered the two.
+__device__ __forceinline__ void letNextKernelStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void waitForPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // ---- shapeSampleKernel: the sample's levels, once -----------------------------------------
 
 constexpr int kSampleThreads = 256;
@@ -100,6 +115,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     shapeSampleKernel(const void* src, uint64_t count, bool vector, EncodeChoice* choice,
                       ShapeSample* sample, SampleZeroing zero) {
   __shared__ uint32_t histogram[256], counted, center;
+  letNextKernelStart();  // shapeStatsKernel's blocks may wait on the SMs meanwhile
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t sampleElems = static_cast<uint32_t>(shapeSampleElems(count));
   const uint32_t centerElems =
@@ -205,6 +221,7 @@ __global__ void __launch_bounds__(kShapeThreads)
   for (uint32_t j = threadIdx.x; j < rowElems / 2; j += blockDim.x) columns[j] = 0;
   if (threadIdx.x == 0) total = sumSq = sumColSq = 0;
   __syncthreads();
+  waitForPreviousKernel();      // shapeSampleKernel's levels and zeroed counters
   if (rows >= kShapeMinRows) {  // uniform (the host launches measured candidates only)
     const uint32_t g = threadIdx.x % split.groups, f = threadIdx.x / split.groups;
     if (f < split.lanes) {
@@ -305,6 +322,21 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+namespace {
+
+// Programmatic dependent launch needs sm_90 (the device of the calling thread).
+bool programmaticLaunchSupported() {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+
+}  // namespace
+
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
                         cudaStream_t stream) {
@@ -321,8 +353,18 @@ void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector,
   else
     CCLZ_FP8_SAMPLE(cclzFloat32);
 #undef CCLZ_FP8_SAMPLE
-  shapeStatsKernel<<<numMeasuredCandidates(count, log2H), kShapeThreads, 0, stream>>>(
-      count, log2H, choice, sample);
+  // NOTE: launched to start while shapeSampleKernel runs (programmatic dependent launch): the
+  // launch latency between the two overlaps the first one's work.
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(numMeasuredCandidates(count, log2H));
+  config.blockDim = dim3(kShapeThreads);
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (programmaticLaunchSupported()) config.attrs = &early, config.numAttrs = 1;
+  CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, shapeStatsKernel, count, log2H, choice,
+                                     static_cast<const ShapeSample*>(sample)));
 }
 
 void launchSmoothKernel(int dtype, const void* src, uint64_t count, uint32_t fixedRowElems,
