@@ -223,35 +223,32 @@ TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
   }
 }
 
-// Channel structure of period `period` (channel scales 2^N(0, 0.5^2)), NaN, Inf and zeros
-// sprinkled in: what the row-length sampling is for (the same data as the CPU test
-// Fp8Shape.PeriodicInputsOfTheGpuTestChooseTheirPeriod, which checks the reference finds it).
-std::vector<float> periodicInput(size_t period, size_t count) {
-  uint64_t state = mixSeed(period, count);
-  std::vector<double> scale(period);
-  for (auto& v : scale) v = std::exp2(normalFrom(state) * 0.5);
-  std::vector<float> x(count);
-  for (size_t i = 0; i < count; ++i) x[i] = float(normalFrom(state) * scale[i % period]);
-  for (size_t i = 13; i < count; i += 4001) x[i] = NAN;
-  for (size_t i = 31; i < count; i += 6007) x[i] = (i & 1) ? INFINITY : -INFINITY;
-  for (size_t i = 7; i < count; i += 101) x[i] = 0.0f;
-  return x;
-}
-
 // The encoder's own row length on data where it is not the fallback: hidden sizes from the
 // shortest candidate to the longest, messages at the edge of measuring (65536 values: only 512
 // has its 16 rows), some candidates measured (300001), all of them (4 MiB of bf16), every dtype,
 // the auto setups (E4M3 without smoothing, INT8 and adaptive with it). Frames equal byte for byte.
+// (Fp8Shape.PeriodicChannelsChooseTheirPeriod checks the reference finds the periods here.)
 TEST(Fp8GpuShape, ChosenRowLengthsMatchTheReference) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   for (size_t period : {512, 640, 1536, 2304, 4096})
     for (size_t count : {size_t{65536}, size_t{300001}, size_t{1} << 21}) {
-      const std::vector<float> x = periodicInput(period, count);
+      const std::vector<float> x = periodicChannels(period, count);
       for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)})
         for (size_t k :
              {size_t{0}, size_t{8}, size_t{9}})  // default, auto_int8, auto_adaptive_h128
           checkAll(setups()[k], dtype, x, "period " + std::to_string(period));
     }
+}
+
+// Smoothing of rows longer than the smoothing kernel's grid covers at once (129 segments of 64
+// columns for 128 blocks), with massive channels (Fp8Smooth.LongRowsWithMassiveChannelsAreSmoothed
+// checks the reference smooths them), the caller's row length, rotation always.
+TEST(Fp8GpuSmooth, LongRowsMatchTheReference) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const GpuSetup setup{"smooth_row8256_always", cclzFp8E4M3, 8256, 0, cclzFp8RotateAlways, 0};
+  const std::vector<float> x = periodicChannels(8256, 128 * 8256 + 1000, {5, 4100, 8200});
+  for (int dtype : {int(cclzBfloat16), int(cclzFloat32)})
+    checkAll(setup, dtype, x, "massive channels, rows of 8256");
 }
 
 using NamedFrames = std::vector<std::pair<std::string, std::vector<uint8_t>>>;

@@ -473,45 +473,43 @@ TEST(Fp8Shape, DeviceSplitOfTheStatisticsMatchesTheReference) {
   expectDeviceStyleStatsMatch(channelData(1024, 768, 0.5, 3), 6, "the period");
 }
 
-TEST(Fp8Shape, PeriodicInputsOfTheGpuTestChooseTheirPeriod) {
-  // The data of Fp8GpuShape.ChosenRowLengthsMatchTheReference (fp8_gpu_test.cpp, periodicInput):
-  // where the sample holds 16 periods the reference chooses the period, so the GPU test compares
-  // frames whose row length is not the fallback.
-  const auto periodicInput = [](size_t period, size_t count) {
-    uint64_t state = mixSeed(period, count);
-    std::vector<double> scale(period);
-    for (auto& v : scale) v = std::exp2(normalFrom(state) * 0.5);
-    std::vector<float> x(count);
-    for (size_t i = 0; i < count; ++i) x[i] = float(normalFrom(state) * scale[i % period]);
-    for (size_t i = 13; i < count; i += 4001) x[i] = NAN;
-    for (size_t i = 31; i < count; i += 6007) x[i] = (i & 1) ? INFINITY : -INFINITY;
-    for (size_t i = 7; i < count; i += 101) x[i] = 0.0f;
-    return x;
-  };
+TEST(Fp8Shape, PeriodicChannelsChooseTheirPeriod) {
+  // The data of Fp8GpuShape.ChosenRowLengthsMatchTheReference (fp8_gpu_test.cpp): where the
+  // sample holds 16 periods the reference chooses the period, so the GPU test compares frames
+  // whose row length is not the fallback.
   int found = 0;
   for (size_t period : {512, 640, 1536, 2304, 4096})
     for (size_t count : {size_t{65536}, size_t{300001}, size_t{1} << 21}) {
-      const std::vector<float> x = periodicInput(period, count);
+      const std::vector<float> x = periodicChannels(period, count);
       std::vector<uint16_t> half(x.size());
       for (size_t i = 0; i < x.size(); ++i) half[i] = floatToHalf(x[i]);
       const std::vector<uint16_t> bf = toBf16(x);
       for (uint32_t log2H : {6u, 7u}) {
         const uint32_t rows = static_cast<uint32_t>(fp8::shapeSampleElems(count) / period);
-        const uint32_t want = rows >= fp8::kShapeMinRows && fp8::isAutoCandidate(period, log2H)
-                                  ? static_cast<uint32_t>(period)
-                                  : 0u;
+        const bool findable = rows >= fp8::kShapeMinRows && fp8::isAutoCandidate(period, log2H);
         const uint32_t got[3] = {fp8::chooseRowElemsRef(cclzBfloat16, bf.data(), count, log2H),
                                  fp8::chooseRowElemsRef(cclzFloat16, half.data(), count, log2H),
                                  fp8::chooseRowElemsRef(cclzFloat32, x.data(), count, log2H)};
         for (uint32_t g : got) {
-          if (want) {
-            EXPECT_EQ(g, want) << "period " << period << ", n " << count;
+          if (findable) {
+            EXPECT_EQ(g, period) << "period " << period << ", n " << count << ", H 2^" << log2H;
           }
           found += g != fp8::kAutoFallbackRowElems;
         }
       }
     }
   EXPECT_GE(found, 30) << "most frames of the GPU test have a row length from the data";
+}
+
+TEST(Fp8Smooth, LongRowsWithMassiveChannelsAreSmoothed) {
+  // The data of Fp8GpuSmooth.LongRowsMatchTheReference (fp8_gpu_test.cpp): rows of 8256, three
+  // massive channels, which the reference shifts down.
+  const size_t n = 128 * 8256 + 1000;
+  const std::vector<uint16_t> in = toBf16(periodicChannels(8256, n, {5, 4100, 8200}));
+  std::vector<uint8_t> shifts(8256);
+  ASSERT_TRUE(fp8::chooseSmoothingRef(cclzBfloat16, in.data(), n, 8256, shifts.data()));
+  for (size_t c : {5, 4100, 8200}) EXPECT_GT(shifts[c], 0) << "channel " << c;
+  EXPECT_EQ(shifts[6], 0);
 }
 
 TEST(Fp8Smooth, ShiftsAreExactPowersOfTwo) {

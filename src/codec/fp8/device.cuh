@@ -147,14 +147,11 @@ struct ShapeSample {
 static_assert(sizeof(EncodeChoice) % 16 == 0 && sizeof(ShapeSample) % 16 == 0,
               "the scratch's parts stay 16-byte aligned");
 
-// What the first sampling kernel zeroes for the kernels after it (the memsets it replaces): the
-// frame's side data from its coarse scales on (`side`, `sideBytes`) and the smoothing sample's
-// column sums (`levels`, `levelWords`).
+// What the first sampling kernel zeroes for the kernels after it, besides the choice's counters
+// (the memsets it replaces): the frame's side data from its coarse scales on.
 struct SampleZeroing {
   uint8_t* side;
   uint64_t sideBytes;
-  uint32_t* levels;
-  uint32_t levelWords;
 };
 
 // The blocks of kThreads threads for warpsOfWork warps' worth of work (grid-stride beyond 16384).
@@ -168,12 +165,15 @@ inline unsigned gridFor(uint64_t warpsOfWork) {
 // choice. The row length (numMeasuredCandidates(count, log2H) > 0): launchShapeKernels queues
 // shapeSampleKernel (the sample's levels; it also zeroes the choice's counters and `zero`) and
 // shapeStatsKernel (one block per measured candidate; the last one chooses). The smoothing
-// shifts: smoothKernel (fixedRowElems 0: the row length the shape kernels chose); its counter and
-// `levels` must be zero (SampleZeroing or a memset).
+// shifts: launchSmoothKernel queues smoothKernel (fixedRowElems 0: the row length the shape
+// kernels chose; afterShapeKernels: queued right after them, it may start early); `columns` is
+// the frame's smoothing capacity, `levels` holds as many words (no need to zero them), the
+// choice's smoothBlocksDone must be zero (the shape kernels or a memset).
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
                         cudaStream_t stream);
-void launchSmoothKernel(int dtype, const void* src, uint64_t count, uint32_t fixedRowElems,
+void launchSmoothKernel(int dtype, const void* src, uint64_t count, bool vector,
+                        uint32_t fixedRowElems, uint32_t columns, bool afterShapeKernels,
                         EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut,
                         cudaStream_t stream);
 

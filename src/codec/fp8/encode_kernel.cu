@@ -525,21 +525,21 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
   auto* levels = reinterpret_cast<uint32_t*>(scratch + parts.levels);
   if (parts.sample) {
-    // NOTE: the first sampling kernel zeroes the counters, the smoothing sums and the side data's
-    // unused slots (rows the choice did not need, the smoothing area of a frame not smoothed),
-    // which two memsets did before it: two fewer launches on the chain.
-    const SampleZeroing zero{dst + l.coarse, l.frameBytes - l.coarse, levels,
-                             static_cast<uint32_t>(parts.levelWords)};
+    // NOTE: the first sampling kernel zeroes the counters and the side data's unused slots (rows
+    // the choice did not need, the smoothing area of a frame not smoothed), which two memsets did
+    // before it: two fewer launches on the chain.
     launchShapeKernels(Dtype, src, count, vector, p.log2Hadamard, choice,
-                       reinterpret_cast<ShapeSample*>(scratch + parts.sample), zero, stream);
+                       reinterpret_cast<ShapeSample*>(scratch + parts.sample),
+                       SampleZeroing{dst + l.coarse, l.frameBytes - l.coarse}, stream);
   } else {
     // NOTE: the side data's unused slots (the smoothing area of a frame not smoothed) are zero; a
     // memset of the side data is cheaper than finding them.
-    CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, parts.bytes, stream));
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(choice, 0, sizeof(EncodeChoice), stream));
     CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
   }
   if (p.smoothing)
-    launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice, levels,
+    launchSmoothKernel(Dtype, src, count, vector, p.shape == kShapeCaller ? p.rowElems : 0u,
+                       static_cast<uint32_t>(parts.levelWords), parts.sample != 0, choice, levels,
                        dst + l.smooth, stream);
   encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
                                                              encodedBytesOut, status, choice);

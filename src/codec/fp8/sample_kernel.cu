@@ -95,7 +95,6 @@ __device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& z
   const uint64_t thread = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const uint64_t threads = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   if (thread == 0) choice->smoothApplied = choice->shapeBlocksDone = choice->smoothBlocksDone = 0;
-  for (uint64_t i = thread; i < zero.levelWords; i += threads) zero.levels[i] = 0;
   const uint64_t misaligned = reinterpret_cast<uintptr_t>(zero.side) % 16;
   const uint64_t head = std::min<uint64_t>(zero.sideBytes, misaligned ? 16 - misaligned : 0);
   const uint64_t words = (zero.sideBytes - head) / 16;
@@ -220,6 +219,7 @@ __global__ void __launch_bounds__(kShapeThreads)
   const ColumnSplit split = columnSplit(rowElems, kShapeThreads);
   for (uint32_t j = threadIdx.x; j < rowElems / 2; j += blockDim.x) columns[j] = 0;
   if (threadIdx.x == 0) total = sumSq = sumColSq = 0;
+  letNextKernelStart();  // smoothKernel's blocks may wait on the SMs meanwhile
   __syncthreads();
   waitForPreviousKernel();      // shapeSampleKernel's levels and zeroed counters
   if (rows >= kShapeMinRows) {  // uniform (the host launches measured candidates only)
@@ -274,24 +274,98 @@ __global__ void __launch_bounds__(kShapeThreads)
   }
 }
 
-// Block i adds the levels of sample row i (smoothSampleRow) into the column sums; the last block
-// to finish writes the shifts into the frame's smoothing area and the decision into `choice`, as
-// chooseSmoothingRef does. rowElems is the caller's, or (0) the shape kernel's choice.
+// ---- smoothKernel: the smoothing shifts ---------------------------------------------------
+
+// The sample's columns in segments of 64: 8 threads read a segment of a row (8 values each), the
+// block's 32 such groups take 4 of the kSmoothMinRows rows each.
+constexpr uint32_t kSmoothSegment = 8 * kLaneElems;
+constexpr uint32_t kSmoothGroups = kThreads / 8;
+constexpr uint32_t kSmoothRowsPerGroup = kSmoothMinRows / kSmoothGroups;
+// Rows of more than 128 segments: grid-stride (the kernel's former grid, one block per row).
+constexpr uint32_t kMaxSmoothBlocks = kSmoothMinRows;
+static_assert(kSmoothRowsPerGroup * kSmoothGroups == kSmoothMinRows && kThreads == 256,
+              "whole rows per group; one histogram bin per thread");
+
+// medianBinade(histogram, rowElems) by one warp, as warpShapeCenter finds its median: the
+// smallest b with at least (rowElems + 1) / 2 of the columns at or below it.
+__device__ uint32_t warpMedianBinade(const uint32_t* histogram, uint32_t rowElems, uint32_t lane) {
+  const uint32_t need = (rowElems + 1) / 2;
+  uint32_t mine = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) mine += histogram[8 * lane + k];
+  uint32_t seen = mine;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t other = __shfl_up_sync(kFullMask, seen, d);
+    if (lane >= static_cast<uint32_t>(d)) seen += other;
+  }
+  const uint32_t reached = __ballot_sync(kFullMask, seen >= need);
+  if (reached == 0) return 255;  // not reached: the bins hold all rowElems columns
+  const uint32_t at = __ffs(reached) - 1;
+  uint32_t median = 0;
+  if (lane == at) {
+    uint32_t before = seen - mine, b = 8 * lane;
+    for (int k = 0; k < 8; ++k, ++b) {
+      before += histogram[b];
+      if (before >= need) break;
+    }
+    median = b;
+  }
+  return __shfl_sync(kFullMask, median, at);
+}
+
+// The column sums of the smoothing sample (magnitudeLevel of kSmoothMinRows rows, smoothSampleRow)
+// for segments blockIdx.x, blockIdx.x + gridDim.x, ... of the row, written whole into `levels`
+// (exact integers: no atomics, no zeroing); the last block to finish writes the shifts into the
+// frame's smoothing area and the decision into `choice`, as chooseSmoothingRef does. rowElems is
+// the caller's, or (0) the shape kernels' choice.
+// NOTE: a block's loads of a segment (4 rows x 16 bytes per thread) are in flight together, and
+// the sums meet by shuffles and one shared array, where one block per row added every value into
+// global memory (kSmoothMinRows atomics on each column's word).
 template <int Dtype>
 __global__ void __launch_bounds__(kThreads)
-    smoothKernel(const void* src, uint64_t count, uint32_t fixedRowElems, EncodeChoice* choice,
-                 uint32_t* levels, uint8_t* shiftsOut) {
+    smoothKernel(const void* src, uint64_t count, bool vector, uint32_t fixedRowElems,
+                 EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut) {
+  __shared__ uint32_t partial[kThreads / 32][kSmoothSegment];
   __shared__ uint32_t histogram[256];
-  __shared__ uint32_t median;
   __shared__ bool last;
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t group = threadIdx.x / 8, part = threadIdx.x % 8;
+  waitForPreviousKernel();  // the shape kernels' choice (this kernel may start before they end)
   const uint32_t rowElems = fixedRowElems ? fixedRowElems : choice->rowElems;
   const bool eligible = smoothEligible(count, rowElems);
-  if (eligible) {
-    const uint64_t begin = smoothSampleRow(blockIdx.x, count / rowElems) * rowElems;
-    for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x)
-      atomicAdd(&levels[j], magnitudeLevel(loadAsFloat(src, Dtype, begin + j)));
+  const uint64_t wholeRows = count / rowElems;
+  for (uint32_t seg = blockIdx.x; eligible && seg < rowElems / kSmoothSegment; seg += gridDim.x) {
+    const uint32_t column = seg * kSmoothSegment + part * kLaneElems;
+    float v[kSmoothRowsPerGroup][kLaneElems];
+#pragma unroll
+    for (uint32_t k = 0; k < kSmoothRowsPerGroup; ++k) {
+      const uint64_t row = smoothSampleRow(group + k * kSmoothGroups, wholeRows);
+      load8<Dtype>(src, row * rowElems + column, kLaneElems, vector, v[k]);
+    }
+    uint32_t sum[kLaneElems];
+#pragma unroll
+    for (uint32_t j = 0; j < kLaneElems; ++j) {
+      sum[j] = 0;
+#pragma unroll
+      for (uint32_t k = 0; k < kSmoothRowsPerGroup; ++k) sum[j] += magnitudeLevel(v[k][j]);
+      sum[j] += __shfl_xor_sync(kFullMask, sum[j], 8);  // the warp's 4 groups
+      sum[j] += __shfl_xor_sync(kFullMask, sum[j], 16);
+    }
+    if (lane < 8) {
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j) partial[warp][part * kLaneElems + j] = sum[j];
+    }
+    __syncthreads();
+    if (threadIdx.x < kSmoothSegment) {
+      uint32_t total = 0;
+#pragma unroll
+      for (uint32_t w = 0; w < kThreads / 32; ++w) total += partial[w][threadIdx.x];
+      levels[seg * kSmoothSegment + threadIdx.x] = total;
+      __threadfence();  // before the block counts itself done: the last block reads them
+    }
+    __syncthreads();  // partial is read before the next segment writes it
   }
-  __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
     last = atomicAdd(&choice->smoothBlocksDone, 1u) == gridDim.x - 1;
@@ -303,12 +377,21 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x == 0) choice->smoothApplied = 0;
     return;
   }
-  for (uint32_t b = threadIdx.x; b < 256; b += blockDim.x) histogram[b] = 0;
+  histogram[threadIdx.x] = 0;
   __syncthreads();
-  for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x)
-    atomicAdd(&histogram[columnBinade(__ldcg(&levels[j]))], 1u);
+  for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) {
+    // Lanes with the same binade add once: most columns share a few binades. Whole warps take
+    // part (rowElems is a multiple of 64).
+    const uint32_t binade = columnBinade(__ldcg(&levels[j]));
+    const uint32_t same = __match_any_sync(kFullMask, binade);
+    if (lane == __ffs(same) - 1) atomicAdd(&histogram[binade], __popc(same));
+  }
   __syncthreads();
-  if (threadIdx.x == 0) median = medianBinade(histogram, rowElems);
+  __shared__ uint32_t median;
+  if (warp == 0) {
+    const uint32_t m = warpMedianBinade(histogram, rowElems, lane);
+    if (lane == 0) median = m;
+  }
   __syncthreads();
   bool any = false;
   for (uint32_t j = threadIdx.x; j < rowElems; j += blockDim.x) {
@@ -367,12 +450,22 @@ void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector,
                                      static_cast<const ShapeSample*>(sample)));
 }
 
-void launchSmoothKernel(int dtype, const void* src, uint64_t count, uint32_t fixedRowElems,
+void launchSmoothKernel(int dtype, const void* src, uint64_t count, bool vector,
+                        uint32_t fixedRowElems, uint32_t columns, bool afterShapeKernels,
                         EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut,
                         cudaStream_t stream) {
-#define CCLZ_FP8_SMOOTH(DT)                                                                    \
-  smoothKernel<DT><<<kSmoothMinRows, kThreads, 0, stream>>>(src, count, fixedRowElems, choice, \
-                                                            levels, shiftsOut)
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(std::clamp<uint32_t>(columns / kSmoothSegment, 1, kMaxSmoothBlocks));
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (afterShapeKernels && programmaticLaunchSupported())
+    config.attrs = &early, config.numAttrs = 1;
+#define CCLZ_FP8_SMOOTH(DT)                                                                        \
+  CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, smoothKernel<DT>, src, count, vector, fixedRowElems, \
+                                     choice, levels, shiftsOut))
   if (dtype == cclzBfloat16)
     CCLZ_FP8_SMOOTH(cclzBfloat16);
   else if (dtype == cclzFloat16)
