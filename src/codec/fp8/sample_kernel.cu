@@ -38,6 +38,8 @@ __device__ __forceinline__ void waitForPreviousKernel() {
 constexpr int kSampleThreads = 256;
 constexpr uint32_t kSampleBlockElems = kSampleThreads * kLaneElems;  // 8 consecutive per thread
 constexpr uint32_t kCenterLoads = kShapeCenterElems / kSampleBlockElems;
+constexpr uint64_t kZeroBlockBytes = 16 * 16 * kSampleThreads;  // 16 16-byte stores per thread
+constexpr uint64_t kMaxZeroBlocks = 264;
 static_assert(kSampleThreads == 256 && kShapeCenterElems % kSampleBlockElems == 0,
               "one histogram bin per thread; the center's values in whole lane loads");
 
@@ -117,6 +119,10 @@ __global__ void __launch_bounds__(kSampleThreads)
   letNextKernelStart();  // shapeStatsKernel's blocks may wait on the SMs meanwhile
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t sampleElems = static_cast<uint32_t>(shapeSampleElems(count));
+  if (blockIdx.x * kSampleBlockElems >= sampleElems) {  // a block that only zeroes
+    zeroForLaterKernels(choice, zero);
+    return;
+  }
   const uint32_t centerElems =
       static_cast<uint32_t>(count < kShapeCenterElems ? count : kShapeCenterElems);
   const uint32_t first = blockIdx.x * kSampleBlockElems + threadIdx.x * kLaneElems;
@@ -423,9 +429,13 @@ bool programmaticLaunchSupported() {
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
                         cudaStream_t stream) {
-  const uint64_t sampleElems = shapeSampleElems(count);
-  const auto blocks =
-      static_cast<unsigned>((sampleElems + kSampleBlockElems - 1) / kSampleBlockElems);
+  // The sample's blocks, and more that only zero where the side data is large (256 MiB of bf16:
+  // 1.3 MB), so that the zeroing keeps to the time of the sample's loads.
+  const uint64_t sampleBlocks =
+      (shapeSampleElems(count) + kSampleBlockElems - 1) / kSampleBlockElems;
+  const uint64_t zeroBlocks =
+      std::min<uint64_t>((zero.sideBytes + kZeroBlockBytes - 1) / kZeroBlockBytes, kMaxZeroBlocks);
+  const auto blocks = static_cast<unsigned>(std::max(sampleBlocks, zeroBlocks));
 #define CCLZ_FP8_SAMPLE(DT) \
   shapeSampleKernel<DT>     \
       <<<blocks, kSampleThreads, 0, stream>>>(src, count, vector, choice, sample, zero)
