@@ -388,17 +388,21 @@ std::vector<fp8::ShapeStats> deviceStyleStats(int dtype, const void* src, uint64
     const fp8::ColumnSplit split = fp8::columnSplit(r, kThreads);
     EXPECT_GE(split.lanes, 4u);
     EXPECT_LE(split.groups * split.lanes, kThreads);
+    EXPECT_LE((rows + split.lanes - 1) / split.lanes, fp8::kMaxRowsPerLane) << "rows per thread";
     std::vector<uint32_t> columns(r / 2, 0);
     for (uint32_t t = 0; t < kThreads; ++t) {
       const uint32_t g = t % split.groups, f = t / split.groups;
       if (f >= split.lanes) continue;
       uint32_t even[4] = {}, odd[4] = {};
-      for (uint32_t row = f; row < rows; row += split.lanes)
+      for (uint32_t i = 0; i < fp8::kMaxRowsPerLane; ++i) {
+        const uint32_t row = f + i * split.lanes;
+        if (row >= rows) continue;
         for (uint32_t k = 0; k < 4; ++k) {
           uint32_t w;
           std::memcpy(&w, &z[row * r + g * fp8::kColumnGroupElems + 4 * k], 4);
           even[k] += fp8::evenLevels(w), odd[k] += fp8::oddLevels(w);
         }
+      }
       for (uint32_t k = 0; k < 4; ++k) {
         columns[2 * k * split.groups + g] += even[k];
         columns[(2 * k + 1) * split.groups + g] += odd[k];

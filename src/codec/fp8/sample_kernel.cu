@@ -233,11 +233,19 @@ __global__ void __launch_bounds__(kShapeThreads)
     if (f < split.lanes) {
       const uint4* z = reinterpret_cast<const uint4*>(sample->z) + g;
       const uint32_t rowWords = rowElems / kColumnGroupElems;
+      // NOTE: every load first (rows past the last read row f again, and count as 0), then the
+      // sums: one wait for L2, not one per row.
+      uint4 q[kMaxRowsPerLane];
+#pragma unroll
+      for (uint32_t i = 0; i < kMaxRowsPerLane; ++i) {
+        const uint32_t r = f + i * split.lanes;
+        q[i] = __ldcg(z + (r < rows ? r : f) * rowWords);
+      }
       uint32_t even[4] = {0, 0, 0, 0}, odd[4] = {0, 0, 0, 0};
-#pragma unroll 4
-      for (uint32_t r = f; r < rows; r += split.lanes) {
-        const uint4 q = __ldcg(z + r * rowWords);
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (uint32_t i = 0; i < kMaxRowsPerLane; ++i) {
+        const uint32_t keep = f + i * split.lanes < rows ? 0xFFFFFFFFu : 0u;
+        const uint32_t w[4] = {q[i].x & keep, q[i].y & keep, q[i].z & keep, q[i].w & keep};
 #pragma unroll
         for (int k = 0; k < 4; ++k) even[k] += evenLevels(w[k]), odd[k] += oddLevels(w[k]);
       }

@@ -142,6 +142,9 @@ CCLZ_HD ColumnSplit columnSplit(uint32_t rowElems, uint32_t threads) {
   const uint32_t groups = rowElems / kColumnGroupElems;
   return ColumnSplit{groups, threads / groups};
 }
+// The most rows a thread of 1024 takes (the sample's rows of a candidate over split.lanes): its
+// loads are issued together.
+constexpr uint32_t kMaxRowsPerLane = 5;
 // Four levels (the bytes of w) as two words of two 16-bit column sums: bytes 0 and 2, bytes 1
 // and 3. A column's sum over the sample stays below 2^16, so halves never carry into each other.
 static_assert(kShapeSampleElems / kAutoMinRowElems * (2 * kShapeWindow) < (1u << 16),
