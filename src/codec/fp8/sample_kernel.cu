@@ -35,24 +35,26 @@ __device__ __forceinline__ void waitForPreviousKernel() {
 
 // ---- shapeSampleKernel: the sample's levels, once -----------------------------------------
 
-constexpr int kSampleThreads = 256;
+constexpr int kSampleThreads = 1024;
 constexpr uint32_t kSampleBlockElems = kSampleThreads * kLaneElems;  // 8 consecutive per thread
-constexpr uint32_t kCenterLoads = kShapeCenterElems / kSampleBlockElems;
+constexpr uint32_t kCenterPerThread = kShapeCenterElems / kSampleThreads;
 constexpr uint64_t kZeroBlockBytes = 16 * 16 * kSampleThreads;  // 16 16-byte stores per thread
-constexpr uint64_t kMaxZeroBlocks = 264;
-static_assert(kSampleThreads == 256 && kShapeCenterElems % kSampleBlockElems == 0,
-              "one histogram bin per thread; the center's values in whole lane loads");
+constexpr uint64_t kMaxZeroBlocks = 132;
+static_assert(kCenterPerThread * kSampleThreads == kShapeCenterElems &&
+                  kCenterPerThread <= kLaneElems && kSampleThreads >= 256,
+              "the center's values spread evenly; a thread per histogram bin");
 
-// Adds the binades (fp32 exponent fields) of a lane's 8 values that have a magnitude to the
+// Adds the binades (fp32 exponent fields) of a lane's N values that have a magnitude to the
 // block's histogram, and their number to `counted` (shapeCenter's inputs). Lanes of a warp with
 // the same binade add once (__match_any_sync): typical data has a few binades, and threads adding
 // one by one into the same shared words would serialize. Missing values were loaded as 0 (no
 // magnitude).
+template <uint32_t N>
 __device__ __forceinline__ void addBinades(const float* v, uint32_t lane, uint32_t* histogram,
                                            uint32_t* counted) {
   uint32_t withMagnitude = 0;
 #pragma unroll
-  for (uint32_t j = 0; j < kLaneElems; ++j) {
+  for (uint32_t j = 0; j < N; ++j) {
     const bool has = hasMagnitude(v[j]);
     const uint32_t binade = has ? floatToBits(v[j]) << 1 >> 24 : 256u;
     const uint32_t same = __match_any_sync(kFullMask, binade);
@@ -106,11 +108,13 @@ __device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& z
   for (uint64_t i = head + 16 * words + thread; i < zero.sideBytes; i += threads) zero.side[i] = 0;
 }
 
-// Block b turns sample values [2048 b, 2048 b + 2048) into their levels (shapeLevel, one byte
+// Block b turns sample values [8192 b, 8192 b + 8192) into their levels (shapeLevel, one byte
 // each) and the sums of their squares per 64 values; every block finds the center itself from
 // the first kShapeCenterElems values (a few KB from L2, not worth a kernel of its own).
 // NOTE: all of a thread's loads are issued before the histogram's shared atomics (which the
-// compiler does not move loads past): the block waits for memory once, not once per round.
+// compiler does not move loads past): the block waits for memory once, not once per round. 1024
+// threads, so that each adds only 4 of the center's values (4 __match_any_sync in a row, the
+// block's 32 warps overlapping them, where 256 threads had 16 in a row each).
 template <int Dtype>
 __global__ void __launch_bounds__(kSampleThreads)
     shapeSampleKernel(const void* src, uint64_t count, bool vector, EncodeChoice* choice,
@@ -127,19 +131,15 @@ __global__ void __launch_bounds__(kSampleThreads)
       static_cast<uint32_t>(count < kShapeCenterElems ? count : kShapeCenterElems);
   const uint32_t first = blockIdx.x * kSampleBlockElems + threadIdx.x * kLaneElems;
   const uint32_t valid = validIn(first, sampleElems);
-  float v[kLaneElems], head[kCenterLoads][kLaneElems];
+  float v[kLaneElems], head[kLaneElems];
   load8<Dtype>(src, first, valid, vector, v);
-#pragma unroll
-  for (uint32_t k = 0; k < kCenterLoads; ++k) {
-    const uint32_t i = (k * kSampleThreads + threadIdx.x) * kLaneElems;
-    load8<Dtype>(src, i, validIn(i, centerElems), vector, head[k]);
-  }
-  histogram[threadIdx.x] = 0;
+  const uint32_t h = threadIdx.x * kCenterPerThread;
+  load8<Dtype>(src, h, min(kCenterPerThread, validIn(h, centerElems)), false, head);
+  if (threadIdx.x < 256) histogram[threadIdx.x] = 0;
   if (threadIdx.x == 0) counted = 0;
   zeroForLaterKernels(choice, zero);
   __syncthreads();
-#pragma unroll
-  for (uint32_t k = 0; k < kCenterLoads; ++k) addBinades(head[k], lane, histogram, &counted);
+  addBinades<kCenterPerThread>(head, lane, histogram, &counted);
   __syncthreads();
   if (threadIdx.x < 32) {
     const uint32_t c = warpShapeCenter(histogram, counted, lane);
