@@ -38,7 +38,7 @@ __device__ __forceinline__ void waitForPreviousKernel() {
 constexpr int kSampleThreads = 1024;
 constexpr uint32_t kSampleBlockElems = kSampleThreads * kLaneElems;  // 8 consecutive per thread
 constexpr uint32_t kCenterPerThread = kShapeCenterElems / kSampleThreads;
-constexpr uint64_t kZeroBlockBytes = 16 * 16 * kSampleThreads;  // 16 16-byte stores per thread
+constexpr uint64_t kZeroBlockBytes = 4 * 16 * kSampleThreads;  // 4 16-byte stores per thread
 constexpr uint64_t kMaxZeroBlocks = 132;
 static_assert(kCenterPerThread * kSampleThreads == kShapeCenterElems &&
                   kCenterPerThread <= kLaneElems && kSampleThreads >= 256,
@@ -437,8 +437,8 @@ bool programmaticLaunchSupported() {
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
                         cudaStream_t stream) {
-  // The sample's blocks, and more that only zero where the side data is large (256 MiB of bf16:
-  // 1.3 MB), so that the zeroing keeps to the time of the sample's loads.
+  // The sample's blocks (8 at most), and more that only zero where the side data is large (256
+  // MiB of bf16: 1.3 MB, 21 blocks of 64 KB), so that the zeroing keeps to the time of the sample.
   const uint64_t sampleBlocks =
       (shapeSampleElems(count) + kSampleBlockElems - 1) / kSampleBlockElems;
   const uint64_t zeroBlocks =
