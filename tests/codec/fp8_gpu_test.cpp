@@ -233,9 +233,9 @@ TEST(Fp8GpuShape, ChosenRowLengthsMatchTheReference) {
   for (size_t period : {512, 640, 1536, 2304, 4096})
     for (size_t count : {size_t{65536}, size_t{300001}, size_t{1} << 21}) {
       const std::vector<float> x = periodicChannels(period, count);
+      // Setups 0, 8 and 9: default, auto_int8, auto_adaptive_h128.
       for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)})
-        for (size_t k :
-             {size_t{0}, size_t{8}, size_t{9}})  // default, auto_int8, auto_adaptive_h128
+        for (size_t k : {size_t{0}, size_t{8}, size_t{9}})
           checkAll(setups()[k], dtype, x, "period " + std::to_string(period));
     }
 }
@@ -329,8 +329,7 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     const size_t esize = elementSize(dtype);
     const auto type = static_cast<cclzDataType_t>(dtype);
     hostOut->assign(x.size() * esize, 0);
-    *host =
-        cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut->data(), x.size(), type);
+    *host = cclzDecodeHost(codec.get(), bytes.data(), bytes.size(), hostOut->data(), x.size(), type);
     GuardedDeviceBuffer frame(bytes.size()), out(x.size() * esize);
     frame.upload(bytes.data(), bytes.size());
     ASSERT_EQ(cclzDecode(codec.get(), frame.data(), bytes.size(), out.data(), x.size(), type, cs),
@@ -378,7 +377,8 @@ TEST(Fp8GpuCorrupt, RejectedFramesAreReported) {
   const NamedFrames bad = {
       {"magic", withByte(cpu.bytes, 0, 0)},
       {"checksum", withByte(cpu.bytes, 60, cpu.bytes[60] ^ 1)},
-      {"coarse sign", withByte(cpu.bytes, l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15])},
+      {"coarse sign",
+       withByte(cpu.bytes, l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15])},
       {"flag", withByte(cpu.bytes, l.flags + 2, 7)},
       {"special code in a rotated group", withByte(cpu.bytes, l.codes + 600, fp8::kCodeNaN)},
   };

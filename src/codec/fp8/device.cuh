@@ -125,6 +125,7 @@ __device__ __forceinline__ __nv_fp8_interpretation_t fp8Kind(uint32_t grid) {
   return grid == kE4M3 ? __NV_E4M3 : __NV_E5M2;
 }
 
+
 __device__ __forceinline__ uint32_t validIn(uint32_t first, uint32_t n) {
   return first < n ? min(kLaneElems, n - first) : 0u;
 }

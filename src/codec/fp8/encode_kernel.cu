@@ -48,8 +48,8 @@ __device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, f
 // roundMagnitude(grid, a) and (grid, b) for finite a, b >= 0 on an E4M3/E5M2 grid: the
 // hardware's conversion to the grid (nearest even, saturating at the top) and back (exact).
 __device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float b) {
-  const __nv_fp8x2_storage_t q =
-      __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, fp8Kind(grid));
+  const __nv_fp8x2_storage_t q = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
+                                                          fp8Kind(grid));
   return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, fp8Kind(grid))));
 }
 
@@ -219,9 +219,8 @@ __global__ void __launch_bounds__(kThreads, 4)
         uint32_t m = 0;
 #pragma unroll
         for (uint32_t t = 0; t < kHeldTiles; ++t)  // missing values were loaded as 0
-          m = __vimax3_u16x2(
-              __vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
-              raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
+          m = __vimax3_u16x2(__vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
+                             raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
         uint32_t laneMax = max(m & 0xFFFFu, m >> 16);
         finite = laneMax < kFirstNonFinite<Dtype>;
         if (!finite) laneMax = largestFiniteBits<Dtype>(raw);  // rare: NaN or Inf in the lane
@@ -384,10 +383,8 @@ __global__ void __launch_bounds__(kThreads, 4)
           }
 #pragma unroll
           for (int j = 0; j < 3; ++j)
-            t3[j] = mine == 0   ? top[0][j]
-                    : mine == 1 ? top[1][j]
-                    : mine == 2 ? top[2][j]
-                                : top[3][j];
+            t3[j] =
+                mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
         }
         const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < n;
         const uint32_t k0 = exists ? startCode(p.grid, c, t3[0]) : 0u;
