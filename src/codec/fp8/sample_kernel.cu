@@ -207,6 +207,18 @@ __device__ uint32_t warpChooseRowElems(const ShapeStats* stats, uint32_t n, uint
 
 // ---- shapeStatsKernel: one block per candidate --------------------------------------------
 
+// The most sample rows a thread of shapeStatsKernel takes, over every candidate (multiples of 64
+// cover every Hadamard size's candidates): its loads are all issued at once.
+constexpr uint32_t mostRowsPerLane() {
+  uint32_t most = 0;
+  for (uint32_t r = kAutoMinRowElems; r <= kAutoMaxRowElems; r += kBlockElems) {
+    const uint32_t rows = kShapeSampleElems / r, lanes = kShapeThreads / (r / kColumnGroupElems);
+    most = std::max(most, (rows + lanes - 1) / lanes);
+  }
+  return most;
+}
+static_assert(mostRowsPerLane() <= kMaxRowsPerLane, "a thread's rows fit its loads");
+
 // Block c measures candidate row length c (ShapeStats) from the levels shapeSampleKernel left:
 // each thread adds 16 columns of every split.lanes-th row in 16-bit halves (columnSplit,
 // evenLevels), the column sums meet in shared memory (integer atomics, exact in any order), and
