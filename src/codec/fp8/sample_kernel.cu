@@ -1,6 +1,7 @@
 // The fp8 encoder's decisions from the data (codec/fp8/shape.h): small kernels over a sample,
 // run before the encode on its stream, whose integer statistics are exact in any order.
 #include "codec/fp8/device.cuh"
+#include "codec/fp8/launch_env.h"
 
 namespace cclz::fp8 {
 namespace {
@@ -433,8 +434,10 @@ __global__ void __launch_bounds__(kThreads)
 
 namespace {
 
-// Programmatic dependent launch needs sm_90 (the device of the calling thread).
+// Programmatic dependent launch: where CCLZ_FP8_PDL allows it and the device (of the calling
+// thread) has it, sm_90 and later.
 bool programmaticLaunchSupported() {
+  if (!programmaticLaunchFromEnvironment()) return false;
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
@@ -449,6 +452,7 @@ bool programmaticLaunchSupported() {
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
                         cudaStream_t stream) {
+  const bool overlap = programmaticLaunchSupported();  // before any launch: it may throw
   // The sample's blocks (8 at most), and more that only zero where the side data is large (256
   // MiB of bf16: 1.3 MB, 21 blocks of 64 KB), so that the zeroing keeps to the time of the sample.
   const uint64_t sampleBlocks =
@@ -475,7 +479,7 @@ void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector,
   cudaLaunchAttribute early{};
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   early.val.programmaticStreamSerializationAllowed = 1;
-  if (programmaticLaunchSupported()) config.attrs = &early, config.numAttrs = 1;
+  if (overlap) config.attrs = &early, config.numAttrs = 1;
   CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, shapeStatsKernel, count, log2H, choice,
                                      static_cast<const ShapeSample*>(sample)));
 }
