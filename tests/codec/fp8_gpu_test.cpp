@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "codec/device.h"
 #include "codec/fp8/format.h"
+#include "codec/fp8/ref.h"
 #include "common/float_bits.h"
 #include "support/codec_handle.h"
 #include "support/data.h"
@@ -238,6 +240,55 @@ TEST(Fp8GpuShape, ChosenRowLengthsMatchTheReference) {
         for (size_t k : {size_t{0}, size_t{8}, size_t{9}})
           checkAll(setups()[k], dtype, x, "period " + std::to_string(period));
     }
+}
+
+// An encode with rows from the data captured in a CUDA graph (the sampling kernels' programmatic
+// dependent launches become graph edges) and replayed on two inputs with other periods: each
+// frame equals the reference's. Scratch starts as garbage (the buffers' guard pattern); the
+// replays rely on the first sampling kernel zeroing the counters every time.
+TEST(Fp8GpuShape, CapturedEncodeMatchesTheReference) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = size_t{1} << 20;
+  const std::vector<uint8_t> inputs[2] = {toDtype(periodicChannels(768, n, {5, 100}), cclzBfloat16),
+                                          toDtype(periodicChannels(1536, n, {7}), cclzBfloat16)};
+  for (bool smoothing : {false, true}) {
+    SCOPED_TRACE(smoothing ? "INT8, rotation always, smoothing" : "E4M3, no smoothing");
+    fp8::Params p;
+    p.shape = fp8::kShapeAuto;
+    p.rowElems = fp8::kAutoFallbackRowElems;
+    if (smoothing) {
+      p.grid = fp8::kInt8;
+      p.policy = fp8::kRotateAlways;
+      p.candidates = 1;
+      p.smoothing = 1;
+    }
+    const uint64_t frameBytes = fp8::maxEncodedBytes(p, n);
+    GuardedDeviceBuffer src(2 * n), dst(frameBytes), status(sizeof(DeviceStatus)),
+        scratch(fp8::encodeScratchBytes(p, n));
+    ASSERT_TRUE(src.ok() && dst.ok() && status.ok() && scratch.ok());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    fp8::encodeDevice(p, cclzBfloat16, src.data(), n, dst.data(), nullptr,
+                      reinterpret_cast<DeviceStatus*>(status.data()), scratch.data(), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (const auto& input : inputs) {
+      std::vector<uint8_t> cpu(frameBytes);
+      ASSERT_EQ(fp8::encodeRef(p, cclzBfloat16, input.data(), n, cpu.data(), cpu.size()),
+                frameBytes);
+      src.upload(input.data(), input.size());
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      expectSameBytes(dst.download(frameBytes), cpu, "captured encode");
+      EXPECT_TRUE(dst.guardsIntact() && scratch.guardsIntact());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
 }
 
 // Smoothing of rows longer than the smoothing kernel's grid covers at once (129 segments of 64
