@@ -1,5 +1,8 @@
 // The fp8 encoder's decisions from the data (codec/fp8/shape.h): small kernels over a sample,
-// run before the encode on its stream, whose integer statistics are exact in any order.
+// run before the encode on its stream, whose integer statistics are exact in any order, so they
+// decide as the CPU reference does. The row length: shapeSampleKernel (the sample's levels, once)
+// then shapeStatsKernel (one block per candidate; the last one chooses). The smoothing:
+// smoothKernel. bench/notes/fp8-kernels.md ("Round 4") has the chain and its costs.
 #include "codec/fp8/device.cuh"
 #include "codec/fp8/launch_env.h"
 
