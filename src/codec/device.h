@@ -70,7 +70,8 @@ namespace fp8 {
 // p.shape is kShapeAuto, the smoothing where the frame may be smoothed); 0 when it decides nothing.
 uint64_t encodeScratchBytes(const Params& p, uint64_t count);
 // Encodes count values into dst (capacity >= maxEncodedBytes): one pass over the input, after
-// the small sampling kernels of the decisions (scratch: encodeScratchBytes, zeroed here).
+// the small sampling kernels of the decisions (scratch: encodeScratchBytes, 16-byte aligned, any
+// contents: the kernels zero what they need).
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   cudaStream_t stream);

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "codec/device.h"
 #include "codec/fp8/format.h"
+#include "codec/fp8/ref.h"
 #include "common/float_bits.h"
 #include "support/codec_handle.h"
 #include "support/data.h"
@@ -221,6 +223,83 @@ TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
     for (size_t k : {size_t{0}, size_t{2}, size_t{6}, size_t{8}})  // default, adaptive, int8,
       checkAll(setups()[k], cclzBfloat16, x, t.name);              // auto int8
   }
+}
+
+// The encoder's own row length on data where it is not the fallback: hidden sizes from the
+// shortest candidate to the longest, messages at the edge of measuring (65536 values: only 512
+// has its 16 rows), some candidates measured (300001), all of them (4 MiB of bf16), every dtype,
+// the auto setups (E4M3 without smoothing, INT8 and adaptive with it). Frames equal byte for byte.
+// (Fp8Shape.PeriodicChannelsChooseTheirPeriod checks the reference finds the periods here.)
+TEST(Fp8GpuShape, ChosenRowLengthsMatchTheReference) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  for (size_t period : {512, 640, 1536, 2304, 4096})
+    for (size_t count : {size_t{65536}, size_t{300001}, size_t{1} << 21}) {
+      const std::vector<float> x = periodicChannels(period, count);
+      // Setups 0, 8 and 9: default, auto_int8, auto_adaptive_h128.
+      for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)})
+        for (size_t k : {size_t{0}, size_t{8}, size_t{9}})
+          checkAll(setups()[k], dtype, x, "period " + std::to_string(period));
+    }
+}
+
+// An encode with rows from the data captured in a CUDA graph (the sampling kernels' programmatic
+// dependent launches become graph edges) and replayed on two inputs with other periods: each
+// frame equals the reference's. Scratch starts as garbage (the buffers' guard pattern); the
+// replays rely on the first sampling kernel zeroing the counters every time.
+TEST(Fp8GpuShape, CapturedEncodeMatchesTheReference) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const size_t n = size_t{1} << 20;
+  const std::vector<uint8_t> inputs[2] = {toDtype(periodicChannels(768, n, {5, 100}), cclzBfloat16),
+                                          toDtype(periodicChannels(1536, n, {7}), cclzBfloat16)};
+  for (bool smoothing : {false, true}) {
+    SCOPED_TRACE(smoothing ? "INT8, rotation always, smoothing" : "E4M3, no smoothing");
+    fp8::Params p;
+    p.shape = fp8::kShapeAuto;
+    p.rowElems = fp8::kAutoFallbackRowElems;
+    if (smoothing) {
+      p.grid = fp8::kInt8;
+      p.policy = fp8::kRotateAlways;
+      p.candidates = 1;
+      p.smoothing = 1;
+    }
+    const uint64_t frameBytes = fp8::maxEncodedBytes(p, n);
+    GuardedDeviceBuffer src(2 * n), dst(frameBytes), status(sizeof(DeviceStatus)),
+        scratch(fp8::encodeScratchBytes(p, n));
+    ASSERT_TRUE(src.ok() && dst.ok() && status.ok() && scratch.ok());
+    cudaStream_t stream = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    fp8::encodeDevice(p, cclzBfloat16, src.data(), n, dst.data(), nullptr,
+                      reinterpret_cast<DeviceStatus*>(status.data()), scratch.data(), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (const auto& input : inputs) {
+      std::vector<uint8_t> cpu(frameBytes);
+      ASSERT_EQ(fp8::encodeRef(p, cclzBfloat16, input.data(), n, cpu.data(), cpu.size()),
+                frameBytes);
+      src.upload(input.data(), input.size());
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      expectSameBytes(dst.download(frameBytes), cpu, "captured encode");
+      EXPECT_TRUE(dst.guardsIntact() && scratch.guardsIntact());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// Smoothing of rows longer than the smoothing kernel's grid covers at once (129 segments of 64
+// columns for 128 blocks), with massive channels (Fp8Smooth.LongRowsWithMassiveChannelsAreSmoothed
+// checks the reference smooths them), the caller's row length, rotation always.
+TEST(Fp8GpuSmooth, LongRowsMatchTheReference) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const GpuSetup setup{"smooth_row8256_always", cclzFp8E4M3, 8256, 0, cclzFp8RotateAlways, 0};
+  const std::vector<float> x = periodicChannels(8256, 128 * 8256 + 1000, {5, 4100, 8200});
+  for (int dtype : {int(cclzBfloat16), int(cclzFloat32)})
+    checkAll(setup, dtype, x, "massive channels, rows of 8256");
 }
 
 using NamedFrames = std::vector<std::pair<std::string, std::vector<uint8_t>>>;

@@ -4,9 +4,11 @@
 // frame size either way, and the round trip of smoothed frames with NaN and Inf.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "cclz/cclz.h"
@@ -354,6 +356,164 @@ TEST(Fp8Smooth, RaggedFramesAreSmoothedToo) {
     }
     EXPECT_LE(err / energy, 1e-4) << dtypeLabel(dtype);
   }
+}
+
+// The statistics the way the device computes them (sample_kernel.cu), thread by thread: the
+// sample's levels once, as bytes, with the sums of their squares per 64 values; then per measured
+// candidate, 1024 threads adding 16 columns (a 16-byte load) of every columnSplit.lanes-th row in
+// 16-bit halves (evenLevels, oddLevels), the halves meeting in one word per two columns.
+std::vector<fp8::ShapeStats> deviceStyleStats(int dtype, const void* src, uint64_t count,
+                                              uint32_t log2H) {
+  constexpr uint32_t kThreads = 1024;
+  const uint32_t sample = static_cast<uint32_t>(fp8::shapeSampleElems(count));
+  uint32_t histogram[256] = {}, counted = 0;
+  for (uint64_t i = 0; i < std::min<uint64_t>(count, fp8::kShapeCenterElems); ++i) {
+    const float v = loadAsFloat(src, dtype, i);
+    if (fp8::hasMagnitude(v)) ++histogram[floatToBits(v) << 1 >> 24], ++counted;
+  }
+  const uint32_t center = fp8::shapeCenter(histogram, counted);
+  std::vector<uint8_t> z(fp8::kShapeSampleElems, 0);
+  std::vector<uint32_t> chunkSq(fp8::kShapeSampleElems / fp8::kBlockElems, 0);
+  for (uint32_t i = 0; i < sample; ++i) {
+    const uint32_t level = fp8::shapeLevel(loadAsFloat(src, dtype, i), center);
+    EXPECT_LE(level, 2 * fp8::kShapeWindow);
+    z[i] = static_cast<uint8_t>(level);
+    chunkSq[i / fp8::kBlockElems] += level * level;
+  }
+  std::vector<fp8::ShapeStats> stats(fp8::numShapeCandidates(log2H));
+  for (uint32_t c = 0; c < stats.size(); ++c)
+    stats[c].rows = sample / fp8::shapeCandidate(c, log2H);
+  for (uint32_t c = 0; c < fp8::numMeasuredCandidates(count, log2H); ++c) {
+    const uint32_t r = fp8::shapeCandidate(c, log2H), rows = sample / r;
+    const fp8::ColumnSplit split = fp8::columnSplit(r, kThreads);
+    EXPECT_GE(split.lanes, 4u);
+    EXPECT_LE(split.groups * split.lanes, kThreads);
+    EXPECT_LE((rows + split.lanes - 1) / split.lanes, fp8::kMaxRowsPerLane) << "rows per thread";
+    std::vector<uint32_t> columns(r / 2, 0);
+    for (uint32_t t = 0; t < kThreads; ++t) {
+      const uint32_t g = t % split.groups, f = t / split.groups;
+      if (f >= split.lanes) continue;
+      uint32_t even[4] = {}, odd[4] = {};
+      for (uint32_t i = 0; i < fp8::kMaxRowsPerLane; ++i) {
+        const uint32_t row = f + i * split.lanes;
+        if (row >= rows) continue;
+        for (uint32_t k = 0; k < 4; ++k) {
+          uint32_t w;
+          std::memcpy(&w, &z[row * r + g * fp8::kColumnGroupElems + 4 * k], 4);
+          even[k] += fp8::evenLevels(w), odd[k] += fp8::oddLevels(w);
+        }
+      }
+      for (uint32_t k = 0; k < 4; ++k) {
+        columns[2 * k * split.groups + g] += even[k];
+        columns[(2 * k + 1) * split.groups + g] += odd[k];
+      }
+    }
+    fp8::ShapeStats& s = stats[c];
+    for (uint32_t w : columns) s.total += fp8::halvesSum(w), s.sumColSq += fp8::halvesSquared(w);
+    for (uint32_t q = 0; q < rows * r / fp8::kBlockElems; ++q) s.sumSq += chunkSq[q];
+  }
+  return stats;
+}
+
+void expectDeviceStyleStatsMatch(const std::vector<float>& x, uint32_t log2H,
+                                 const std::string& what) {
+  const std::vector<uint16_t> in = toBf16(x);
+  std::vector<fp8::ShapeStats> ref(fp8::kMaxShapeCandidates);
+  fp8::shapeStatsRef(cclzBfloat16, in.data(), in.size(), log2H, ref.data());
+  const auto dev = deviceStyleStats(cclzBfloat16, in.data(), in.size(), log2H);
+  for (uint32_t c = 0; c < dev.size(); ++c) {
+    SCOPED_TRACE(what + ", H 2^" + std::to_string(log2H) + ", candidate " +
+                 std::to_string(fp8::shapeCandidate(c, log2H)));
+    EXPECT_EQ(dev[c].rows, ref[c].rows);
+    EXPECT_EQ(dev[c].total, ref[c].total);
+    EXPECT_EQ(dev[c].sumSq, ref[c].sumSq);
+    EXPECT_EQ(dev[c].sumColSq, ref[c].sumColSq);
+  }
+  const uint32_t n = fp8::numMeasuredCandidates(in.size(), log2H);
+  EXPECT_EQ(fp8::chooseRowElems(dev.data(), n, log2H), fp8::chooseRowElems(ref.data(), log2H))
+      << what << ": the measured candidates decide as all of them";
+}
+
+TEST(Fp8Shape, MeasuredCandidatesAreThoseWithEnoughRows) {
+  for (uint32_t log2H = fp8::kMinLog2Hadamard; log2H <= fp8::kMaxLog2Hadamard; ++log2H)
+    for (uint64_t count : {0ull, 1ull, 65535ull, 65536ull, 65543ull, 100003ull, 262144ull,
+                           524287ull, 524288ull, 1ull << 27}) {
+      const uint32_t n = fp8::numMeasuredCandidates(count, log2H);
+      for (uint32_t c = 0; c < fp8::numShapeCandidates(log2H); ++c)
+        EXPECT_EQ(c < n, fp8::shapeSampleElems(count) / fp8::shapeCandidate(c, log2H) >=
+                             fp8::kShapeMinRows)
+            << count << " values, H 2^" << log2H << ", candidate " << c;
+      // None below 16 rows of 512 in the sample (1/8 of the message): the fallback, decided on
+      // the host; such a frame is also too small for a smoothing area.
+      EXPECT_EQ(n == 0, count < 65536) << count;
+      if (n == 0) {
+        EXPECT_EQ(fp8::smoothCapacity(count, fp8::kShapeAuto, 1024, log2H), 0u);
+      }
+    }
+  EXPECT_EQ(fp8::numMeasuredCandidates(1ull << 21, 6), 57u) << "4 MiB of bf16: all of them";
+}
+
+TEST(Fp8Shape, DeviceSplitOfTheStatisticsMatchesTheReference) {
+  // Periods of every kind (shortest, longest, not a power of two), sizes around the sample's
+  // edges, NaN/Inf/zeros, and levels clamped at both ends (a center far from most values).
+  for (size_t period : {512, 640, 768, 1536, 2304, 4096}) {
+    for (size_t rows : {size_t{128}, size_t{129}, 8 * 65536 / period + 3, 3 * 65536 / period}) {
+      std::vector<float> x = channelData(rows, period, 0.7, mixSeed(period + rows));
+      x.resize(x.size() - rows % 5);  // not a multiple of the period
+      for (size_t i = 17; i < x.size(); i += 3001) x[i] = NAN;
+      for (size_t i = 29; i < x.size(); i += 4999) x[i] = -INFINITY;
+      for (size_t i = 3; i < x.size(); i += 97) x[i] = 0.0f;
+      for (uint32_t log2H : {4u, 6u, 8u})
+        expectDeviceStyleStatsMatch(
+            x, log2H, "period " + std::to_string(period) + ", n " + std::to_string(x.size()));
+    }
+  }
+  std::vector<float> far = gaussianData(1 << 20, 9);
+  for (size_t i = 0; i < far.size(); ++i) far[i] *= i < fp8::kShapeCenterElems ? 1e-6f : 1e6f;
+  expectDeviceStyleStatsMatch(far, 6, "levels at the top");
+  for (size_t i = fp8::kShapeCenterElems; i < far.size(); ++i) far[i] *= 1e-18f;
+  expectDeviceStyleStatsMatch(far, 6, "levels at the bottom");
+  expectDeviceStyleStatsMatch(std::vector<float>(70000, 0.0f), 6, "zeros");
+  expectDeviceStyleStatsMatch(channelData(1024, 768, 0.5, 3), 6, "the period");
+}
+
+TEST(Fp8Shape, PeriodicChannelsChooseTheirPeriod) {
+  // The data of Fp8GpuShape.ChosenRowLengthsMatchTheReference (fp8_gpu_test.cpp): where the
+  // sample holds 16 periods the reference chooses the period, so the GPU test compares frames
+  // whose row length is not the fallback.
+  int found = 0;
+  for (size_t period : {512, 640, 1536, 2304, 4096})
+    for (size_t count : {size_t{65536}, size_t{300001}, size_t{1} << 21}) {
+      const std::vector<float> x = periodicChannels(period, count);
+      std::vector<uint16_t> half(x.size());
+      for (size_t i = 0; i < x.size(); ++i) half[i] = floatToHalf(x[i]);
+      const std::vector<uint16_t> bf = toBf16(x);
+      for (uint32_t log2H : {6u, 7u}) {
+        const uint32_t rows = static_cast<uint32_t>(fp8::shapeSampleElems(count) / period);
+        const bool findable = rows >= fp8::kShapeMinRows && fp8::isAutoCandidate(period, log2H);
+        const uint32_t got[3] = {fp8::chooseRowElemsRef(cclzBfloat16, bf.data(), count, log2H),
+                                 fp8::chooseRowElemsRef(cclzFloat16, half.data(), count, log2H),
+                                 fp8::chooseRowElemsRef(cclzFloat32, x.data(), count, log2H)};
+        for (uint32_t g : got) {
+          if (findable) {
+            EXPECT_EQ(g, period) << "period " << period << ", n " << count << ", H 2^" << log2H;
+          }
+          found += g != fp8::kAutoFallbackRowElems;
+        }
+      }
+    }
+  EXPECT_GE(found, 30) << "most frames of the GPU test have a row length from the data";
+}
+
+TEST(Fp8Smooth, LongRowsWithMassiveChannelsAreSmoothed) {
+  // The data of Fp8GpuSmooth.LongRowsMatchTheReference (fp8_gpu_test.cpp): rows of 8256, three
+  // massive channels, which the reference shifts down.
+  const size_t n = 128 * 8256 + 1000;
+  const std::vector<uint16_t> in = toBf16(periodicChannels(8256, n, {5, 4100, 8200}));
+  std::vector<uint8_t> shifts(8256);
+  ASSERT_TRUE(fp8::chooseSmoothingRef(cclzBfloat16, in.data(), n, 8256, shifts.data()));
+  for (size_t c : {5, 4100, 8200}) EXPECT_GT(shifts[c], 0) << "channel " << c;
+  EXPECT_EQ(shifts[6], 0);
 }
 
 TEST(Fp8Smooth, ShiftsAreExactPowersOfTwo) {

@@ -55,4 +55,18 @@ std::vector<StressTensor> makeStressTensors(uint64_t seed) {
   return out;
 }
 
+std::vector<float> periodicChannels(size_t period, size_t count,
+                                    const std::vector<size_t>& massive) {
+  uint64_t state = period * 0x9E3779B97F4A7C15ull ^ count;
+  std::vector<double> scale(period);
+  for (auto& v : scale) v = std::exp2(normalFrom(state) * 0.5);
+  for (size_t c : massive) scale[c] *= 1000;
+  std::vector<float> x(count);
+  for (size_t i = 0; i < count; ++i) x[i] = float(normalFrom(state) * scale[i % period]);
+  for (size_t i = 13; i < count; i += 4001) x[i] = NAN;
+  for (size_t i = 31; i < count; i += 6007) x[i] = (i & 1) ? INFINITY : -INFINITY;
+  for (size_t i = 7; i < count; i += 101) x[i] = 0.0f;
+  return x;
+}
+
 }  // namespace cclz::test

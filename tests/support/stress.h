@@ -21,6 +21,12 @@ struct StressTensor {
 // Values are rounded to bf16 (ties to even), the dtype of the traffic they stand for.
 std::vector<StressTensor> makeStressTensors(uint64_t seed);
 
+// count values with channel structure of period `period` for the fp8 encoder's row-length and
+// smoothing choices: channel scales 2^N(0, 0.5^2), the channels listed in `massive` scaled by 1000
+// more, NaN, Inf and zeros sprinkled in; seeded by (period, count).
+std::vector<float> periodicChannels(size_t period, size_t count,
+                                    const std::vector<size_t>& massive = {});
+
 // A standard normal value from a 64-bit generator state (splitmix64 + Box-Muller): the same on
 // every platform, unlike std::normal_distribution.
 double normalFrom(uint64_t& state);

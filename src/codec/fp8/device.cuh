@@ -131,13 +131,29 @@ __device__ __forceinline__ uint32_t validIn(uint32_t first, uint32_t n) {
 }
 
 // The data-dependent choices of one encode, at the start of its scratch (encodeScratchBytes);
-// the column maxima of the smoothing sample follow it.
+// where the encoder chooses the row length a ShapeSample follows it; then the column sums of the
+// smoothing sample.
 struct EncodeChoice {
   uint32_t rowElems, smoothApplied;
   uint32_t shapeBlocksDone, smoothBlocksDone;  // the last block to finish decides
   ShapeStats stats[kMaxShapeCandidates];
 };
+// The row-length sample's levels (shapeLevel, 0..128), computed once by shapeSampleKernel and
+// read by every candidate's block; and the sums of their squares per 64 values (every measured
+// prefix rows * R is a multiple of 64).
+struct ShapeSample {
+  uint8_t z[kShapeSampleElems];
+  uint32_t chunkSq[kShapeSampleElems / kBlockElems];
+};
+static_assert(sizeof(EncodeChoice) % 16 == 0 && sizeof(ShapeSample) % 16 == 0,
+              "the scratch's parts stay 16-byte aligned");
 
+// What the first sampling kernel zeroes for the kernels after it, besides the choice's counters
+// (the memsets it replaces): the frame's side data from its coarse scales on.
+struct SampleZeroing {
+  uint8_t* side;
+  uint64_t sideBytes;
+};
 
 // The blocks of kThreads threads for warpsOfWork warps' worth of work (grid-stride beyond 16384).
 inline unsigned gridFor(uint64_t warpsOfWork) {
@@ -147,11 +163,18 @@ inline unsigned gridFor(uint64_t warpsOfWork) {
 }
 
 // The sampling kernels (sample_kernel.cu), queued on `stream` before the encode that reads their
-// choice: the row length (shapeKernel, one block per candidate) and the smoothing shifts
-// (smoothKernel; fixedRowElems 0: the row length the shape kernel chose).
-void launchShapeKernel(int dtype, const void* src, uint64_t count, uint32_t log2H,
-                       EncodeChoice* choice, cudaStream_t stream);
-void launchSmoothKernel(int dtype, const void* src, uint64_t count, uint32_t fixedRowElems,
+// choice. The row length (numMeasuredCandidates(count, log2H) > 0): launchShapeKernels queues
+// shapeSampleKernel (the sample's levels; it also zeroes the choice's counters and `zero`) and
+// shapeStatsKernel (one block per measured candidate; the last one chooses). The smoothing
+// shifts: launchSmoothKernel queues smoothKernel (fixedRowElems 0: the row length the shape
+// kernels chose; afterShapeKernels: queued right after them, it may start early); `columns` is
+// the frame's smoothing capacity, `levels` holds as many words (no need to zero them), the
+// choice's smoothBlocksDone must be zero (the shape kernels or a memset).
+void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
+                        EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
+                        cudaStream_t stream);
+void launchSmoothKernel(int dtype, const void* src, uint64_t count, bool vector,
+                        uint32_t fixedRowElems, uint32_t columns, bool afterShapeKernels,
                         EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut,
                         cudaStream_t stream);
 

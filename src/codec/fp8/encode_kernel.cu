@@ -471,12 +471,35 @@ __global__ void __launch_bounds__(kThreads, 4)
 }
 
 // The parameters of the frame as far as the host knows them: the smoothing area where the frame
-// has one; the row length (auto) and the smoothing decision come from the device.
+// has one; the row length (auto) and the smoothing decision come from the device, except where no
+// candidate has enough rows to measure: then the row length is the fallback, known here (and
+// such a frame, below 16 * 8 * 512 values, is too small for a smoothing area).
+static_assert(kShapeMinRows * kShapeSampleDivisor <= kSmoothMinRows,
+              "a frame too small to measure a row length has no smoothing area");
 Params hostFrameParams(const Params& req, uint64_t count) {
   Params p = req;
   p.smoothing = req.smoothing && smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) != 0;
   p.smoothApplied = 0;
+  if (p.shape == kShapeAuto && numMeasuredCandidates(count, p.log2Hadamard) == 0)
+    p.rowElems = kAutoFallbackRowElems;
   return p;
+}
+
+// Where the parts of an encode's scratch lie (byte offsets; bytes 0: no scratch): the choice, the
+// row-length sample where one is measured, the smoothing sample's column sums.
+struct ScratchParts {
+  uint64_t sample, levels, levelWords, bytes;
+};
+ScratchParts scratchParts(const Params& p, uint64_t count) {
+  ScratchParts s{};
+  const bool measure = p.shape == kShapeAuto && numMeasuredCandidates(count, p.log2Hadamard) > 0;
+  if (!measure && !p.smoothing) return s;
+  uint64_t at = sizeof(EncodeChoice);
+  if (measure) s.sample = at, at += sizeof(ShapeSample);
+  s.levels = at;
+  s.levelWords = p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
+  s.bytes = at + 4 * s.levelWords;
+  return s;
 }
 
 template <int Dtype>
@@ -488,33 +511,41 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   const FrameHeader header = makeHeader(p, Dtype, count);
   const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
   const unsigned blocks = gridFor(l.rowSlots);
-  if (p.shape == kShapeCaller && !p.smoothing) {  // nothing to decide: the one-pass encode alone
+  const ScratchParts parts = scratchParts(p, count);
+  if (parts.bytes == 0) {  // nothing to decide on the device: the one-pass encode alone
     encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
         p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
     return;
   }
+  CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(scratch) % 16 == 0, cclzInvalidArgument,
+               "the fp8 encode's scratch must be 16-byte aligned");
   auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
-  CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(req, count), stream));
-  // NOTE: the side data's unused slots (rows the choice did not need, the smoothing area of a
-  // frame not smoothed) are zero; a memset of the side data is cheaper than finding them.
-  CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
-  if (p.shape == kShapeAuto) launchShapeKernel(Dtype, src, count, p.log2Hadamard, choice, stream);
+  auto* levels = reinterpret_cast<uint32_t*>(scratch + parts.levels);
+  if (parts.sample) {
+    // NOTE: the first sampling kernel zeroes the counters and the side data's unused slots (rows
+    // the choice did not need, the smoothing area of a frame not smoothed), which two memsets did
+    // before it: two fewer launches on the chain.
+    launchShapeKernels(Dtype, src, count, vector, p.log2Hadamard, choice,
+                       reinterpret_cast<ShapeSample*>(scratch + parts.sample),
+                       SampleZeroing{dst + l.coarse, l.frameBytes - l.coarse}, stream);
+  } else {
+    // NOTE: the side data's unused slots (the smoothing area of a frame not smoothed) are zero; a
+    // memset of the side data is cheaper than finding them.
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(choice, 0, sizeof(EncodeChoice), stream));
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
+  }
   if (p.smoothing)
-    launchSmoothKernel(Dtype, src, count, p.shape == kShapeCaller ? p.rowElems : 0u, choice,
-                       reinterpret_cast<uint32_t*>(scratch + sizeof(EncodeChoice)),
+    launchSmoothKernel(Dtype, src, count, vector, p.shape == kShapeCaller ? p.rowElems : 0u,
+                       static_cast<uint32_t>(parts.levelWords), parts.sample != 0, choice, levels,
                        dst + l.smooth, stream);
   encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
-                                                     encodedBytesOut, status, choice);
+                                                             encodedBytesOut, status, choice);
 }
 
 }  // namespace
 
 uint64_t encodeScratchBytes(const Params& req, uint64_t count) {
-  const Params p = hostFrameParams(req, count);
-  if (p.shape == kShapeCaller && !p.smoothing) return 0;
-  const uint32_t columns =
-      p.smoothing ? smoothCapacity(count, p.shape, p.rowElems, p.log2Hadamard) : 0;
-  return sizeof(EncodeChoice) + 4ull * columns;
+  return scratchParts(hostFrameParams(req, count), count).bytes;
 }
 
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,

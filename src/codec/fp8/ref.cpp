@@ -172,7 +172,7 @@ uint64_t maxEncodedBytes(const Params& p, uint64_t count) {
   return frameLayout(count, p).frameBytes;  // auto shape: the same for every row length chosen
 }
 
-uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t log2H) {
+void shapeStatsRef(int dtype, const void* src, uint64_t count, uint32_t log2H, ShapeStats* stats) {
   const uint64_t sample = shapeSampleElems(count);
   uint32_t histogram[256] = {}, counted = 0;
   for (uint64_t i = 0; i < std::min<uint64_t>(count, kShapeCenterElems); ++i) {
@@ -187,11 +187,11 @@ uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t 
     sum[i + 1] = sum[i] + z[i];
     sumSq[i + 1] = sumSq[i] + uint64_t{z[i]} * z[i];
   }
-  ShapeStats stats[kMaxShapeCandidates] = {};
   std::vector<uint64_t> column(kAutoMaxRowElems);
   for (uint32_t c = 0; c < numShapeCandidates(log2H); ++c) {
     const uint32_t rowElems = shapeCandidate(c, log2H);
     ShapeStats& s = stats[c];
+    s = ShapeStats{};
     s.rows = static_cast<uint32_t>(sample / rowElems);
     if (s.rows < kShapeMinRows) continue;
     std::fill(column.begin(), column.begin() + rowElems, 0);
@@ -201,6 +201,11 @@ uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t 
     s.total = sum[uint64_t{s.rows} * rowElems];
     s.sumSq = sumSq[uint64_t{s.rows} * rowElems];
   }
+}
+
+uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t log2H) {
+  ShapeStats stats[kMaxShapeCandidates] = {};
+  shapeStatsRef(dtype, src, count, log2H, stats);
   return chooseRowElems(stats, log2H);
 }
 

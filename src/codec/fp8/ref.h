@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "codec/fp8/format.h"
+#include "codec/fp8/shape.h"
 
 namespace cclz::fp8 {
 
@@ -29,6 +30,10 @@ uint32_t decodeAccumulateRef(const uint8_t* src, uint64_t srcBytes, int dtype, u
 // The row length an encoder with shape kShapeAuto chooses for these values (docs/formats.md,
 // "Choosing the row length"). Reads the first shapeSampleElems(count) values.
 uint32_t chooseRowElemsRef(int dtype, const void* src, uint64_t count, uint32_t log2H);
+
+// The statistics chooseRowElemsRef decides from: stats[c] for candidate c, for every one of the
+// numShapeCandidates(log2H) (a candidate with fewer than kShapeMinRows rows has only `rows`).
+void shapeStatsRef(int dtype, const void* src, uint64_t count, uint32_t log2H, ShapeStats* stats);
 
 // The smoothing shifts of a frame of count values in rows of rowElems (smoothEligible): fills
 // shifts[0, rowElems) and returns true when one is non-zero, i.e. the frame is smoothed.

@@ -102,9 +102,19 @@ CCLZ_HD double channelStructure(const ShapeStats& s, uint32_t rowElems) {
   return subRnD(1.0, divRnD(within, all));
 }
 
-// The row length from the candidates' statistics (stats[i] for shapeCandidate(i)).
-CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t log2H) {
-  const uint32_t n = numShapeCandidates(log2H);
+// The candidates a message of count values measures: those with kShapeMinRows rows in the
+// sample. They are the first ones (rows fall as the length grows); 0: none, the fallback.
+CCLZ_HD uint32_t numMeasuredCandidates(uint64_t count, uint32_t log2H) {
+  const uint64_t sample = shapeSampleElems(count);
+  uint32_t n = 0;
+  while (n < numShapeCandidates(log2H) && sample / shapeCandidate(n, log2H) >= kShapeMinRows) ++n;
+  return n;
+}
+
+// The row length from the statistics of the first n candidates (stats[i] for shapeCandidate(i)).
+// The others score -1 (too few rows) and never win, so n = numMeasuredCandidates decides as
+// n = numShapeCandidates does.
+CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t n, uint32_t log2H) {
   double best = -1.0;
   for (uint32_t i = 0; i < n; ++i) {
     const double e = channelStructure(stats[i], shapeCandidate(i, log2H));
@@ -117,6 +127,36 @@ CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t log2H) {
       return shapeCandidate(i, log2H);
   return kAutoFallbackRowElems;  // not reached: the best passes its own bar
 }
+CCLZ_HD uint32_t chooseRowElems(const ShapeStats* stats, uint32_t log2H) {
+  return chooseRowElems(stats, numShapeCandidates(log2H), log2H);
+}
+
+// How the device measures a candidate of R columns from the sample's levels stored as bytes
+// (sample_kernel.cu): each thread adds the 16 columns of one 16-byte load over every
+// `lanes`-th row, R / 16 such column groups side by side, so a row's loads are contiguous.
+constexpr uint32_t kColumnGroupElems = 16;
+struct ColumnSplit {
+  uint32_t groups, lanes;  // lanes: threads per column group (threads / groups, at least 4)
+};
+CCLZ_HD ColumnSplit columnSplit(uint32_t rowElems, uint32_t threads) {
+  const uint32_t groups = rowElems / kColumnGroupElems;
+  return ColumnSplit{groups, threads / groups};
+}
+// The most rows a thread of 1024 takes (the sample's rows of a candidate over split.lanes): its
+// loads are issued together.
+constexpr uint32_t kMaxRowsPerLane = 5;
+// Four levels (the bytes of w) as two words of two 16-bit column sums: bytes 0 and 2, bytes 1
+// and 3. A column's sum over the sample stays below 2^16, so halves never carry into each other.
+static_assert(kShapeSampleElems / kAutoMinRowElems * (2 * kShapeWindow) < (1u << 16),
+              "a column's sum of levels fits 16 bits");
+CCLZ_HD uint32_t evenLevels(uint32_t w) { return w & 0x00FF00FFu; }
+CCLZ_HD uint32_t oddLevels(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
+// The sum of squares of a word's two 16-bit column sums, and their sum.
+CCLZ_HD uint64_t halvesSquared(uint32_t w) {
+  const uint64_t lo = w & 0xFFFFu, hi = w >> 16;
+  return lo * lo + hi * hi;
+}
+CCLZ_HD uint32_t halvesSum(uint32_t w) { return (w & 0xFFFFu) + (w >> 16); }
 
 // Smoothing looks at kSmoothMinRows whole rows spread evenly over the frame (it has at least
 // that many whole rows). Per column it sums the values' levels (magnitudeLevel): the typical

@@ -1,0 +1,18 @@
+// Whether the fp8 encoder's sampling kernels use programmatic dependent launch
+// (bench/notes/fp8-kernels.md, "Round 4"): a later kernel of the chain starts while the one before
+// it runs and waits (griddepcontrol) before reading its results. The frames are the same either
+// way; only the launch latency between the kernels differs.
+// CCLZ_FP8_PDL (read once per process): 1 (default) uses it where the device has it (sm_90 and
+// later), 0 never does (to compare, or to rule it out when looking for a fault).
+#pragma once
+
+namespace cclz::fp8 {
+
+// Parses CCLZ_FP8_PDL's value (NULL or empty: the default, 1); throws cclzInvalidArgument on
+// anything else.
+bool parseProgrammaticLaunch(const char* value);
+
+// The environment's choice, parsed once (an invalid value fails every call that asks).
+bool programmaticLaunchFromEnvironment();
+
+}  // namespace cclz::fp8
