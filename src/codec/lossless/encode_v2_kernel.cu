@@ -313,10 +313,15 @@ struct SplitExchange {
 };
 
 // The barrier of one slot's kParts warps (barrier 0 is __syncthreads's). NOTE: a named barrier
-// of 64 (128) threads, not __syncthreads: the slots of a block go at their own pace.
+// of 64 (128) threads, not __syncthreads: the slots of a block go at their own pace. Immediate
+// ids (1 and 2), so that ptxas counts the barriers the kernel uses (a register id counts all 16).
 template <int kParts>
 __device__ __forceinline__ void partsSync(uint32_t slot) {
-  asm volatile("bar.sync %0, %1;" ::"r"(slot + 1), "n"(32 * kParts) : "memory");
+  static_assert(kWarpsPerBlock / kParts <= 2, "two slots per block at most");
+  if (kWarpsPerBlock / kParts == 1 || slot == 0)
+    asm volatile("bar.sync 1, %0;" ::"n"(32 * kParts) : "memory");
+  else
+    asm volatile("bar.sync 2, %0;" ::"n"(32 * kParts) : "memory");
 }
 
 // One whole staged chunk (its input committed to the stage by stageInput<D, 32 * kParts>), by
