@@ -131,7 +131,9 @@ __device__ inline uint32_t entryAt(const uint32_t* table, uint32_t byteOffset) {
 // Loads, splits and writes the raw planes of a lane's groups; symbols to sym (zeros past the
 // chunk's end), the lane's largest and smallest symbol to top and bottom. kFull: a whole chunk
 // of kMaxChunkElems from a 16-byte aligned source. kStaged (with kFull): `in` is the chunk in
-// the warp's shared memory.
+// the warp's shared memory. kG: the lane's groups this thread takes, 16; the split encoder's
+// parts (encode_split_v2.h) take 8 or 4 consecutive ones of the lane's (whole chunks only), with
+// `in`, planeA and planeB pointing at the part's first group. laneCosts and codeLane alike.
 template <int D, bool kFull, bool kStaged = false, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in, uint32_t n,
                                           uint32_t lane, uint32_t groupsPerLane, uint8_t* planeA,
