@@ -435,7 +435,8 @@ cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * all-to-all's count per peer, a send's count; times the element size). CCLZ_PIECE_BYTES if it
  * was set when comm was created; else a quarter of chunkBytes rounded up to whole MiB, at least
  * 4 MiB and at most max(4 MiB, 64 MiB / ranks) (docs/collectives.md, "The algorithms"). The
- * communicator's scratch grows with it: about 6 x piece x ranks of frames. */
+ * communicator's scratch grows with it: up to about 6 x piece x ranks bytes of frames, and for
+ * reductions three fp32 accumulators of a piece. */
 cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes);
 
 /* ---- Collectives ----------------------------------------------------------------------------- */

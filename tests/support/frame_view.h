@@ -84,7 +84,8 @@ inline FrameView viewFrame(const uint8_t* f) {
   return v;
 }
 
-// One lossless chunk block: mode 0 (stored) or 1 (Huffman) and, for Huffman, its code lengths.
+// One lossless chunk block: its mode (0 stored; 1 Huffman in payload version 1, coded in version
+// 2; 2 constant in version 2) and, for a version 1 Huffman block, its code lengths.
 struct BlockView {
   uint8_t mode;
   uint64_t offset, bytes;  // in the frame
@@ -109,10 +110,13 @@ inline BlockView viewBlock(const uint8_t* f, const FrameView& v, uint32_t k) {
   b.bytes = v.chunkEnds[k] - begin;
   const uint8_t* p = f + b.offset;
   b.mode = p[0];
-  if (b.mode == 1) {
+  // NOTE: version 2's coded blocks hold other fields at bytes 1..2 (code, top), and a corrupt
+  // version 1 block may claim symbols past 255: only the lengths of symbols 0..255 are read.
+  if (b.mode == 1 && v.version == 1) {
     b.first = p[1];
     b.span = p[2];
-    for (int j = 0; j <= b.span; ++j) b.length[b.first + j] = (p[4 + j / 2] >> (4 * (j % 2))) & 0xF;
+    for (int j = 0; j <= b.span && b.first + j < 256; ++j)
+      b.length[b.first + j] = (p[4 + j / 2] >> (4 * (j % 2))) & 0xF;
   }
   return b;
 }

@@ -69,10 +69,10 @@ __device__ __forceinline__ void addBinades(const float* v, uint32_t lane, uint32
   if (lane == 0 && withMagnitude) atomicAdd(counted, withMagnitude);
 }
 
-// shapeCenter(histogram, counted) by one warp: lane l sums bins 8l..8l+7, an inclusive scan over
-// the lanes finds the lane holding the median, which walks its 8 bins: the smallest b with
-// 2 * seen >= counted. Every lane returns it.
-__device__ uint32_t warpShapeCenter(const uint32_t* histogram, uint32_t counted, uint32_t lane) {
+// The smallest bin b of a 256-bin histogram whose running count (bins 0..b) reaches `need`, by
+// one warp: lane l sums bins 8l..8l+7, an inclusive scan over the lanes finds the lane holding b,
+// which walks its 8 bins. 256 if all the bins together hold fewer than need. Every lane returns it.
+__device__ uint32_t warpFirstBinReaching(const uint32_t* histogram, uint32_t need, uint32_t lane) {
   uint32_t mine = 0;
 #pragma unroll
   for (int k = 0; k < 8; ++k) mine += histogram[8 * lane + k];
@@ -82,18 +82,25 @@ __device__ uint32_t warpShapeCenter(const uint32_t* histogram, uint32_t counted,
     const uint32_t other = __shfl_up_sync(kFullMask, seen, d);
     if (lane >= static_cast<uint32_t>(d)) seen += other;
   }
-  const uint32_t reached = __ballot_sync(kFullMask, 2 * seen >= counted);
-  const uint32_t at = __ffs(reached) - 1;  // reached != 0: the last lane's seen is counted
-  uint32_t center = 0;
+  const uint32_t reached = __ballot_sync(kFullMask, seen >= need);
+  if (reached == 0) return 256;
+  const uint32_t at = __ffs(reached) - 1;
+  uint32_t bin = 0;
   if (lane == at) {
     uint32_t before = seen - mine, b = 8 * lane;
     for (int k = 0; k < 8; ++k, ++b) {
       before += histogram[b];
-      if (2 * before >= counted) break;
+      if (before >= need) break;
     }
-    center = b * 8 + 4;
+    bin = b;
   }
-  return __shfl_sync(kFullMask, center, at);
+  return __shfl_sync(kFullMask, bin, at);
+}
+
+// shapeCenter(histogram, counted) by one warp: the smallest binade b with 2 * seen >= counted,
+// i.e. seen >= ceil(counted / 2) (always reached: the bins hold counted values).
+__device__ uint32_t warpShapeCenter(const uint32_t* histogram, uint32_t counted, uint32_t lane) {
+  return warpFirstBinReaching(histogram, (counted + 1) / 2, lane) * 8 + 4;
 }
 
 // Zeroes, over the whole grid, what the later kernels of the encode need zero (SampleZeroing) and
@@ -316,32 +323,11 @@ constexpr uint32_t kMaxSmoothBlocks = kSmoothMinRows;
 static_assert(kSmoothRowsPerGroup * kSmoothGroups == kSmoothMinRows && kThreads == 256,
               "whole rows per group; one histogram bin per thread");
 
-// medianBinade(histogram, rowElems) by one warp, as warpShapeCenter finds its median: the
-// smallest b with at least (rowElems + 1) / 2 of the columns at or below it.
+// medianBinade(histogram, rowElems) by one warp: the smallest b with at least (rowElems + 1) / 2
+// of the columns at or below it (255 if the bins hold fewer).
 __device__ uint32_t warpMedianBinade(const uint32_t* histogram, uint32_t rowElems, uint32_t lane) {
-  const uint32_t need = (rowElems + 1) / 2;
-  uint32_t mine = 0;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) mine += histogram[8 * lane + k];
-  uint32_t seen = mine;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const uint32_t other = __shfl_up_sync(kFullMask, seen, d);
-    if (lane >= static_cast<uint32_t>(d)) seen += other;
-  }
-  const uint32_t reached = __ballot_sync(kFullMask, seen >= need);
-  if (reached == 0) return 255;  // not reached: the bins hold all rowElems columns
-  const uint32_t at = __ffs(reached) - 1;
-  uint32_t median = 0;
-  if (lane == at) {
-    uint32_t before = seen - mine, b = 8 * lane;
-    for (int k = 0; k < 8; ++k, ++b) {
-      before += histogram[b];
-      if (before >= need) break;
-    }
-    median = b;
-  }
-  return __shfl_sync(kFullMask, median, at);
+  const uint32_t b = warpFirstBinReaching(histogram, (rowElems + 1) / 2, lane);
+  return b == 256 ? 255 : b;
 }
 
 // The column sums of the smoothing sample (magnitudeLevel of kSmoothMinRows rows, smoothSampleRow)
