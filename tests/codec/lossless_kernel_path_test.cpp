@@ -1,7 +1,8 @@
-// CCLZ_LOSSLESS_PATH and CCLZ_LOSSLESS_WINDOW (src/codec/lossless/kernel_path.h): which
-// version 2 kernels and which staged decode loop run. The kernels themselves are tested on every
-// path by the GPU suite (registered more than once, see tests/codec/CMakeLists.txt); here only
-// the parsing and the size rule, which need no device.
+// CCLZ_LOSSLESS_PATH, CCLZ_LOSSLESS_WINDOW and CCLZ_LOSSLESS_ENCODE_WARPS
+// (src/codec/lossless/kernel_path.h): which version 2 kernels, which staged decode loop and how
+// many warps per staged encoded chunk run. The kernels themselves are tested on every path by the
+// GPU suite (registered more than once, see tests/codec/CMakeLists.txt); here only the parsing and
+// the size rule, which need no device.
 #include <gtest/gtest.h>
 
 #include "codec/lossless/kernel_path.h"
@@ -12,6 +13,7 @@ namespace {
 
 using lossless::v2::KernelPath;
 using lossless::v2::kStagedChunksPerSM;
+using lossless::v2::parseEncodeWarps;
 using lossless::v2::parseKernelPath;
 using lossless::v2::parseWindowLoop;
 using lossless::v2::useStagedKernels;
@@ -52,6 +54,28 @@ TEST(LosslessKernelPath, RejectsOtherWindowValuesWithTheVariableNamed) {
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), cclzInvalidArgument);
       EXPECT_NE(std::string(e.what()).find("CCLZ_LOSSLESS_WINDOW"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, 1 unless set to 2 or 4.
+TEST(LosslessKernelPath, ParsesTheEncodeWarps) {
+  EXPECT_EQ(parseEncodeWarps(nullptr), 1);  // the default
+  EXPECT_EQ(parseEncodeWarps(""), 1);
+  EXPECT_EQ(parseEncodeWarps("1"), 1);
+  EXPECT_EQ(parseEncodeWarps("2"), 2);
+  EXPECT_EQ(parseEncodeWarps("4"), 4);
+}
+
+TEST(LosslessKernelPath, RejectsOtherEncodeWarpsWithTheVariableNamed) {
+  for (const char* bad : {"0", "3", "8", "two", "2 ", "on", "-2", "02"}) {
+    try {
+      parseEncodeWarps(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), cclzInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CCLZ_LOSSLESS_ENCODE_WARPS"), std::string::npos)
+          << e.what();
     }
   }
 }

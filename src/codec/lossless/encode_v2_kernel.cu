@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/encode_split_v2.h"
 #include "codec/lossless/encode_v2_lane.cuh"
 #include "codec/lossless/kernel_path.h"
 
@@ -43,8 +44,11 @@ __device__ void writeHeader(const EncodeArgs& a, uint64_t frameBytes) {
 
 // The whole warp: the offset of chunk k's block. Lane j reads the state of chunk k-1-j (32 at a
 // time) until a chunk whose end offset is known, and sums the sizes up to it; then lane 0
-// publishes chunk k's end offset. Chunk k's own size was published before (publishSize).
-__device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, uint32_t lane) {
+// publishes chunk k's end offset (unless `publish` is false: the split encoder's other warps,
+// which find the same offset). Chunk k's own size was published before.
+template <bool kMayNotPublish = false>
+__device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, uint32_t lane,
+                             bool publish = true) {
   uint64_t exclusive = 0;
   int64_t base = static_cast<int64_t>(k) - 1;
   while (base >= 0) {
@@ -67,7 +71,7 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, uint32_
     if (nearest < 32) break;
     base -= 32;
   }
-  if (lane == 0)
+  if (lane == 0 && (!kMayNotPublish || publish))
     atomicExch(reinterpret_cast<unsigned long long*>(state + k),
                kStateInclusive | (exclusive + size));
   return exclusive;
@@ -207,8 +211,9 @@ constexpr uint32_t stagedEncodeWarpBytes() {
 
 // The staged kernel copies chunk k's input to the warp's stage (cp.async, committed) if it is
 // a whole chunk from an aligned source (the chunks encodeChunk<D, true> takes); returns whether
-// it did.
-template <int D>
+// it did. The split kernel: the kThreadsPerChunk threads of the chunk's warps (lane: the thread's
+// index among them).
+template <int D, uint32_t kThreadsPerChunk = 32>
 __device__ bool stageInput(const EncodeArgs& a, uint8_t* stage, uint64_t k, uint32_t lane) {
   using Word = typename Elements<D>::Word;
   const uint64_t first = k * a.chunkElems;
@@ -216,7 +221,7 @@ __device__ bool stageInput(const EncodeArgs& a, uint8_t* stage, uint64_t k, uint
       a.count - first < kMaxChunkElems)
     return false;
   const uint8_t* in = static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
-  for (uint32_t i = lane * 16; i < kMaxChunkElems * sizeof(Word); i += 32 * 16)
+  for (uint32_t i = lane * 16; i < kMaxChunkElems * sizeof(Word); i += kThreadsPerChunk * 16)
     lossless::device::copyAsync16(stage + i, in + i);
   lossless::device::copyAsyncCommit();
   return true;
@@ -234,8 +239,8 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
   __shared__ EncodeTables tables;
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint8_t* stage;
-  uint64_t next = 0;     // staged: the warp's next chunk, already taken
-  bool staged = false;   // staged: its input is on the way to the stage
+  uint64_t next = 0;    // staged: the warp's next chunk, already taken
+  bool staged = false;  // staged: its input is on the way to the stage
   if constexpr (kStaged) {
     extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedEncodeWarpBytes<D>() per warp
     stage = stagedAll + warp * stagedEncodeWarpBytes<D>();
@@ -291,6 +296,233 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
   }
 }
 
+// ---- The split staged encoder (kernel_path.h, CCLZ_LOSSLESS_ENCODE_WARPS = 2 or 4). ----
+// kParts warps encode one chunk: part p's lane l takes lane l's groups p * 16/kParts ... (the
+// arithmetic: encode_split_v2.h). A block of kWarpsPerBlock warps holds kWarpsPerBlock / kParts
+// chunk slots, each with its own stage, exchange area and named barrier.
+
+// What the parts of a chunk tell each other, in shared memory.
+template <int kParts>
+struct SplitExchange {
+  uint4 packed[kParts][kLanes];          // each thread's costs under the 8 codes
+  uint32_t top[kParts], bottom[kParts];  // each part's largest and smallest symbol
+  // The slot's next chunk, taken by its first thread. NOTE: two of them, used in turn: a warp
+  // may still be reading one after the barrier while the first warp, encoding a chunk alone,
+  // already takes the next.
+  uint32_t next[2];
+};
+
+// The barrier of one slot's kParts warps (barrier 0 is __syncthreads's). NOTE: a named barrier
+// of 64 (128) threads, not __syncthreads: the slots of a block go at their own pace. Immediate
+// ids (1 and 2), so that ptxas counts the barriers the kernel uses (a register id counts all 16).
+template <int kParts>
+__device__ __forceinline__ void partsSync(uint32_t slot) {
+  static_assert(kWarpsPerBlock / kParts <= 2, "two slots per block at most");
+  if (kWarpsPerBlock / kParts == 1 || slot == 0)
+    asm volatile("bar.sync 1, %0;" ::"n"(32 * kParts) : "memory");
+  else
+    asm volatile("bar.sync 2, %0;" ::"n"(32 * kParts) : "memory");
+}
+
+// One whole staged chunk (its input committed to the stage by stageInput<D, 32 * kParts>), by
+// the slot's kParts warps; the bytes equal ref_v2.cpp's, as encodeChunk's. Ends before the
+// slot's next barrier (the caller's), after which the stage is free again.
+template <int D, int kParts>
+__device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const EncodeTables& tables,
+                                                 uint8_t* stage, SplitExchange<kParts>& ex,
+                                                 uint32_t slot, uint64_t k, uint32_t part,
+                                                 uint32_t lane) {
+  using Word = typename Elements<D>::Word;
+  constexpr int kG = static_cast<int>(splitGroupsPerPart(kParts));
+  constexpr uint32_t kChunkThreads = 32 * kParts;
+  constexpr uint32_t n = kMaxChunkElems;
+  uint32_t* stageWords = reinterpret_cast<uint32_t*>(stage);
+  const uint32_t offsets = familyOffsets(D);
+  const uint32_t thread = part * 32 + lane;
+  const uint32_t firstElem = splitGroup(0, part, kG, 0) * kGroup;  // the part's first element
+  const uint64_t first = k * kMaxChunkElems;
+  uint8_t* planeA = a.dst + a.layout.planeAOffset + first + firstElem;
+  uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first + firstElem;
+
+  // ---- Split the part's groups; the chunk's top and bottom symbol from every part's. ----
+  lossless::device::copyAsyncWaitAll();
+  partsSync<kParts>(slot);  // every thread's copies have landed
+  uint32_t sym[kG][2];
+  uint32_t top, bottom;
+  splitLane<D, true, true, kG>(a, stage + firstElem * sizeof(Word), n, lane, kG, planeA, planeB,
+                               sym, top, bottom);
+  top = warpMax(top);
+  bottom = warpMin(bottom);
+  if (lane == 0) ex.top[part] = top, ex.bottom[part] = bottom;
+  partsSync<kParts>(slot);  // and every thread has read its input: the stage is free
+#pragma unroll
+  for (int q = 0; q < kParts; ++q) top = max(top, ex.top[q]), bottom = min(bottom, ex.bottom[q]);
+  const bool escapes = top - bottom >= offsets;
+
+  // ---- The code: the lane's bits under the 8 codes are the sum of its parts'. ----
+  uint32_t mode = kModeConstant, table = 0, width = 0, base = 0, myBits = 0, prefix = 0;
+  uint32_t partOffset = 0;  // the bits of the lane's earlier parts, under the chosen code
+  uint32_t blockBytes = kBlockAlign;
+  if (top != bottom) {  // the same for every part: the barrier below is reached by all
+    uint32_t packed[4];
+    if (!escapes)
+      laneCosts<true, true, kG>(tables, sym, top, offsets, n, lane, kG, packed);
+    else
+      laneCosts<true, false, kG>(tables, sym, top, offsets, n, lane, kG, packed);
+    ex.packed[part][lane] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    partsSync<kParts>(slot);
+    uint32_t total[4] = {0, 0, 0, 0}, before[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int q = 0; q < kParts; ++q) {
+      const uint4 c = ex.packed[q][lane];
+      addPacked(total, c.x, c.y, c.z, c.w);
+      if (q < static_cast<int>(part)) addPacked(before, c.x, c.y, c.z, c.w);
+    }
+    // From here on every part computes the same choice for the chunk (encodeChunk's).
+    uint32_t best = 0xffffffffu;
+#pragma unroll
+    for (uint32_t t = 0; t < kTables; ++t) {
+      const uint32_t sum = warpSum(packedField(total, t));
+      if (sum < best) best = sum, table = t;  // the lowest code on ties, as ref_v2.cpp
+    }
+#pragma unroll
+    for (uint32_t t = 0; t < kTables; ++t)  // (a register array indexed at run time is local)
+      if (t == table) myBits = packedField(total, t), partOffset = packedField(before, t);
+    base = warpMin(myBits);
+    width = bitWidth(warpMax(myBits) - base);
+    prefix = warpInclusiveScan(myBits, lane) - myBits;
+    const uint32_t coded = streamsOffset(width) + (best + 7) / 8;
+    mode = coded < kBlockHeaderBytes + n ? kModeHuffman : kModeStored;
+    blockBytes = static_cast<uint32_t>(
+        alignUp(mode == kModeHuffman ? coded : kBlockHeaderBytes + n, kBlockAlign));
+  }
+  if (part == 0 && lane == 0)  // later chunks may count this one while it is still being written
+    atomicExch(reinterpret_cast<unsigned long long*>(a.chunkState + k),
+               (k == 0 ? kStateInclusive : kStateAggregate) | blockBytes);
+
+  // ---- The block, in the slot's stage: each part writes its groups. ----
+  for (uint32_t i = thread * 16; i < blockBytes; i += kChunkThreads * 16)
+    *reinterpret_cast<uint4*>(stage + i) = make_uint4(0, 0, 0, 0);
+  partsSync<kParts>(slot);
+  if (mode == kModeConstant) {
+    if (thread == 0) stageWords[0] = kModeConstant | (top << 8);
+  } else if (mode == kModeStored) {
+    if (thread == 0) stage[0] = kModeStored;
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {  // 4-byte aligned: the block header is 4 bytes
+      const uint32_t g = splitGroup(lane, part, kG, j);
+      stageWords[1 + 2 * g] = sym[j][0];
+      stageWords[2 + 2 * g] = sym[j][1];
+    }
+  } else {
+    if (thread == 0) {
+      stageWords[0] =
+          kModeHuffman | ((table | (escapes ? kEscapeFlag : 0)) << 8) | (top << 16) | (width << 24);
+      stageWords[1] = base;
+    }
+    if (part == 0 && width) {  // this lane's size delta, w bits at bit 64 + lane * w
+      const uint32_t bit = 8 * kHeaderBytes + lane * width, delta = myBits - base;
+      atomicOr(&stageWords[bit / 32], delta << (bit % 32));
+      if (bit % 32 + width > 32) atomicOr(&stageWords[bit / 32 + 1], delta >> (32 - bit % 32));
+    }
+    // The part's segment of the lane's stream. LaneWriter's rule holds for any disjoint
+    // segments, so for the 32 * kParts of them: a word is stored whole only by the segment that
+    // reaches its end; the others' partial words are OR-ed in after the barrier.
+    LaneWriter w(stageWords, splitSegmentBit(width, prefix, partOffset));
+    const uint32_t* code = tables.code[table];
+    if (!escapes)
+      codeLane<true, true, kG>(code, sym, top, offsets, n, lane, kG, w);
+    else
+      codeLane<true, false, kG>(code, sym, top, offsets, n, lane, kG, w);
+    partsSync<kParts>(slot);
+    w.finish();
+  }
+  partsSync<kParts>(slot);
+
+  // ---- Place the block after its predecessors and copy it out. ----
+  // NOTE: every part looks back (the same offset; only part 0 publishes it) rather than part 0
+  // alone and a barrier: the look-back is a chain of global loads, a barrier would add to it.
+  const uint64_t start = k == 0 ? 0 : lookBack<true>(a.chunkState, k, blockBytes, lane, part == 0);
+  uint8_t* out = a.dst + a.layout.blocksOffset + start;
+  for (uint32_t i = thread * 16; i < blockBytes; i += kChunkThreads * 16)
+    *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(stage + i);
+  if (thread == 0) {
+    reinterpret_cast<uint64_t*>(a.dst + a.layout.tableOffset)[k] = start + blockBytes;
+    if (k + 1 == a.layout.numChunks) writeHeader(a, a.layout.blocksOffset + start + blockBytes);
+  }
+  if (k == 0) {  // the alignment gaps of the frame are zero, as in the reference
+    const Layout& l = a.layout;
+    const uint64_t planeBEnd = l.planeBOffset + (D == cclzFloat32 ? 2 * a.count : 0);
+    for (uint64_t i = l.tableOffset + 8 * l.numChunks + thread; i < l.planeAOffset;
+         i += kChunkThreads)
+      a.dst[i] = 0;
+    for (uint64_t i = l.planeAOffset + a.count + thread; i < l.planeBOffset; i += kChunkThreads)
+      a.dst[i] = 0;
+    for (uint64_t i = planeBEnd + thread; i < l.blocksOffset; i += kChunkThreads) a.dst[i] = 0;
+  }
+}
+
+// The split staged kernel: kParts warps per chunk, otherwise as encodeKernel<D, true> (a slot
+// takes a chunk and starts copying its input before the code tables are filled). Chunks that
+// are not staged (a short last chunk, an unaligned source, another chunk size) are encoded by
+// the slot's first warp alone with the general code, the others waiting at the barrier.
+template <int D, int kParts>
+__global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKernel(EncodeArgs a) {
+  static_assert(kWarpsPerBlock % kParts == 0, "a block holds whole slots");
+  constexpr uint32_t kChunkThreads = 32 * kParts;
+  __shared__ EncodeTables tables;
+  __shared__ SplitExchange<kParts> exchange[kWarpsPerBlock / kParts];
+  extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedEncodeWarpBytes<D>() per slot
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t slot = warp / kParts, part = warp % kParts, thread = part * 32 + lane;
+  SplitExchange<kParts>& ex = exchange[slot];
+  uint8_t* stage = stagedAll + slot * stagedEncodeWarpBytes<D>();
+  uint32_t turn = 0;  // which of ex.next this slot writes next
+  if (thread == 0) ex.next[turn] = atomicAdd(a.workCounter, 1u);
+  partsSync<kParts>(slot);
+  uint64_t next = ex.next[turn];
+  bool staged = stageInput<D, kChunkThreads>(a, stage, next, thread);
+  const int fam = family(D);
+  const uint32_t offsets = familyOffsets(D);
+  for (uint32_t i = threadIdx.x; i <= offsets; i += blockDim.x) {
+    const uint32_t* c = kDeviceCodes.cost[fam][i];
+    tables.cost[i] = make_uint4(c[0], c[1], c[2], c[3]);
+    for (uint32_t t = 0; t < kTables; ++t)
+      tables.code[t][i] = encoderEntry(kDeviceCodes.code[fam][t][i]);
+  }
+  __syncthreads();
+  while (next < a.layout.numChunks) {  // the same for the slot's warps: they leave together
+    const uint64_t k = next;
+    if (staged) {
+      encodeChunkSplit<D, kParts>(a, tables, stage, ex, slot, k, part, lane);
+    } else if (part == 0) {
+      const uint64_t first = k * a.chunkElems;
+      const uint32_t n =
+          static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
+      encodeChunk<D, false>(a, tables, stage, k, n, lane);
+    }
+    // Chunks are taken in order, so a slot only ever waits for chunks already being encoded.
+    turn ^= 1u;
+    if (thread == 0) ex.next[turn] = atomicAdd(a.workCounter, 1u);
+    partsSync<kParts>(slot);  // the block is out of the stage; the next chunk is known
+    next = ex.next[turn];
+    staged = stageInput<D, kChunkThreads>(a, stage, next, thread);
+  }
+}
+
+// The split staged kernel: one block per kWarpsPerBlock / kParts chunks (a message with no
+// chunks takes the general kernel).
+template <int D, int kParts>
+void launchSplit(const EncodeArgs& args, cudaStream_t stream) {
+  constexpr uint64_t kSlots = kWarpsPerBlock / kParts;
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<uint64_t>((args.layout.numChunks + kSlots - 1) / kSlots, 1u << 20));
+  constexpr int kShared = kSlots * stagedEncodeWarpBytes<D>();  // fp32, 2 warps: 32 KiB
+  static std::atomic<uint64_t> configured{0};
+  lossless::device::ensureSharedMemoryLimit(encodeSplitKernel<D, kParts>, kShared, configured);
+  encodeSplitKernel<D, kParts><<<blocks, kThreads, kShared, stream>>>(args);
+}
+
 template <int D>
 void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   const uint64_t chunks = args.layout.numChunks;
@@ -298,10 +530,17 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(
       std::min<uint64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, 1u << 20));
   if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), chunks, multiprocessorCount())) {
-    constexpr int kShared = kWarpsPerBlock * stagedEncodeWarpBytes<D>();  // fp32: 64 KiB
-    static std::atomic<uint64_t> configured{0};
-    lossless::device::ensureSharedMemoryLimit(encodeKernel<D, true>, kShared, configured);
-    encodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
+    const int warpsPerChunk = encodeWarpsFromEnvironment();
+    if (warpsPerChunk == 2) {
+      launchSplit<D, 2>(args, stream);
+    } else if (warpsPerChunk == 4) {
+      launchSplit<D, 4>(args, stream);
+    } else {
+      constexpr int kShared = kWarpsPerBlock * stagedEncodeWarpBytes<D>();  // fp32: 64 KiB
+      static std::atomic<uint64_t> configured{0};
+      lossless::device::ensureSharedMemoryLimit(encodeKernel<D, true>, kShared, configured);
+      encodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
+    }
   } else {
     encodeKernel<D, false><<<blocks, kThreads, 0, stream>>>(args);
   }

@@ -48,7 +48,8 @@ __device__ void storePlanes(uint32_t g, uint32_t valid, const uint32_t (&raw)[2]
   }
 }
 
-__device__ inline uint32_t symbolAt(const uint32_t (&sym)[kMaxGroupsPerLane][2], int j, int i) {
+template <int kG>
+__device__ inline uint32_t symbolAt(const uint32_t (&sym)[kG][2], int j, int i) {
   return (sym[j][i / 4] >> (8 * (i % 4))) & 0xFFu;
 }
 
@@ -130,12 +131,14 @@ __device__ inline uint32_t entryAt(const uint32_t* table, uint32_t byteOffset) {
 // Loads, splits and writes the raw planes of a lane's groups; symbols to sym (zeros past the
 // chunk's end), the lane's largest and smallest symbol to top and bottom. kFull: a whole chunk
 // of kMaxChunkElems from a 16-byte aligned source. kStaged (with kFull): `in` is the chunk in
-// the warp's shared memory.
-template <int D, bool kFull, bool kStaged = false>
+// the warp's shared memory. kG: the lane's groups this thread takes, 16; the split encoder's
+// parts (encode_split_v2.h) take 8 or 4 consecutive ones of the lane's (whole chunks only), with
+// `in`, planeA and planeB pointing at the part's first group. laneCosts and codeLane alike.
+template <int D, bool kFull, bool kStaged = false, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in, uint32_t n,
                                           uint32_t lane, uint32_t groupsPerLane, uint8_t* planeA,
-                                          uint16_t* planeB, uint32_t (&sym)[kMaxGroupsPerLane][2],
-                                          uint32_t& top, uint32_t& bottom) {
+                                          uint16_t* planeB, uint32_t (&sym)[kG][2], uint32_t& top,
+                                          uint32_t& bottom) {
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Split = lossless::device::Splitter<kSplit>;
   using Word = typename Elements<D>::Word;
@@ -152,7 +155,7 @@ __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in
   uint2* planeA2 = reinterpret_cast<uint2*>(planeA) + lane;
   uint4* planeB4 = reinterpret_cast<uint4*>(planeB) + lane;
 #pragma unroll
-  for (int j0 = 0; j0 < static_cast<int>(kMaxGroupsPerLane); j0 += kBatch) {
+  for (int j0 = 0; j0 < kG; j0 += kBatch) {
     uint32_t x[kBatch][Split::kWords];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -170,8 +173,8 @@ __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in
       } else {
         const uint32_t valid = groupValid(n, g);
         if (j0 + b < static_cast<int>(groupsPerLane) && valid)
-          lossless::device::loadGroupWords<D>(in + g * kGroup * sizeof(Word), valid,
-                                              a.srcAligned16, x[b]);
+          lossless::device::loadGroupWords<D>(in + g * kGroup * sizeof(Word), valid, a.srcAligned16,
+                                              x[b]);
       }
     }
 #pragma unroll
@@ -231,15 +234,14 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
 // Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2).
 // kNoEscapes: every offset is below the family's D (top - bottom < D), so offsets need no
 // clamp, and four come from one subtraction: top - s per byte never borrows, since s <= top.
-template <bool kFull, bool kNoEscapes>
-__device__ __forceinline__ void laneCosts(const EncodeTables& t,
-                                          const uint32_t (&sym)[kMaxGroupsPerLane][2], uint32_t top,
-                                          uint32_t offsets, uint32_t n, uint32_t lane,
+template <bool kFull, bool kNoEscapes, int kG = kMaxGroupsPerLane>
+__device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t (&sym)[kG][2],
+                                          uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
                                           uint32_t groupsPerLane, uint32_t (&packed)[4]) {
   packed[0] = packed[1] = packed[2] = packed[3] = 0;
   const uint32_t top4 = top * 0x01010101u;
 #pragma unroll
-  for (int j = 0; j < static_cast<int>(kMaxGroupsPerLane); ++j) {
+  for (int j = 0; j < kG; ++j) {
     if constexpr (kNoEscapes) {
       static_assert(kFull, "the offset bytes are for whole groups");
 #pragma unroll
@@ -261,14 +263,13 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t,
 
 // Codes the lane's symbols with code table `code` (kNoEscapes as in laneCosts: two symbols
 // per put, at most 20 bits).
-template <bool kFull, bool kNoEscapes>
-__device__ __forceinline__ void codeLane(const uint32_t* code,
-                                         const uint32_t (&sym)[kMaxGroupsPerLane][2], uint32_t top,
-                                         uint32_t offsets, uint32_t n, uint32_t lane,
+template <bool kFull, bool kNoEscapes, int kG = kMaxGroupsPerLane>
+__device__ __forceinline__ void codeLane(const uint32_t* code, const uint32_t (&sym)[kG][2],
+                                         uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
                                          uint32_t groupsPerLane, LaneWriter& w) {
   const uint32_t top4x4 = top * 0x04040404u;
 #pragma unroll
-  for (int j = 0; j < static_cast<int>(kMaxGroupsPerLane); ++j) {
+  for (int j = 0; j < kG; ++j) {
     if constexpr (kNoEscapes) {
       static_assert(kFull, "the offset bytes are for whole groups");
 #pragma unroll

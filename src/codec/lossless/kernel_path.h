@@ -18,6 +18,14 @@
 // (the staged decoder of round 3, kept for comparison in one run). Same frames accepted, same
 // output; the general kernels and the encoders do not read it. (bench/notes/lossless-kernels.md,
 // "Round 4".)
+//
+// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): 1 (default), 2 or 4 warps per chunk in the
+// staged encoder. 1 is round 3's staged kernel (one warp per chunk); 2 and 4 split every lane's
+// 16 groups into that many parts, one warp each (encode_v2_split.cuh): the costs, the code and
+// the lanes' sizes are combined in shared memory and each part codes its groups at its bit
+// offset inside the lane's stream, so a chunk's serial work per thread is halved (quartered).
+// Same frames, byte for byte; the general kernels and the decoders do not read it.
+// (bench/notes/lossless-kernels.md, "Round 5".)
 #pragma once
 
 #include <cstdint>
@@ -43,6 +51,13 @@ bool parseWindowLoop(const char* value);
 
 // The environment's choice, parsed once (an invalid value fails every call that asks).
 bool windowLoopFromEnvironment();
+
+// Parses CCLZ_LOSSLESS_ENCODE_WARPS's value (warps per chunk in the staged encoder: 1, 2 or 4);
+// throws cclzInvalidArgument on anything but those or nothing.
+int parseEncodeWarps(const char* value);
+
+// The environment's choice, parsed once (an invalid value fails every call that asks).
+int encodeWarpsFromEnvironment();
 
 // True if a message of numChunks chunks takes the staged kernels on a device of `sms`
 // multiprocessors.
