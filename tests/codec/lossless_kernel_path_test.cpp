@@ -58,10 +58,10 @@ TEST(LosslessKernelPath, RejectsOtherWindowValuesWithTheVariableNamed) {
   }
 }
 
-// CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, 1 unless set to 2 or 4.
+// CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, 4 unless set to 1 or 2.
 TEST(LosslessKernelPath, ParsesTheEncodeWarps) {
-  EXPECT_EQ(parseEncodeWarps(nullptr), 1);  // the default
-  EXPECT_EQ(parseEncodeWarps(""), 1);
+  EXPECT_EQ(parseEncodeWarps(nullptr), 4);  // the default
+  EXPECT_EQ(parseEncodeWarps(""), 4);
   EXPECT_EQ(parseEncodeWarps("1"), 1);
   EXPECT_EQ(parseEncodeWarps("2"), 2);
   EXPECT_EQ(parseEncodeWarps("4"), 4);

@@ -19,13 +19,15 @@
 // output; the general kernels and the encoders do not read it. (bench/notes/lossless-kernels.md,
 // "Round 4".)
 //
-// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): 1 (default), 2 or 4 warps per chunk in the
+// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): 1, 2 or 4 (default) warps per chunk in the
 // staged encoder. 1 is round 3's staged kernel (one warp per chunk); 2 and 4 split every lane's
 // 16 groups into that many parts, one warp each (encode_v2_split.cuh): the costs, the code and
 // the lanes' sizes are combined in shared memory and each part codes its groups at its bit
 // offset inside the lane's stream, so a chunk's serial work per thread is halved (quartered).
-// Same frames, byte for byte; the general kernels and the decoders do not read it.
-// (bench/notes/lossless-kernels.md, "Round 5".)
+// Same frames, byte for byte; the general kernels and the decoders do not read it. 4 is the
+// default because it measured fastest at 1-4 MiB and no slower above (1 MiB 78 -> 104 GB/s,
+// 4 MiB 252 -> 269; bench/results/2026-11-23-s8-splits-h200, bench/notes/lossless-kernels.md,
+// "Round 5").
 #pragma once
 
 #include <cstdint>
