@@ -33,6 +33,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_CHECK_CALLS=" + v + ": expected 1 (every call) or first");
     s.checkEveryCall = v == "1";
   }
+  if (const char* priority = std::getenv("CCLZ_MOVE_PRIORITY"); priority && *priority) {
+    const std::string v = priority;
+    CCLZ_REQUIRE(v == "high" || v == "normal", cclzInvalidArgument,
+                 "CCLZ_MOVE_PRIORITY=" + v + ": expected high (the default) or normal");
+    s.highPriorityMove = v == "high";
+  }
   // The switch moved into the code (cclzCommConfig_t.asyncCalls): a call that returns before
   // its stream waits changes what the stream means, and only code written for it may ask.
   if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
@@ -65,9 +71,11 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
                "asyncCalls = 1 is for device (NCCL) communicators; a host (MPI) communicator's "
                "calls return complete");
 #ifdef CCLZ_HAVE_CUDA
-  engine_ = transport_->memory() == MemoryKind::Device ? makeDeviceEngine() : makeHostEngine();
+  engine_ = transport_->memory() == MemoryKind::Device
+                ? makeDeviceEngine(settings_.highPriorityMove)
+                : makeHostEngine();
   if (settings_.async) {
-    checkEngine_ = makeDeviceEngine();
+    checkEngine_ = makeDeviceEngine(settings_.highPriorityMove);
     int device = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
     // A new thread starts on device 0: without this, rank 1's jobs would use GPU 0.

@@ -27,8 +27,16 @@ struct CommSettings {
   // caller's stream waits only at cclzCommStreamWait (cclzCommConfig_t.asyncCalls, chosen in
   // code; docs/collectives.md, "Calls that return at once"). A host communicator refuses it.
   bool async = false;
+  // Device communicators: the move stream (the transport's transfers) at the device's greatest
+  // stream priority, the codec streams at the least (CCLZ_MOVE_PRIORITY=high, the default), or
+  // every stream at the default priority (=normal). A codec kernel fills every multiprocessor;
+  // at equal priority the block scheduler finishes dispatching it before the transfer kernel
+  // queued after it gets a multiprocessor, so encoding and moving take turns instead of
+  // overlapping (docs/collectives.md, "Stream priorities").
+  bool highPriorityMove = true;
 
-  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS); every rank must see the same.
+  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY); every rank
+  // must see the same.
   // CCLZ_ASYNC=1 is refused: it became cclzCommConfig_t.asyncCalls.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.

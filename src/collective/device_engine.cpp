@@ -28,10 +28,17 @@ namespace {
 
 class DeviceEngine final : public Engine {
  public:
-  DeviceEngine() {
+  explicit DeviceEngine(bool highPriorityMove) {
     CCLZ_CUDA_CHECK(cudaGetDevice(&device_));
-    for (cudaStream_t* s : {&encode_, &move_, &decode_, &control_})
-      CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    // Lower numbers are greater priorities; 0 is the default and the least.
+    int least = 0, greatest = 0;
+    CCLZ_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    const int movePriority = highPriorityMove ? greatest : 0;
+    const int codecPriority = highPriorityMove ? least : 0;
+    CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&encode_, cudaStreamNonBlocking, codecPriority));
+    CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&move_, cudaStreamNonBlocking, movePriority));
+    CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&decode_, cudaStreamNonBlocking, codecPriority));
+    CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&control_, cudaStreamNonBlocking, movePriority));
     for (cudaEvent_t* e : allEvents()) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, kEventFlags));
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
@@ -365,7 +372,9 @@ class DeviceEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> makeDeviceEngine() { return std::make_unique<DeviceEngine>(); }
+std::unique_ptr<Engine> makeDeviceEngine(bool highPriorityMove) {
+  return std::make_unique<DeviceEngine>(highPriorityMove);
+}
 
 }  // namespace cclz
 

@@ -133,7 +133,8 @@ class Engine {
 
 std::unique_ptr<Engine> makeHostEngine();
 #ifdef CCLZ_HAVE_CUDA
-std::unique_ptr<Engine> makeDeviceEngine();
+// highPriorityMove: CommSettings::highPriorityMove.
+std::unique_ptr<Engine> makeDeviceEngine(bool highPriorityMove);
 #endif
 
 }  // namespace cclz

@@ -500,6 +500,20 @@ TEST(CommSettingsTest, FromEnvironment) {
   s = CommSettings::fromEnvironment();
   EXPECT_EQ(s.pieceBytes, 0u);  // chosen per call (defaultPieceBytes)
   EXPECT_TRUE(s.checkEveryCall);
+  EXPECT_TRUE(s.highPriorityMove);
+  setenv("CCLZ_MOVE_PRIORITY", "normal", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().highPriorityMove);
+  setenv("CCLZ_MOVE_PRIORITY", "high", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().highPriorityMove);
+  setenv("CCLZ_MOVE_PRIORITY", "low", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_MOVE_PRIORITY=low was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_MOVE_PRIORITY"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_MOVE_PRIORITY");
 }
 
 // The piece when CCLZ_PIECE_BYTES is unset: a quarter of the block in whole MiB, within
