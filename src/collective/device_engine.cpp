@@ -22,6 +22,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/trace.h"
+#include "collective/timeline.h"
 
 namespace cclz {
 namespace {
@@ -106,6 +107,7 @@ class DeviceEngine final : public Engine {
     for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start_));
     current_ = encode_;
     decodedSlot_ = kNoSlot;
+    timeline_.start(user_);
   }
 
   void beginAfter(void* startEvent) override {
@@ -115,6 +117,7 @@ class DeviceEngine final : public Engine {
     for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start));
     current_ = encode_;
     decodedSlot_ = kNoSlot;
+    timeline_.start(encode_);
   }
 
   // The move stream waits for the other two; finished_ (pollError) is recorded there.
@@ -126,6 +129,7 @@ class DeviceEngine final : public Engine {
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, joined_[2]));
     CCLZ_CUDA_CHECK(cudaEventRecord(finished_, move_));
     ran_ = true;
+    timeline_.report(move_);
     return reinterpret_cast<cclzStream_t>(move_);
   }
 
@@ -173,11 +177,13 @@ class DeviceEngine final : public Engine {
         current_ = control_;
         break;
     }
+    timeline_.open(s, slot, current_);
   }
 
   void join() override {
     closeDecode();
     cudaStream_t streams[3] = {encode_, move_, decode_};
+    timeline_.close();
     for (int i = 0; i < 3; ++i) CCLZ_CUDA_CHECK(cudaEventRecord(joined_[i], streams[i]));
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j)
@@ -338,6 +344,7 @@ class DeviceEngine final : public Engine {
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(finished_, user_));
     ran_ = true;
+    timeline_.report(user_);
   }
 
   void waitIdle() {
@@ -368,6 +375,7 @@ class DeviceEngine final : public Engine {
   uint8_t* stage_ = nullptr;
   uint64_t stageBytes_ = 0;
   std::set<const Codec*> unfused_;
+  Timeline timeline_;  // CCLZ_TIMELINE=1 only
 };
 
 }  // namespace

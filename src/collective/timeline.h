@@ -1,0 +1,56 @@
+// CCLZ_TIMELINE=1: where a device collective's GPU time goes. The device engine records a timing
+// event where each stage (encode, move, decode of one slot) begins on its stream, after the
+// stage's waits and the stream's earlier work, and one where it ends; at the end of the call it
+// waits for them and prints one line per stage on stderr, in microseconds from the call's start
+// on the caller's stream. Two stages overlap where their spans do. It synchronizes the host at
+// every call (a diagnostic, like CCLZ_TRACE, read once per communicator, free to differ between
+// ranks); off, the default, it records nothing.
+#pragma once
+
+#ifdef CCLZ_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "collective/engine.h"
+
+namespace cclz {
+
+class Timeline {
+ public:
+  Timeline();
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  bool enabled() const { return enabled_; }
+  // A call starts on `stream` (its start is the origin of the call's times).
+  void start(cudaStream_t stream);
+  // The stage now queued on `stream` begins here; the open one (if any) ends on its stream.
+  void open(Stage stage, int slot, cudaStream_t stream);
+  void close();
+  // The call's work is joined on `stream`: waits for it and prints the call's lines.
+  void report(cudaStream_t stream);
+
+ private:
+  struct Span {
+    Stage stage;
+    int slot;
+    cudaEvent_t begin, end;
+  };
+  cudaEvent_t event();  // from the pool, reused by the next call
+
+  bool enabled_ = false;
+  std::vector<cudaEvent_t> pool_;
+  size_t used_ = 0;
+  cudaEvent_t origin_ = nullptr;
+  std::vector<Span> spans_;
+  cudaStream_t openStream_ = nullptr;  // the stream of the open span, if any
+  uint64_t calls_ = 0;
+};
+
+}  // namespace cclz
+
+#endif  // CCLZ_HAVE_CUDA
