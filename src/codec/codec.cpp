@@ -9,6 +9,10 @@
 #include "common/float_bits.h"
 #include "common/float_rn.h"
 
+#ifdef CCLZ_HAVE_CUDA
+#include "codec/device.h"
+#endif
+
 namespace cclz {
 
 const Codec* findCodec(int type) {
@@ -90,6 +94,15 @@ void Codec::decodeAccumulateDevice(const cclzCodecConfig_t&, const uint8_t*, uin
                                    uint64_t, float*, const DeviceWorkspace&, cudaStream_t) const {
   CCLZ_FAIL(cclzNotSupported,
             std::string("the ") + name() + " codec has no device decode-and-accumulate yet");
+}
+
+void Codec::decodeReduceDevice(const cclzCodecConfig_t& config, const uint8_t* src,
+                               uint64_t srcBytes, int dtype, uint64_t count,
+                               const ReduceStep& step, const DeviceWorkspace& ws,
+                               cudaStream_t stream) const {
+  CCLZ_REQUIRE(!step.fromZero && !step.store, cclzNotSupported,
+               std::string("the ") + name() + " codec has no fused first or last reduce step");
+  decodeAccumulateDevice(config, src, srcBytes, dtype, count, step.acc, ws, stream);
 }
 
 void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uint64_t, float*,

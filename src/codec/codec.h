@@ -18,6 +18,7 @@
 namespace cclz {
 
 struct DeviceStatus;
+struct ReduceStep;
 
 // Thrown by a host encode that met a NaN or Inf after it wrote its complete frame (and residual):
 // the call fails, yet its outputs are valid (docs/formats.md, qgrad, "NaN and Inf"), so the API
@@ -107,6 +108,13 @@ class Codec {
   virtual void decodeAccumulateDevice(const cclzCodecConfig_t& config, const uint8_t* src,
                                       uint64_t srcBytes, int dtype, uint64_t count, float* acc,
                                       const DeviceWorkspace& ws, cudaStream_t stream) const;
+  // One frame's step of a sum over frames (ReduceStep, codec/device.h). The default takes the
+  // plain step (neither fromZero nor store) through decodeAccumulateDevice and throws
+  // cclzNotSupported for the fused ones; the engine then zeroes and stores apart.
+  virtual void decodeReduceDevice(const cclzCodecConfig_t& config, const uint8_t* src,
+                                  uint64_t srcBytes, int dtype, uint64_t count,
+                                  const ReduceStep& step, const DeviceWorkspace& ws,
+                                  cudaStream_t stream) const;
   // The device error-feedback encode (residual in device memory). A NaN or Inf sets
   // ws.status->encodeError. The default throws cclzNotSupported.
   virtual void encodeFeedbackDevice(const cclzCodecConfig_t& config, int dtype, const void* src,

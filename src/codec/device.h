@@ -23,6 +23,19 @@ struct DeviceStatus {
 };
 static_assert(sizeof(DeviceStatus) == 16, "layout is fixed");
 
+// One frame's step of a sum over frames (a reduce-scatter's decode stage): acc (fp32, one value
+// per element) += the decoded frame. fromZero: acc is taken as zeros and not read (the first
+// frame). store, if not NULL (the last frame): round(sum / divisor) goes there in the frame's
+// dtype, and acc is not written. The bits are those of zeroing acc, adding each frame and storing
+// (collective/reduce.h) one kernel at a time; the fused steps save the accumulator's memset, a
+// read, and a write and read of it per call. acc and store: 16-byte aligned.
+struct ReduceStep {
+  float* acc = nullptr;
+  bool fromZero = false;
+  void* store = nullptr;
+  float divisor = 1.0f;
+};
+
 // Throws cclz::Error(cclzUnhandledCudaError) with the call and CUDA's message.
 #define CCLZ_CUDA_CHECK(call)                                               \
   do {                                                                      \
@@ -75,9 +88,9 @@ uint64_t encodeScratchBytes(const Params& p, uint64_t count);
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   cudaStream_t stream);
-// Decodes into dst (dtype), or, when dst is NULL, adds the decoded values to acc (fp32): one pass.
+// Decodes into dst (dtype), or, when reduce is not NULL, takes that step of a sum: one pass.
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
-                  float* acc, DeviceStatus* status, cudaStream_t stream);
+                  const ReduceStep* reduce, DeviceStatus* status, cudaStream_t stream);
 }  // namespace fp8
 
 }  // namespace cclz

@@ -164,13 +164,13 @@ void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vect
       [&](uint64_t k, int slot) {
         const Span own = pieceOf(chunks[me], p.pieceElems, k);
         if (!own.count) return;
+        // Ranks in order, so that every engine and every rank sums alike.
         float* acc = p.accumulator(slot);
-        p.e.zero(acc, own.count);
         for (int r = 0; r < p.n; ++r) {
           const uint8_t* frame = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
-          p.e.decodeAccumulate(p.use, frame, p.stride, own.count, acc);
+          p.e.decodeReduce(p.use, frame, p.stride, own.count, acc, r == 0, r == p.n - 1, divisor,
+                           p.at(mine, own.offset));
         }
-        p.e.store(acc, own.count, divisor, p.use.dtype, p.at(mine, own.offset));
       });
 }
 

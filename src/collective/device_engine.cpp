@@ -245,6 +245,26 @@ class DeviceEngine final : public Engine {
     reduce::accumulateDevice(acc, decoded, count, c.dtype, current_);
   }
 
+  // Fused where the codec has the step and the output is 16-byte aligned (the decoders store 16
+  // bytes at a time); the accumulator always is (Pipeline::accumulator).
+  void decodeReduce(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
+                    float* acc, bool first, bool last, float divisor, void* dst) override {
+    const bool fusable = (first || last) && !unfusedReduce_.count(c.codec) &&
+                         (!last || reinterpret_cast<uintptr_t>(dst) % 16 == 0);
+    if (fusable) {
+      try {
+        const ReduceStep step{acc, first, last ? dst : nullptr, divisor};
+        c.codec->decodeReduceDevice(c.config, src, srcBytes, c.dtype, count, step, workspace(),
+                                    current_);
+        return;
+      } catch (const Error& e) {
+        if (e.code() != cclzNotSupported) throw;
+        unfusedReduce_.insert(c.codec);
+      }
+    }
+    Engine::decodeReduce(c, src, srcBytes, count, acc, first, last, divisor, dst);
+  }
+
   void zero(float* acc, uint64_t count) override {
     CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, count * sizeof(float), current_));
   }
@@ -375,6 +395,7 @@ class DeviceEngine final : public Engine {
   uint8_t* stage_ = nullptr;
   uint64_t stageBytes_ = 0;
   std::set<const Codec*> unfused_;
+  std::set<const Codec*> unfusedReduce_;  // codecs without the fused first and last steps
   Timeline timeline_;  // CCLZ_TIMELINE=1 only
 };
 

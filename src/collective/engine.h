@@ -100,6 +100,19 @@ class Engine {
   virtual void decodeAccumulate(const CodecUse& c, const uint8_t* src, uint64_t srcBytes,
                                 uint64_t count, float* acc) = 0;
 
+  // One frame's step of a sum over frames (a reduce-scatter's decode stage): acc += the decoded
+  // frame, where `first` starts acc from zero and `last` stores round(sum / divisor) into dst
+  // (the codec's dtype) instead. This default zeroes, adds and stores one call at a time (the
+  // host engine's: the bits every engine gives); the device engine fuses the first and last
+  // steps into the decode where the codec can (Codec::decodeReduceDevice).
+  virtual void decodeReduce(const CodecUse& c, const uint8_t* src, uint64_t srcBytes,
+                            uint64_t count, float* acc, bool first, bool last, float divisor,
+                            void* dst) {
+    if (first) zero(acc, count);
+    decodeAccumulate(c, src, srcBytes, count, acc);
+    if (last) store(acc, count, divisor, c.dtype, dst);
+  }
+
   virtual void zero(float* acc, uint64_t count) = 0;
   // dst[i] = acc[i] / divisor, rounded to dtype (divisor 1 for a sum, the rank count for avg).
   virtual void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) = 0;

@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "codec/codec.h"
 #include "codec/device.h"
+#include "collective/reduce.h"
 #include "codec/fp8/format.h"
 #include "codec/fp8/ref.h"
 #include "common/float_bits.h"
@@ -210,6 +213,75 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(dtypeLabel(std::get<0>(info.param))) + "_n" +
              std::to_string(std::get<1>(info.param));
     });
+
+// The fused steps of a reduce-scatter's sum (ReduceStep: the first frame from zero, the last
+// one stored divided and rounded to the dtype) against the sum taken apart on the host: zero,
+// decode-and-accumulate each frame in order, store (collective/reduce.h). Three frames (NaN and
+// Inf in two of them) on the plain decoder and on the rotated one, and one frame alone (first
+// and last at once); the accumulator after two steps too.
+TEST(Fp8GpuReduce, FusedStepsMatchTheStepsApart) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const Codec& fp8 = fp8Codec();
+  for (const char* name : {"default", "always_h16", "int8"}) {
+    const GpuSetup* setup = nullptr;
+    for (const GpuSetup& s : setups())
+      if (std::string(s.name) == name) setup = &s;
+    ASSERT_TRUE(setup);
+    for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)}) {
+      for (size_t count : {size_t{4101}, size_t{1000001}}) {
+        SCOPED_TRACE(std::string(name) + " / " + dtypeLabel(dtype) + " / n " +
+                     std::to_string(count));
+        CodecPtr codec = makeCodec(setup->config());
+        ASSERT_TRUE(codec);
+        const auto type = static_cast<cclzDataType_t>(dtype);
+        const size_t esize = elementSize(dtype);
+        std::vector<HostFrame> frames;
+        for (const Input& in : inputs(count))
+          frames.push_back(encodeHost(codec.get(), dtype, toDtype(in.x, dtype), count));
+        const cclzCodecConfig_t config = setup->config();
+        GuardedDeviceBuffer status(sizeof(DeviceStatus)), acc(4 * count), out(count * esize);
+        ASSERT_TRUE(status.ok() && acc.ok() && out.ok());
+        std::vector<uint8_t> zeros(sizeof(DeviceStatus), 0);
+        status.upload(zeros.data(), zeros.size());
+        const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), nullptr, 0};
+        for (size_t n : {size_t{3}, size_t{1}}) {
+          const float divisor = float(n);
+          std::vector<float> hostAcc(count, 0.0f);
+          std::vector<std::unique_ptr<GuardedDeviceBuffer>> owned;
+          for (size_t r = 0; r < n; ++r) {
+            owned.push_back(std::make_unique<GuardedDeviceBuffer>(frames[r].bytes.size()));
+            owned.back()->upload(frames[r].bytes.data(), frames[r].bytes.size());
+            ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), frames[r].bytes.data(),
+                                               frames[r].bytes.size(), hostAcc.data(), count,
+                                               type),
+                      cclzSuccess);
+            const bool first = r == 0, last = r + 1 == n;
+            const ReduceStep step{reinterpret_cast<float*>(acc.data()), first,
+                                  last ? static_cast<void*>(out.data()) : nullptr, divisor};
+            fp8.decodeReduceDevice(config, owned.back()->data(), frames[r].bytes.size(), dtype,
+                                   count, step, ws, nullptr);
+            if (r == 1) {  // the accumulator after a first and a plain step
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+              std::vector<uint8_t> want(4 * count);
+              std::memcpy(want.data(), hostAcc.data(), 4 * count);
+              expectSameBytes(acc.download(4 * count), want, "accumulator after two frames");
+            }
+          }
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<uint8_t> want(count * esize);
+          for (size_t i = 0; i < count; ++i)
+            reduce::storeElement(hostAcc.data(), i, divisor, dtype, want.data());
+          expectSameBytes(out.download(count * esize), want,
+                          "stored sum of " + std::to_string(n) + " frames");
+          DeviceStatus after{};
+          std::memcpy(&after, status.download(sizeof after).data(), sizeof after);
+          EXPECT_EQ(after.decodeError, 0u) << "a decode rejected its frame";
+          EXPECT_TRUE(acc.guardsIntact() && out.guardsIntact());
+        }
+      }
+    }
+  }
+}
 
 TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";

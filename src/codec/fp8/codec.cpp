@@ -136,7 +136,14 @@ class Fp8Codec final : public Codec {
   void decodeAccumulateDevice(const cclzCodecConfig_t&, const uint8_t* src, uint64_t srcBytes,
                               int dtype, uint64_t count, float* acc, const DeviceWorkspace& ws,
                               cudaStream_t stream) const override {
-    fp8::decodeDevice(src, srcBytes, dtype, count, nullptr, acc, ws.status, stream);
+    const ReduceStep step{acc};
+    fp8::decodeDevice(src, srcBytes, dtype, count, nullptr, &step, ws.status, stream);
+  }
+
+  void decodeReduceDevice(const cclzCodecConfig_t&, const uint8_t* src, uint64_t srcBytes,
+                          int dtype, uint64_t count, const ReduceStep& step,
+                          const DeviceWorkspace& ws, cudaStream_t stream) const override {
+    fp8::decodeDevice(src, srcBytes, dtype, count, nullptr, &step, ws.status, stream);
   }
 #endif
 };

@@ -42,27 +42,89 @@ __device__ __forceinline__ float unpackHalfWord(uint32_t w) {
   return Dtype == cclzBfloat16 ? bitsToFloat(w << 16) : halfToFloat(static_cast<uint16_t>(w));
 }
 
-// acc[i + j] += add[j] for the lane's valid values.
-__device__ __forceinline__ void accumulate8(float* acc, uint64_t i, uint32_t valid,
+// What a decode kernel does with its values: stores them (decode), adds them to an accumulator
+// (decode-and-accumulate), or takes a fused first or last step of a sum (ReduceStep). The plain
+// accumulate keeps its own instantiation, with none of the fused steps' branches and registers.
+constexpr int kStore = 0, kAccumulate = 1, kReduce = 2;
+
+// One sum of the reduction, rounded as reduce::storeElement rounds it, into the dtype's bits.
+template <int Dtype>
+__device__ __forceinline__ uint32_t storedBits(float sum, float divisor) {
+  const float v = divRn(sum, divisor);
+  if constexpr (Dtype == cclzBfloat16) return floatToBf16(v);
+  else if constexpr (Dtype == cclzFloat16) return floatToHalf(v);
+  else return floatToBits(v);
+}
+
+// r.acc[i + j] += add[j] for the lane's valid values; with r.fromZero the accumulator is taken
+// as zeros (not read), and with r.store the sums go there, divided and rounded to the dtype,
+// instead of back to the accumulator (ReduceStep, codec/device.h).
+template <int Dtype, int Mode>
+__device__ __forceinline__ void accumulate8(const ReduceStep& r, uint64_t i, uint32_t valid,
                                             const float* add) {
+  if constexpr (Mode == kAccumulate) {  // the plain step (decode-and-accumulate)
+    float* acc = r.acc;
+    if (valid == kLaneElems) {
+      float4* p = reinterpret_cast<float4*>(acc + i);
+      float4 a = p[0], b = p[1];
+      a.x = accumulateRn(a.x, add[0]), a.y = accumulateRn(a.y, add[1]);
+      a.z = accumulateRn(a.z, add[2]), a.w = accumulateRn(a.w, add[3]);
+      b.x = accumulateRn(b.x, add[4]), b.y = accumulateRn(b.y, add[5]);
+      b.z = accumulateRn(b.z, add[6]), b.w = accumulateRn(b.w, add[7]);
+      p[0] = a, p[1] = b;
+    } else {
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j)
+        if (j < valid) acc[i + j] = accumulateRn(acc[i + j], add[j]);
+    }
+    return;
+  }
+  float sum[kLaneElems];
   if (valid == kLaneElems) {
-    float4* p = reinterpret_cast<float4*>(acc + i);
-    float4 a = p[0], b = p[1];
-    a.x = accumulateRn(a.x, add[0]), a.y = accumulateRn(a.y, add[1]);
-    a.z = accumulateRn(a.z, add[2]), a.w = accumulateRn(a.w, add[3]);
-    b.x = accumulateRn(b.x, add[4]), b.y = accumulateRn(b.y, add[5]);
-    b.z = accumulateRn(b.z, add[6]), b.w = accumulateRn(b.w, add[7]);
-    p[0] = a, p[1] = b;
+    float4* p = reinterpret_cast<float4*>(r.acc + i);
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f), b = a;
+    if (!r.fromZero) a = p[0], b = p[1];
+    sum[0] = accumulateRn(a.x, add[0]), sum[1] = accumulateRn(a.y, add[1]);
+    sum[2] = accumulateRn(a.z, add[2]), sum[3] = accumulateRn(a.w, add[3]);
+    sum[4] = accumulateRn(b.x, add[4]), sum[5] = accumulateRn(b.y, add[5]);
+    sum[6] = accumulateRn(b.z, add[6]), sum[7] = accumulateRn(b.w, add[7]);
+    if (!r.store) {
+      p[0] = make_float4(sum[0], sum[1], sum[2], sum[3]);
+      p[1] = make_float4(sum[4], sum[5], sum[6], sum[7]);
+    } else if constexpr (Dtype == cclzFloat32) {
+      uint32_t w[kLaneElems];
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems; ++j) w[j] = storedBits<Dtype>(sum[j], r.divisor);
+      uint4* out = reinterpret_cast<uint4*>(static_cast<float*>(r.store) + i);
+      out[0] = make_uint4(w[0], w[1], w[2], w[3]);
+      out[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    } else {
+      uint32_t w[kLaneElems / 2];
+#pragma unroll
+      for (uint32_t j = 0; j < kLaneElems / 2; ++j)
+        w[j] = storedBits<Dtype>(sum[2 * j], r.divisor) |
+               (storedBits<Dtype>(sum[2 * j + 1], r.divisor) << 16);
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(r.store) + i) =
+          make_uint4(w[0], w[1], w[2], w[3]);
+    }
   } else {
 #pragma unroll
-    for (uint32_t j = 0; j < kLaneElems; ++j)
-      if (j < valid) acc[i + j] = accumulateRn(acc[i + j], add[j]);
+    for (uint32_t j = 0; j < kLaneElems; ++j) {
+      if (j >= valid) continue;
+      const float total = accumulateRn(r.fromZero ? 0.0f : r.acc[i + j], add[j]);
+      if (!r.store)
+        r.acc[i + j] = total;
+      else if constexpr (Dtype == cclzFloat32)
+        static_cast<uint32_t*>(r.store)[i + j] = storedBits<Dtype>(total, r.divisor);
+      else
+        static_cast<uint16_t*>(r.store)[i + j] = static_cast<uint16_t>(storedBits<Dtype>(total, r.divisor));
+    }
   }
 }
 
 // store8 for bf16 / fp16: the 16-bit words decode would store.
-template <int Dtype, bool Accumulate>
-__device__ __forceinline__ void storeHalf8(void* dst, float* acc, uint64_t i, uint32_t valid,
+template <int Dtype, int Mode>
+__device__ __forceinline__ void storeHalf8(void* dst, const ReduceStep& r, uint64_t i, uint32_t valid,
                                            const float* v, bool finite) {
   uint32_t w[4];
 #pragma unroll
@@ -76,14 +138,14 @@ __device__ __forceinline__ void storeHalf8(void* dst, float* acc, uint64_t i, ui
       w[j] = lo | (static_cast<uint32_t>(hi) << 16);
     }
   }
-  if constexpr (Accumulate) {
+  if constexpr (Mode != kStore) {
     float add[kLaneElems];  // what decode would store, back in fp32
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       add[2 * j] = unpackHalfWord<Dtype>(w[j] & 0xFFFFu);
       add[2 * j + 1] = unpackHalfWord<Dtype>(w[j] >> 16);
     }
-    accumulate8(acc, i, valid, add);
+    accumulate8<Dtype, Mode>(r, i, valid, add);
   } else if (valid == kLaneElems) {
     *reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + i) = make_uint4(w[0], w[1], w[2], w[3]);
   } else {
@@ -95,12 +157,12 @@ __device__ __forceinline__ void storeHalf8(void* dst, float* acc, uint64_t i, ui
 
 // Stores (or adds) the lane's 8 decoded values at element i. `finite`: no value is NaN or Inf,
 // so the conversions can take the hardware's paired path.
-template <int Dtype, bool Accumulate>
-__device__ __forceinline__ void store8(void* dst, float* acc, uint64_t i, uint32_t valid,
+template <int Dtype, int Mode>
+__device__ __forceinline__ void store8(void* dst, const ReduceStep& r, uint64_t i, uint32_t valid,
                                        const float* v, bool finite) {
   if constexpr (Dtype == cclzFloat32) {
-    if constexpr (Accumulate) {
-      accumulate8(acc, i, valid, v);
+    if constexpr (Mode != kStore) {
+      accumulate8<Dtype, Mode>(r, i, valid, v);
     } else if (valid == kLaneElems) {
       float4* p = reinterpret_cast<float4*>(static_cast<float*>(dst) + i);
       p[0] = make_float4(v[0], v[1], v[2], v[3]);
@@ -111,7 +173,7 @@ __device__ __forceinline__ void store8(void* dst, float* acc, uint64_t i, uint32
         if (j < valid) static_cast<float*>(dst)[i + j] = v[j];
     }
   } else {
-    storeHalf8<Dtype, Accumulate>(dst, acc, i, valid, v, finite);
+    storeHalf8<Dtype, Mode>(dst, r, i, valid, v, finite);
   }
 }
 
@@ -185,9 +247,9 @@ __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l
 
 // Decodes one loaded tile (every lane of the warp calls it: the rotation shuffles span the warp).
 // Returns false when the tile failed validation (reported; nothing stored).
-template <int Dtype, bool Accumulate>
+template <int Dtype, int Mode>
 __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, uint64_t count,
-                                           const float* codeTable, void* dst, float* acc,
+                                           const float* codeTable, void* dst, const ReduceStep& r,
                                            uint32_t lane, DeviceStatus* status) {
   const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
   bool bad = false, rotated = false, special = false;
@@ -244,7 +306,7 @@ __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, u
   for (uint32_t j = 0; j < kLaneElems; ++j)
     if (!special || !isSpecialCode(static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)))))
       v[j] = saturate(v[j], maxFinite);
-  if (t.valid > 0) store8<Dtype, Accumulate>(dst, acc, t.first, t.valid, v, !special);
+  if (t.valid > 0) store8<Dtype, Mode>(dst, r, t.first, t.valid, v, !special);
   return true;
 }
 
@@ -308,9 +370,9 @@ __device__ __forceinline__ uint32_t packSaturated2(float lo, float hi) {
 // Decodes one lane's piece of a plain frame: a piece with a bad row is reported and skipped (no
 // value of another piece depends on it); one with a rare code or past the end of the frame takes
 // the general per-value path.
-template <int Dtype, bool Accumulate>
+template <int Dtype, int Mode>
 __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
-                                            const float* codeTable, void* dst, float* acc,
+                                            const float* codeTable, void* dst, const ReduceStep& r,
                                             DeviceStatus* status) {
   if (t.valid == 0) return;
   const float coarse = bitsToFloat(t.coarseBits);
@@ -338,7 +400,7 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
     for (uint32_t h = 0; h < 2; ++h) {
       const uint32_t first = h * kLaneElems;
       if (t.valid > first)
-        store8<Dtype, Accumulate>(dst, acc, t.first + first, min(kLaneElems, t.valid - first),
+        store8<Dtype, Mode>(dst, r, t.first + first, min(kLaneElems, t.valid - first),
                                   v + first, false);
     }
     return;
@@ -363,20 +425,20 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
     for (uint32_t j = 0; j < kPieceElems; ++j) v[j] = saturate(v[j], maxFinite);
 #pragma unroll
     for (uint32_t h = 0; h < 2; ++h)
-      store8<Dtype, Accumulate>(dst, acc, t.first + h * kLaneElems, kLaneElems, v + h * kLaneElems,
+      store8<Dtype, Mode>(dst, r, t.first + h * kLaneElems, kLaneElems, v + h * kLaneElems,
                                 true);
   } else {
     uint32_t w[kPieceElems / 2];
 #pragma unroll
     for (uint32_t k = 0; k < kPieceElems / 2; ++k) w[k] = packSaturated2<Dtype>(v[2 * k], v[2 * k + 1]);
-    if constexpr (Accumulate) {
+    if constexpr (Mode != kStore) {
 #pragma unroll
       for (uint32_t h = 0; h < 2; ++h) {
         float add[kLaneElems];  // what decode stores, back in fp32
 #pragma unroll
         for (uint32_t k = 0; k < kLaneElems; ++k)
           add[k] = unpackHalfWord<Dtype>((w[4 * h + k / 2] >> (16 * (k % 2))) & 0xFFFFu);
-        accumulate8(acc, t.first + h * kLaneElems, kLaneElems, add);
+        accumulate8<Dtype, Mode>(r, t.first + h * kLaneElems, kLaneElems, add);
       }
     } else {
       uint4* out = reinterpret_cast<uint4*>(static_cast<uint16_t*>(dst) + t.first);
@@ -387,10 +449,10 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 }
 
 // The plain decode: every warp takes tiles (512 values) tile, tile + warps, ... two per step.
-template <int Dtype, bool Accumulate>
+template <int Dtype, int Mode>
 __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l, const Params& p,
                                             uint64_t count, const float* codeTable, void* dst,
-                                            float* acc, DeviceStatus* status) {
+                                            const ReduceStep& r, DeviceStatus* status) {
   const uint32_t lane = threadIdx.x & 31;
   const double invRowElems = 1.0 / p.rowElems;
   const uint64_t tiles = (count + kPlainTileElems - 1) / kPlainTileElems;
@@ -404,20 +466,20 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
       b = loadPiece(src, l, p.rowElems, invRowElems, count, tile + warps, lane);
     // NOTE: no L2 prefetch of the accumulator here: the build that had one (and the 64-register
     // bound, new in the same round) accumulated at 1361 GB/s at 256 MiB, against 1565 before.
-    decodePiece<Dtype, Accumulate>(a, p.grid, codeTable, dst, acc, status);
-    decodePiece<Dtype, Accumulate>(b, p.grid, codeTable, dst, acc, status);
+    decodePiece<Dtype, Mode>(a, p.grid, codeTable, dst, r, status);
+    decodePiece<Dtype, Mode>(b, p.grid, codeTable, dst, r, status);
   }
 }
 
-// Decodes into dst (dtype) or, with Accumulate, adds to acc. Every block checks the header before
+// Decodes into dst (dtype) or, with Accumulate, takes one step of a reduction (r). Every block checks the header before
 // it reads the payload and builds the value table of the frame's grid (one entry per code; the
 // special codes' entries are overwritten per value). A tile whose side data or codes fail
 // validation is reported and skipped. Each warp takes two tiles per step, loaded together.
-template <int Dtype, bool Accumulate>
+template <int Dtype, int Mode>
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers (77 without the bound cost the general
 // path, INT8's, 9% in the first device run).
 __global__ void __launch_bounds__(kThreads, 4)
-    decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, float* acc,
+    decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, ReduceStep r,
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
   __shared__ FrameHeader header;
@@ -443,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   __syncthreads();
   const Layout l = frameLayout(count, p);
   if (p.policy == kRotateNever && p.smoothApplied == 0) {  // uniform: the header's
-    decodePlain<Dtype, Accumulate>(src, l, p, count, codeTable, dst, acc, status);
+    decodePlain<Dtype, Mode>(src, l, p, count, codeTable, dst, r, status);
     return;
   }
   const bool smoothed = p.smoothApplied != 0;
@@ -458,33 +520,36 @@ __global__ void __launch_bounds__(kThreads, 4)
     TileLoad b;
     if (second)
       b = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile + warps, lane);
-    decodeTile<Dtype, Accumulate>(a, p, count, codeTable, dst, acc, lane, status);
-    if (second) decodeTile<Dtype, Accumulate>(b, p, count, codeTable, dst, acc, lane, status);
+    decodeTile<Dtype, Mode>(a, p, count, codeTable, dst, r, lane, status);
+    if (second) decodeTile<Dtype, Mode>(b, p, count, codeTable, dst, r, lane, status);
   }
 }
 
 }  // namespace
 
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
-                  float* acc, DeviceStatus* status, cudaStream_t stream) {
+                  const ReduceStep* reduce, DeviceStatus* status, cudaStream_t stream) {
   // Two plain tiles a warp (the general path's loop takes whatever grid it gets).
   const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
-  const bool accumulate = dst == nullptr;
-#define CCLZ_FP8_DECODE(DT)                                                      \
-  (accumulate ? decodeKernel<DT, true>                                           \
-       <<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, acc, status) \
-              : decodeKernel<DT, false>                                          \
-       <<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, acc, status))
+  const ReduceStep r = reduce ? *reduce : ReduceStep{};
+  const int mode = !reduce ? kStore : (r.fromZero || r.store) ? kReduce : kAccumulate;
+#define CCLZ_FP8_DECODE(DT, MODE) \
+  decodeKernel<DT, MODE><<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, r, status)
+#define CCLZ_FP8_DECODE_DTYPE(DT)        \
+  (mode == kStore        ? CCLZ_FP8_DECODE(DT, kStore)      \
+   : mode == kAccumulate ? CCLZ_FP8_DECODE(DT, kAccumulate) \
+                         : CCLZ_FP8_DECODE(DT, kReduce))
   switch (dtype) {
     case cclzBfloat16:
-      CCLZ_FP8_DECODE(cclzBfloat16);
+      CCLZ_FP8_DECODE_DTYPE(cclzBfloat16);
       break;
     case cclzFloat16:
-      CCLZ_FP8_DECODE(cclzFloat16);
+      CCLZ_FP8_DECODE_DTYPE(cclzFloat16);
       break;
     default:
-      CCLZ_FP8_DECODE(cclzFloat32);
+      CCLZ_FP8_DECODE_DTYPE(cclzFloat32);
   }
+#undef CCLZ_FP8_DECODE_DTYPE
 #undef CCLZ_FP8_DECODE
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
