@@ -241,13 +241,17 @@ __global__ void __launch_bounds__(kShapeThreads)
     shapeStatsKernel(uint64_t count, uint32_t log2H, EncodeChoice* choice,
                      const ShapeSample* sample) {
   __shared__ uint32_t columns[kAutoMaxRowElems / 2];  // two columns' sums per word, 16 bits each
-  __shared__ unsigned long long total, sumSq, sumColSq;
+  // Per-warp partial sums, added by warp 0 at the end. NOTE: not 64-bit shared atomics: sm_90
+  // has none (a CAS loop, ATOMS.CAST.SPIN.64), and 32 warps spinning on one word were a quarter
+  // of the kernel's stall samples under ncu (bench/notes/fp8-kernels.md, "Round 6").
+  constexpr uint32_t kWarps = kShapeThreads / 32;
+  __shared__ uint64_t warpSq[kWarps], warpTotal[kWarps], warpColSq[kWarps];
   __shared__ bool last;
   const uint32_t c = blockIdx.x, rowElems = shapeCandidate(c, log2H), lane = threadIdx.x % 32;
   const uint32_t rows = static_cast<uint32_t>(shapeSampleElems(count) / rowElems);
   const ColumnSplit split = columnSplit(rowElems, kShapeThreads);
   for (uint32_t j = threadIdx.x; j < rowElems / 2; j += blockDim.x) columns[j] = 0;
-  if (threadIdx.x == 0) total = sumSq = sumColSq = 0;
+  const uint32_t warp = threadIdx.x / 32;
   letNextKernelStart();  // smoothKernel's blocks may wait on the SMs meanwhile
   __syncthreads();
   waitForPreviousKernel();      // shapeSampleKernel's levels and zeroed counters
@@ -283,7 +287,7 @@ __global__ void __launch_bounds__(kShapeThreads)
     const uint32_t chunks = rows * rowElems / kBlockElems;
     for (uint32_t q = threadIdx.x; q < chunks; q += blockDim.x) mySq += __ldcg(&sample->chunkSq[q]);
     mySq = warpSum64(mySq);
-    if (lane == 0) atomicAdd(&sumSq, mySq);
+    if (lane == 0) warpSq[warp] = mySq;
     __syncthreads();
     uint64_t myTotal = 0, myColSq = 0;
     for (uint32_t j = threadIdx.x; j < rowElems / 2; j += blockDim.x) {
@@ -292,16 +296,23 @@ __global__ void __launch_bounds__(kShapeThreads)
     }
     myTotal = warpSum64(myTotal);
     myColSq = warpSum64(myColSq);
-    if (lane == 0) atomicAdd(&total, myTotal), atomicAdd(&sumColSq, myColSq);
+    if (lane == 0) warpTotal[warp] = myTotal, warpColSq[warp] = myColSq;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (warp == 0) {
+    static_assert(kWarps == 32, "a lane per warp's partial");
     ShapeStats st{};
     st.rows = rows;
-    if (rows >= kShapeMinRows) st.total = total, st.sumSq = sumSq, st.sumColSq = sumColSq;
-    choice->stats[c] = st;
-    __threadfence();
-    last = atomicAdd(&choice->shapeBlocksDone, 1u) == gridDim.x - 1;
+    if (rows >= kShapeMinRows) {  // uniform
+      st.total = warpSum64(warpTotal[lane]);
+      st.sumSq = warpSum64(warpSq[lane]);
+      st.sumColSq = warpSum64(warpColSq[lane]);
+    }
+    if (lane == 0) {
+      choice->stats[c] = st;
+      __threadfence();
+      last = atomicAdd(&choice->shapeBlocksDone, 1u) == gridDim.x - 1;
+    }
   }
   __syncthreads();
   if (last && threadIdx.x < 32) {
