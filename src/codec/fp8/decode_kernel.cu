@@ -117,15 +117,16 @@ __device__ __forceinline__ void accumulate8(const ReduceStep& r, uint64_t i, uin
       else if constexpr (Dtype == cclzFloat32)
         static_cast<uint32_t*>(r.store)[i + j] = storedBits<Dtype>(total, r.divisor);
       else
-        static_cast<uint16_t*>(r.store)[i + j] = static_cast<uint16_t>(storedBits<Dtype>(total, r.divisor));
+        static_cast<uint16_t*>(r.store)[i + j] =
+            static_cast<uint16_t>(storedBits<Dtype>(total, r.divisor));
     }
   }
 }
 
 // store8 for bf16 / fp16: the 16-bit words decode would store.
 template <int Dtype, int Mode>
-__device__ __forceinline__ void storeHalf8(void* dst, const ReduceStep& r, uint64_t i, uint32_t valid,
-                                           const float* v, bool finite) {
+__device__ __forceinline__ void storeHalf8(void* dst, const ReduceStep& r, uint64_t i,
+                                           uint32_t valid, const float* v, bool finite) {
   uint32_t w[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -249,8 +250,9 @@ __device__ __forceinline__ TileLoad loadTile(const uint8_t* src, const Layout& l
 // Returns false when the tile failed validation (reported; nothing stored).
 template <int Dtype, int Mode>
 __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, uint64_t count,
-                                           const float* codeTable, void* dst, const ReduceStep& r,
-                                           uint32_t lane, DeviceStatus* status) {
+                                           const float* codeTable, void* dst,
+                                           const ReduceStep& r, uint32_t lane,
+                                           DeviceStatus* status) {
   const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
   bool bad = false, rotated = false, special = false;
   float v[kLaneElems];
@@ -372,8 +374,8 @@ __device__ __forceinline__ uint32_t packSaturated2(float lo, float hi) {
 // the general per-value path.
 template <int Dtype, int Mode>
 __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
-                                            const float* codeTable, void* dst, const ReduceStep& r,
-                                            DeviceStatus* status) {
+                                            const float* codeTable, void* dst,
+                                            const ReduceStep& r, DeviceStatus* status) {
   if (t.valid == 0) return;
   const float coarse = bitsToFloat(t.coarseBits);
   if (t.flag != 0 || !validCoarse(coarse, 0)) {  // policy 0: no row may be rotated
@@ -401,7 +403,7 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
       const uint32_t first = h * kLaneElems;
       if (t.valid > first)
         store8<Dtype, Mode>(dst, r, t.first + first, min(kLaneElems, t.valid - first),
-                                  v + first, false);
+                            v + first, false);
     }
     return;
   }
@@ -426,7 +428,7 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 #pragma unroll
     for (uint32_t h = 0; h < 2; ++h)
       store8<Dtype, Mode>(dst, r, t.first + h * kLaneElems, kLaneElems, v + h * kLaneElems,
-                                true);
+                          true);
   } else {
     uint32_t w[kPieceElems / 2];
 #pragma unroll
@@ -471,10 +473,10 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
   }
 }
 
-// Decodes into dst (dtype) or, with Accumulate, takes one step of a reduction (r). Every block checks the header before
-// it reads the payload and builds the value table of the frame's grid (one entry per code; the
-// special codes' entries are overwritten per value). A tile whose side data or codes fail
-// validation is reported and skipped. Each warp takes two tiles per step, loaded together.
+// Decodes into dst (dtype; Mode kStore) or takes one step of a sum (r; kAccumulate, kReduce).
+// Every block checks the header before it reads the payload and builds the value table of the
+// frame's grid (one entry per code; the special codes' entries are overwritten per value). A
+// tile whose side data or codes fail validation is reported and skipped. Each warp takes two tiles per step, loaded together.
 template <int Dtype, int Mode>
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers (77 without the bound cost the general
 // path, INT8's, 9% in the first device run).
