@@ -19,10 +19,10 @@
 #include "codec/device.h"
 #include "collective/device_kernels.h"
 #include "collective/engine.h"
+#include "collective/timeline.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/trace.h"
-#include "collective/timeline.h"
 
 namespace cclz {
 namespace {
