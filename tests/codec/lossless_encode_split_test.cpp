@@ -289,8 +289,7 @@ TEST(LosslessEncodeSplit, MatchesReferenceOnRealTensors) {
   if (dir.empty()) GTEST_SKIP() << "no real tensors: set CCLZ_SHARED_DATA";
   for (const RealTensor& t : loadRealTensors(dir)) {
     SCOPED_TRACE(t.name);
-    std::vector<uint8_t> input(2 * t.values.size());
-    std::memcpy(input.data(), t.values.data(), input.size());
+    const std::vector<uint8_t> input = bf16Bytes(t);
     expectSplitMatches(cclzBfloat16, input, t.values.size());
   }
 }
