@@ -139,6 +139,13 @@ class QgradCodec final : public Codec {
                               cudaStream_t stream) const override {
     qgrad::decodeDevice(qgradParams(c), dtype, src, srcBytes, acc, count, true, ws.status, stream);
   }
+
+  void decodeReduceDevice(const cclzCodecConfig_t& c, const uint8_t* src, uint64_t srcBytes,
+                          int dtype, uint64_t count, const ReduceStep& step,
+                          const DeviceWorkspace& ws, cudaStream_t stream) const override {
+    qgrad::decodeReduceDevice(qgradParams(c), dtype, src, srcBytes, count, step, ws.status,
+                              stream);
+  }
 #endif
 };
 

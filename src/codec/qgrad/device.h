@@ -25,6 +25,12 @@ void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, f
 void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, bool accumulate, DeviceStatus* status, cudaStream_t stream);
 
+// One frame's step of a sum over frames (ReduceStep, codec/device.h): acc 32-byte aligned, the
+// store (if any) 16-byte aligned.
+void decodeReduceDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes,
+                        uint64_t count, const ReduceStep& step, DeviceStatus* status,
+                        cudaStream_t stream);
+
 }  // namespace cclz::qgrad
 
 #endif  // CCLZ_HAVE_CUDA

@@ -165,12 +165,39 @@ __global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
 struct DecodeArgs {
   const uint8_t* src;
   uint64_t srcBytes;
-  void* dst;  // dtype elements, or the fp32 accumulator
+  void* dst;  // dtype elements, or the fp32 accumulator (reduce.acc for kReduce)
   uint64_t count;
   int dtype;
   uint32_t blockElems, bits;
   DeviceStatus* status;
+  ReduceStep reduce;  // kReduce only: its fromZero, store and divisor
 };
+
+// What the decode kernel does with its values: stores them in the dtype, adds them to the fp32
+// accumulator, or takes a fused first or last step of a sum (ReduceStep, codec/device.h). The
+// plain accumulate keeps its own instantiation.
+constexpr int kStore = 0, kAccumulate = 1, kReduce = 2;
+
+// y (8 values from element i0) into out (Out: float, or uint16_t for bf16), as the plain decode
+// stores them.
+template <typename Out>
+__device__ __forceinline__ void storeValues(void* dst, uint64_t i0, uint64_t count,
+                                            const float (&y)[kGroupElems]) {
+  if constexpr (sizeof(Out) == 4) {
+    storeFloats(static_cast<float*>(dst), i0, count, y);
+  } else {
+    uint16_t* out = static_cast<uint16_t*>(dst);
+    if (i0 + kGroupElems <= count) {
+      uint32_t w[4];
+      for (int j = 0; j < 4; ++j)
+        w[j] = floatToBf16(y[2 * j]) | (static_cast<uint32_t>(floatToBf16(y[2 * j + 1])) << 16);
+      *reinterpret_cast<uint4*>(out + i0) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      for (int j = 0; j < kGroupElems; ++j)
+        if (i0 + j < count) out[i0 + j] = floatToBf16(y[j]);
+    }
+  }
+}
 
 // Every CUDA block checks the header before it touches the output, so a bad frame writes nothing.
 __device__ bool headerValid(const DecodeArgs& a) {
@@ -192,7 +219,7 @@ __device__ bool headerValid(const DecodeArgs& a) {
   return error == kFrameOk;
 }
 
-template <int kBits, bool kAccumulate, typename Out>
+template <int kBits, int kMode, typename Out>
 __global__ void __launch_bounds__(kThreads) decodeKernel(const DecodeArgs a) {
   if (!headerValid(a)) return;
   const uint64_t i0 = (static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x) * kGroupElems;
@@ -207,25 +234,26 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(const DecodeArgs a) {
     y[j] = dequantize(codeValue(static_cast<uint32_t>(packed >> (j * kBits)) & ((1u << kBits) - 1u),
                                 kBits),
                       s);
-  if constexpr (kAccumulate) {
+  if constexpr (kMode == kAccumulate) {
     float* acc = static_cast<float*>(a.dst);
     float old[kGroupElems];
     loadResidual(acc, i0, a.count, old);  // same shape: 8 floats, 32-byte aligned, 0 past count
     for (int j = 0; j < kGroupElems; ++j) y[j] = addRn(old[j], y[j]);
     storeFloats(acc, i0, a.count, y);
-  } else if constexpr (sizeof(Out) == 4) {
-    storeFloats(static_cast<float*>(a.dst), i0, a.count, y);
-  } else {
-    uint16_t* out = static_cast<uint16_t*>(a.dst);
-    if (i0 + kGroupElems <= a.count) {
-      uint32_t w[4];
-      for (int j = 0; j < 4; ++j)
-        w[j] = floatToBf16(y[2 * j]) | (static_cast<uint32_t>(floatToBf16(y[2 * j + 1])) << 16);
-      *reinterpret_cast<uint4*>(out + i0) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if constexpr (kMode == kReduce) {
+    // The bits of zero, decode-and-accumulate and store (collective/reduce.h) taken apart.
+    float* acc = a.reduce.acc;
+    float old[kGroupElems] = {};
+    if (!a.reduce.fromZero) loadResidual(acc, i0, a.count, old);
+    for (int j = 0; j < kGroupElems; ++j) y[j] = addRn(old[j], y[j]);
+    if (!a.reduce.store) {
+      storeFloats(acc, i0, a.count, y);
     } else {
-      for (int j = 0; j < kGroupElems; ++j)
-        if (i0 + j < a.count) out[i0 + j] = floatToBf16(y[j]);
+      for (int j = 0; j < kGroupElems; ++j) y[j] = divRn(y[j], a.reduce.divisor);
+      storeValues<Out>(a.reduce.store, i0, a.count, y);
     }
+  } else {
+    storeValues<Out>(a.dst, i0, a.count, y);
   }
 }
 
@@ -245,14 +273,19 @@ void launchEncode(const EncodeArgs& a, int dtype, cudaStream_t stream) {
 }
 
 template <int kBits>
-void launchDecode(const DecodeArgs& a, bool accumulate, cudaStream_t stream) {
+void launchDecode(const DecodeArgs& a, int mode, cudaStream_t stream) {
   const unsigned grid = gridFor(a.count);
-  if (accumulate)
-    decodeKernel<kBits, true, float><<<grid, kThreads, 0, stream>>>(a);
-  else if (a.dtype == cclzFloat32)
-    decodeKernel<kBits, false, float><<<grid, kThreads, 0, stream>>>(a);
+  const bool fp32 = a.dtype == cclzFloat32;
+  if (mode == kAccumulate)
+    decodeKernel<kBits, kAccumulate, float><<<grid, kThreads, 0, stream>>>(a);
+  else if (mode == kReduce && fp32)
+    decodeKernel<kBits, kReduce, float><<<grid, kThreads, 0, stream>>>(a);
+  else if (mode == kReduce)
+    decodeKernel<kBits, kReduce, uint16_t><<<grid, kThreads, 0, stream>>>(a);
+  else if (fp32)
+    decodeKernel<kBits, kStore, float><<<grid, kThreads, 0, stream>>>(a);
   else
-    decodeKernel<kBits, false, uint16_t><<<grid, kThreads, 0, stream>>>(a);
+    decodeKernel<kBits, kStore, uint16_t><<<grid, kThreads, 0, stream>>>(a);
 }
 
 }  // namespace
@@ -281,10 +314,22 @@ void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, f
 
 void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, bool accumulate, DeviceStatus* status, cudaStream_t stream) {
-  const DecodeArgs a{src, srcBytes, dst, count, dtype, p.blockElems, p.bits, status};
-  if (p.bits == 8) launchDecode<8>(a, accumulate, stream);
-  if (p.bits == 4) launchDecode<4>(a, accumulate, stream);
-  if (p.bits == 2) launchDecode<2>(a, accumulate, stream);
+  const DecodeArgs a{src, srcBytes, dst, count, dtype, p.blockElems, p.bits, status, {}};
+  const int mode = accumulate ? kAccumulate : kStore;
+  if (p.bits == 8) launchDecode<8>(a, mode, stream);
+  if (p.bits == 4) launchDecode<4>(a, mode, stream);
+  if (p.bits == 2) launchDecode<2>(a, mode, stream);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+void decodeReduceDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes,
+                        uint64_t count, const ReduceStep& step, DeviceStatus* status,
+                        cudaStream_t stream) {
+  const DecodeArgs a{src, srcBytes, step.acc, count, dtype, p.blockElems, p.bits, status, step};
+  const int mode = step.fromZero || step.store ? kReduce : kAccumulate;
+  if (p.bits == 8) launchDecode<8>(a, mode, stream);
+  if (p.bits == 4) launchDecode<4>(a, mode, stream);
+  if (p.bits == 2) launchDecode<2>(a, mode, stream);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 
