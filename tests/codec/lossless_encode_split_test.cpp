@@ -18,6 +18,7 @@
 #include "codec/lossless/ref.h"
 #include "support/data.h"
 #include "support/frame_view.h"
+#include "support/lossless_ref.h"
 #include "support/tensors.h"
 
 namespace cclz::test {
@@ -202,10 +203,7 @@ std::vector<uint8_t> splitBlock(int dtype, const uint8_t* symbols, uint32_t part
 }
 
 std::vector<uint8_t> encodeV2(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
-  const lossless::Params params{kChunk, 0, 0, 2};
-  std::vector<uint8_t> frame(lossless::maxEncodedBytes(params, dtype, count));
-  frame.resize(lossless::encodeRef(params, dtype, input.data(), count, frame.data(), frame.size()));
-  return frame;
+  return encodeV2Ref(dtype, input, count, kChunk);
 }
 
 // Every whole chunk of the input, split into 2 and 4 parts, against the reference's block.
@@ -291,8 +289,7 @@ TEST(LosslessEncodeSplit, MatchesReferenceOnRealTensors) {
   if (dir.empty()) GTEST_SKIP() << "no real tensors: set CCLZ_SHARED_DATA";
   for (const RealTensor& t : loadRealTensors(dir)) {
     SCOPED_TRACE(t.name);
-    std::vector<uint8_t> input(2 * t.values.size());
-    std::memcpy(input.data(), t.values.data(), input.size());
+    const std::vector<uint8_t> input = bf16Bytes(t);
     expectSplitMatches(cclzBfloat16, input, t.values.size());
   }
 }

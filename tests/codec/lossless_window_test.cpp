@@ -17,6 +17,7 @@
 #include "codec/lossless/window_v2.h"
 #include "support/data.h"
 #include "support/frame_view.h"
+#include "support/lossless_ref.h"
 #include "support/tensors.h"
 
 namespace cclz::test {
@@ -150,10 +151,7 @@ uint32_t expectWindowAgrees(int dtype, const std::vector<uint8_t>& frame, uint64
 }
 
 std::vector<uint8_t> encodeV2(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
-  const lossless::Params params{kChunk, 0, 0, 2};
-  std::vector<uint8_t> frame(lossless::maxEncodedBytes(params, dtype, count));
-  frame.resize(lossless::encodeRef(params, dtype, input.data(), count, frame.data(), frame.size()));
-  return frame;
+  return encodeV2Ref(dtype, input, count, kChunk);
 }
 
 // Flips, toggles and moves what the lane checks depend on, in whole coded chunks, and expects
@@ -239,8 +237,7 @@ TEST(LosslessWindow, MatchesReferenceOnRealTensors) {
   if (dir.empty()) GTEST_SKIP() << "no real tensors: set CCLZ_SHARED_DATA";
   for (const RealTensor& t : loadRealTensors(dir)) {
     SCOPED_TRACE(t.name);
-    std::vector<uint8_t> input(2 * t.values.size());
-    std::memcpy(input.data(), t.values.data(), input.size());
+    const std::vector<uint8_t> input = bf16Bytes(t);
     const std::vector<uint8_t> frame = encodeV2(cclzBfloat16, input, t.values.size());
     ASSERT_EQ(expectWindowAgrees(cclzBfloat16, frame, t.values.size(), "as encoded"), kFrameOk);
   }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -62,6 +63,12 @@ double exponentEntropy(const std::vector<uint16_t>& values) {
     h -= p * std::log2(p);
   }
   return h;
+}
+
+std::vector<uint8_t> bf16Bytes(const RealTensor& t) {
+  std::vector<uint8_t> bytes(2 * t.values.size());
+  if (!bytes.empty()) std::memcpy(bytes.data(), t.values.data(), bytes.size());
+  return bytes;
 }
 
 }  // namespace cclz::test

@@ -21,6 +21,9 @@ std::string realTensorDir();
 // Every tensor listed in index.json (throws std::runtime_error on a malformed index or file).
 std::vector<RealTensor> loadRealTensors(const std::string& dir);
 
+// A tensor's bf16 words as the bytes a codec call takes.
+std::vector<uint8_t> bf16Bytes(const RealTensor& t);
+
 // Empirical entropy, in bits, of the 8-bit exponent field of bf16 words.
 double exponentEntropy(const std::vector<uint16_t>& values);
 

@@ -227,6 +227,20 @@ __device__ bool stageInput(const EncodeArgs& a, uint8_t* stage, uint64_t k, uint
   return true;
 }
 
+// The block's code tables of D's family, from the constant bank into shared memory (every
+// thread of the block takes part; the caller synchronizes).
+template <int D>
+__device__ __forceinline__ void fillTables(EncodeTables& tables) {
+  const int fam = family(D);
+  const uint32_t offsets = familyOffsets(D);
+  for (uint32_t i = threadIdx.x; i <= offsets; i += blockDim.x) {
+    const uint32_t* c = kDeviceCodes.cost[fam][i];
+    tables.cost[i] = make_uint4(c[0], c[1], c[2], c[3]);
+    for (uint32_t t = 0; t < kTables; ++t)
+      tables.code[t][i] = encoderEntry(kDeviceCodes.code[fam][t][i]);
+  }
+}
+
 // NOTE: at most 64 registers (8 blocks, 32 warps per multiprocessor): the encoder is latency
 // bound at 16 warps (session 5 profile: 8.3 cycles per issued instruction at 115 registers).
 // kStaged false: the general kernel. kStaged true: the staged kernel (kernel_path.h): a warp
@@ -252,14 +266,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
     __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
     stage = stageAll[warp];
   }
-  const int fam = family(D);
-  const uint32_t offsets = familyOffsets(D);
-  for (uint32_t i = threadIdx.x; i <= offsets; i += blockDim.x) {
-    const uint32_t* c = kDeviceCodes.cost[fam][i];
-    tables.cost[i] = make_uint4(c[0], c[1], c[2], c[3]);
-    for (uint32_t t = 0; t < kTables; ++t)
-      tables.code[t][i] = encoderEntry(kDeviceCodes.code[fam][t][i]);
-  }
+  fillTables<D>(tables);
   __syncthreads();
   if (a.layout.numChunks == 0) {  // an empty tensor: the header alone
     if (blockIdx.x == 0 && threadIdx.x == 0) writeHeader(a, a.layout.blocksOffset);
@@ -482,14 +489,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKerne
   partsSync<kParts>(slot);
   uint64_t next = ex.next[turn];
   bool staged = stageInput<D, kChunkThreads>(a, stage, next, thread);
-  const int fam = family(D);
-  const uint32_t offsets = familyOffsets(D);
-  for (uint32_t i = threadIdx.x; i <= offsets; i += blockDim.x) {
-    const uint32_t* c = kDeviceCodes.cost[fam][i];
-    tables.cost[i] = make_uint4(c[0], c[1], c[2], c[3]);
-    for (uint32_t t = 0; t < kTables; ++t)
-      tables.code[t][i] = encoderEntry(kDeviceCodes.code[fam][t][i]);
-  }
+  fillTables<D>(tables);
   __syncthreads();
   while (next < a.layout.numChunks) {  // the same for the slot's warps: they leave together
     const uint64_t k = next;
