@@ -5,8 +5,8 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 lpath lwindow lsplit fp8 qgrad coll collsock check (default: build tests
-# codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
+# Stages: build tests codec lossless2 lpath lwindow lsplit fp8 qgrad coll collsock ncclwin check
+# (default: build tests codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
 # and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
 # benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
 # lossless payload versions 1 and 2 side by side. lpath: the version 2 kernels on each
@@ -18,6 +18,8 @@
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
+# ncclwin (2 or more GPUs): NVLink with the frames in NCCL symmetric windows and zero-CTA
+# communicators, beside the default, after the NCCL tests with both settings.
 # check (2 or more GPUs): what the call check costs over NVLink, with a traced run in trace.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -192,6 +194,25 @@ fi
 
 if has collsock; then
   collsweep socket
+fi
+
+if has ncclwin; then
+  # The frame areas in NCCL symmetric windows with zero-CTA communicators (CCLZ_NCCL_WINDOWS=1,
+  # CCLZ_NCCL_CTA_POLICY=zero: NCCL may move frames with the copy engines), beside the default,
+  # over NVLink, nccl-tests' timing; the NCCL tests with both settings first.
+  ranks "$ngpu" -x CCLZ_NCCL_WINDOWS=1 -x CCLZ_NCCL_CTA_POLICY=zero \
+    $build/tests/collective/nccl_tests --gtest_brief=1 >>"$log" 2>&1
+  echo "ncclwin nccl_tests ($ngpu ranks, windows, zero CTAs): exit $?" | tee -a "$summary"
+  for setting in default windows; do
+    launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
+    [ $setting = windows ] && launcher+=(-x CCLZ_NCCL_WINDOWS=1 -x CCLZ_NCCL_CTA_POLICY=zero)
+    for op in allgather reducescatter; do
+      bench ncclwin "${setting}_${op}_fp8" --op $op --codec fp8 --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch
+    done
+    bench ncclwin "${setting}_allgather_lossless" --op allgather --codec lossless --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch
+    bench ncclwin "${setting}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch
+  done
+  launcher=()
 fi
 
 if has check; then

@@ -103,7 +103,8 @@ cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId u
     ncclUniqueId id;
     std::memcpy(&id, &uniqueId, sizeof id);
     ncclComm_t nccl = nullptr;
-    CCLZ_NCCL_CHECK(ncclCommInitRank(&nccl, nranks, id, rank));
+    ncclConfig_t ncclConfig = ncclConfigFromEnvironment();
+    CCLZ_NCCL_CHECK(ncclCommInitRankConfig(&nccl, nranks, id, rank, &ncclConfig));
     try {
       return std::make_unique<NcclTransport>(nccl, true);
     } catch (...) {

@@ -39,6 +39,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_MOVE_PRIORITY=" + v + ": expected high (the default) or normal");
     s.highPriorityMove = v == "high";
   }
+  if (const char* windows = std::getenv("CCLZ_NCCL_WINDOWS"); windows && *windows) {
+    const std::string v = windows;
+    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
+                 "CCLZ_NCCL_WINDOWS=" + v + ": expected 0 (the default) or 1");
+    s.transportFrames = v == "1";
+  }
   // The switch moved into the code (cclzCommConfig_t.asyncCalls): a call that returns before
   // its stream waits changes what the stream means, and only code written for it may ask.
   if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
@@ -71,11 +77,13 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
                "asyncCalls = 1 is for device (NCCL) communicators; a host (MPI) communicator's "
                "calls return complete");
 #ifdef CCLZ_HAVE_CUDA
+  FrameMemory* frames = settings_.transportFrames ? transport_->frameMemory() : nullptr;
   engine_ = transport_->memory() == MemoryKind::Device
-                ? makeDeviceEngine(settings_.highPriorityMove)
+                ? makeDeviceEngine(settings_.highPriorityMove, frames)
                 : makeHostEngine();
   if (settings_.async) {
-    checkEngine_ = makeDeviceEngine(settings_.highPriorityMove);
+    // The check engine's frame areas are never used for frames: plain memory.
+    checkEngine_ = makeDeviceEngine(settings_.highPriorityMove, nullptr);
     int device = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
     // A new thread starts on device 0: without this, rank 1's jobs would use GPU 0.

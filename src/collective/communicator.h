@@ -34,9 +34,13 @@ struct CommSettings {
   // queued after it gets a multiprocessor, so encoding and moving take turns instead of
   // overlapping (docs/collectives.md, "Stream priorities").
   bool highPriorityMove = true;
+  // Device communicators: frames in memory the transport provides (CCLZ_NCCL_WINDOWS=1: NCCL
+  // symmetric windows, Transport::frameMemory) instead of cudaMalloc. Off by default until
+  // measured (docs/collectives.md, "NCCL windows").
+  bool transportFrames = false;
 
-  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY); every rank
-  // must see the same.
+  // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
+  // CCLZ_NCCL_WINDOWS); every rank must see the same.
   // CCLZ_ASYNC=1 is refused: it became cclzCommConfig_t.asyncCalls.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.

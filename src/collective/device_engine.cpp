@@ -29,7 +29,7 @@ namespace {
 
 class DeviceEngine final : public Engine {
  public:
-  explicit DeviceEngine(bool highPriorityMove) {
+  DeviceEngine(bool highPriorityMove, FrameMemory* frames) : frames_(frames) {
     CCLZ_CUDA_CHECK(cudaGetDevice(&device_));
     // Lower numbers are greater priorities; 0 is the default and the least.
     int least = 0, greatest = 0;
@@ -48,7 +48,7 @@ class DeviceEngine final : public Engine {
 
   ~DeviceEngine() override {
     for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamSynchronize(s);
-    for (int a = 0; a < static_cast<int>(Area::Count); ++a) cudaFree(areas_[a]);
+    for (int a = 0; a < static_cast<int>(Area::Count); ++a) freeArea(a);
     cudaFree(status_);
     cudaFreeHost(stage_);
     cudaFreeHost(fetchHost_);
@@ -66,10 +66,13 @@ class DeviceEngine final : public Engine {
       CCLZ_TRACE("engine: area %d grows to %llu bytes", a,
                  static_cast<unsigned long long>(bytes[a]));
       waitIdle();
-      CCLZ_CUDA_CHECK(cudaFree(areas_[a]));
+      freeArea(a);
       areas_[a] = nullptr;
       capacity_[a] = 0;
-      CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&areas_[a]), bytes[a]));
+      if (fromTransport(a))
+        areas_[a] = static_cast<uint8_t*>(frames_->allocate(bytes[a]));
+      else
+        CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&areas_[a]), bytes[a]));
       capacity_[a] = bytes[a];
     }
     const uint64_t fetchBytes = fetchSlotBytes(bytes);
@@ -367,6 +370,19 @@ class DeviceEngine final : public Engine {
     timeline_.report(user_);
   }
 
+  // The frame areas come from the transport where it provides them (CommSettings::transportFrames).
+  bool fromTransport(int a) const {
+    return frames_ && (a == static_cast<int>(Area::SendFrames) ||
+                       a == static_cast<int>(Area::RecvFrames));
+  }
+  void freeArea(int a) noexcept {
+    if (!areas_[a]) return;
+    if (fromTransport(a))
+      frames_->release(areas_[a]);
+    else
+      cudaFree(areas_[a]);
+  }
+
   void waitIdle() {
     for (cudaStream_t s : {encode_, move_, decode_, control_})
       CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -397,12 +413,13 @@ class DeviceEngine final : public Engine {
   std::set<const Codec*> unfused_;
   std::set<const Codec*> unfusedReduce_;  // codecs without the fused first and last steps
   Timeline timeline_;  // CCLZ_TIMELINE=1 only
+  FrameMemory* frames_ = nullptr;  // the frame areas' source; NULL: cudaMalloc
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> makeDeviceEngine(bool highPriorityMove) {
-  return std::make_unique<DeviceEngine>(highPriorityMove);
+std::unique_ptr<Engine> makeDeviceEngine(bool highPriorityMove, FrameMemory* frames) {
+  return std::make_unique<DeviceEngine>(highPriorityMove, frames);
 }
 
 }  // namespace cclz

@@ -146,8 +146,9 @@ class Engine {
 
 std::unique_ptr<Engine> makeHostEngine();
 #ifdef CCLZ_HAVE_CUDA
-// highPriorityMove: CommSettings::highPriorityMove.
-std::unique_ptr<Engine> makeDeviceEngine(bool highPriorityMove);
+// highPriorityMove: CommSettings::highPriorityMove. frames: where the SendFrames and RecvFrames
+// areas come from (NULL: cudaMalloc); it must outlive the engine.
+std::unique_ptr<Engine> makeDeviceEngine(bool highPriorityMove, FrameMemory* frames);
 #endif
 
 }  // namespace cclz

@@ -23,9 +23,25 @@ namespace cclz {
 // Where the buffers a transport moves live, and so where the codecs run.
 enum class MemoryKind { Host, Device };
 
+// Device memory for the frames a transport moves (the engine's SendFrames and RecvFrames areas),
+// from the transport instead of cudaMalloc: NCCL registers it as a symmetric window, so that its
+// collectives over NVLink may move frames with the copy engines instead of kernels that share the
+// multiprocessors with the codecs (CCLZ_NCCL_WINDOWS, docs/collectives.md). Both calls are
+// collective: every rank allocates and releases the same sizes in the same order, as the
+// engine's reserve() does (its sizes follow from the call, checked equal across ranks).
+class FrameMemory {
+ public:
+  virtual ~FrameMemory() = default;
+  virtual void* allocate(uint64_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
+
+  // Where the device engine's frame areas come from; NULL: cudaMalloc.
+  virtual FrameMemory* frameMemory() { return nullptr; }
 
   virtual int rank() const = 0;
   virtual int size() const = 0;

@@ -24,6 +24,9 @@
 #include "common/error.h"
 #include "support/data.h"
 #include "transport/loopback.h"
+#ifdef CCLZ_HAVE_NCCL
+#include "transport/nccl/nccl_transport.h"
+#endif
 
 namespace cclz::test {
 namespace {
@@ -514,7 +517,42 @@ TEST(CommSettingsTest, FromEnvironment) {
     EXPECT_NE(std::string(e.what()).find("CCLZ_MOVE_PRIORITY"), std::string::npos) << e.what();
   }
   unsetenv("CCLZ_MOVE_PRIORITY");
+  EXPECT_FALSE(CommSettings::fromEnvironment().transportFrames);  // off by default
+  setenv("CCLZ_NCCL_WINDOWS", "1", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().transportFrames);
+  setenv("CCLZ_NCCL_WINDOWS", "yes", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_NCCL_WINDOWS=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_NCCL_WINDOWS"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_NCCL_WINDOWS");
 }
+
+#ifdef CCLZ_HAVE_NCCL
+// The CTA policy of the NCCL communicators cclz creates (no GPU needed to build the config).
+TEST(CommSettingsTest, NcclCtaPolicyFromEnvironment) {
+  unsetenv("CCLZ_NCCL_CTA_POLICY");
+  EXPECT_EQ(ncclConfigFromEnvironment().CTAPolicy, NCCL_CONFIG_UNDEF_INT);  // NCCL's default
+  setenv("CCLZ_NCCL_CTA_POLICY", "zero", 1);
+  EXPECT_EQ(ncclConfigFromEnvironment().CTAPolicy, NCCL_CTA_POLICY_ZERO);
+  setenv("CCLZ_NCCL_CTA_POLICY", "efficiency", 1);
+  EXPECT_EQ(ncclConfigFromEnvironment().CTAPolicy, NCCL_CTA_POLICY_EFFICIENCY);
+  setenv("CCLZ_NCCL_CTA_POLICY", "default", 1);
+  EXPECT_EQ(ncclConfigFromEnvironment().CTAPolicy, NCCL_CTA_POLICY_DEFAULT);
+  setenv("CCLZ_NCCL_CTA_POLICY", "none", 1);
+  try {
+    ncclConfigFromEnvironment();
+    ADD_FAILURE() << "CCLZ_NCCL_CTA_POLICY=none was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_NCCL_CTA_POLICY"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_NCCL_CTA_POLICY");
+}
+#endif
 
 // The piece when CCLZ_PIECE_BYTES is unset: a quarter of the block in whole MiB, within
 // [4 MiB, max(4 MiB, 64 MiB / ranks)].

@@ -2,6 +2,7 @@
 
 #ifdef CCLZ_HAVE_NCCL
 
+#include <cstdlib>
 #include <string>
 
 #include "common/error.h"
@@ -19,6 +20,68 @@ void ncclCheck(ncclResult_t result, const char* call, const char* file, int line
   throwError(code, std::string(call) + " failed: " + ncclGetErrorString(result) + " (" +
                        ncclGetLastError(nullptr) + ")",
              file, line);
+}
+
+ncclConfig_t ncclConfigFromEnvironment() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  const char* policy = std::getenv("CCLZ_NCCL_CTA_POLICY");
+  if (!policy || !*policy) return config;
+  const std::string v = policy;
+  if (v == "default")
+    config.CTAPolicy = NCCL_CTA_POLICY_DEFAULT;
+  else if (v == "efficiency")
+    config.CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY;
+  else if (v == "zero")
+    config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+  else
+    CCLZ_FAIL(cclzInvalidArgument,
+              "CCLZ_NCCL_CTA_POLICY=" + v + ": expected default, efficiency or zero");
+  return config;
+}
+
+void NcclWindows::releaseAll() noexcept {
+  std::map<void*, ncclWindow_t> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left.swap(windows_);
+  }
+  for (const auto& [p, w] : left) {
+    if (ncclComm_t comm = comm_.load()) ncclCommWindowDeregister(comm, w);
+    ncclMemFree(p);
+  }
+}
+
+void* NcclWindows::allocate(uint64_t bytes) {
+  ncclComm_t comm = comm_.load();
+  CCLZ_REQUIRE(comm, cclzInvalidUsage, "the communicator was aborted");
+  void* p = nullptr;
+  CCLZ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
+  ncclWindow_t w = nullptr;
+  const ncclResult_t registered =
+      ncclCommWindowRegister(comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
+  if (registered != ncclSuccess) {
+    ncclMemFree(p);
+    CCLZ_NCCL_CHECK(registered);
+  }
+  CCLZ_TRACE("nccl: %llu bytes of frames in a symmetric window",
+             static_cast<unsigned long long>(bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  windows_[p] = w;
+  return p;
+}
+
+void NcclWindows::release(void* p) noexcept {
+  if (!p) return;
+  ncclWindow_t w = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = windows_.find(p);
+    if (it == windows_.end()) return;
+    w = it->second;
+    windows_.erase(it);
+  }
+  if (ncclComm_t comm = comm_.load()) ncclCommWindowDeregister(comm, w);
+  ncclMemFree(p);
 }
 
 NcclTransport::NcclTransport(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
@@ -45,6 +108,7 @@ void NcclTransport::query() {
 }
 
 NcclTransport::~NcclTransport() {
+  windows_.releaseAll();  // the engine released its areas already; not after comm_ is gone
   control_.reset();
   if (owned_ && comm_) ncclCommDestroy(comm_);
 }

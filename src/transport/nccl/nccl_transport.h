@@ -9,7 +9,9 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "transport/transport.h"
 
@@ -18,6 +20,29 @@ namespace cclz {
 // Throws cclz::Error(cclzSystemError) with the call and NCCL's message.
 void ncclCheck(ncclResult_t result, const char* call, const char* file, int line);
 #define CCLZ_NCCL_CHECK(call) ::cclz::ncclCheck((call), #call, __FILE__, __LINE__)
+
+// The config cclz creates its own NCCL communicators with (cclzCommInitRank*): NCCL's defaults,
+// and the CTA policy CCLZ_NCCL_CTA_POLICY names (default, efficiency or zero: NCCL_CTA_POLICY_*;
+// zero lets NCCL move data with the copy engines where it can). Throws cclzInvalidArgument on
+// another value.
+ncclConfig_t ncclConfigFromEnvironment();
+
+// Frames in NCCL memory registered as symmetric windows of a communicator (FrameMemory):
+// ncclMemAlloc + ncclCommWindowRegister, and back. Registering and deregistering are collective.
+class NcclWindows final : public FrameMemory {
+ public:
+  explicit NcclWindows(const std::atomic<ncclComm_t>& comm) : comm_(comm) {}
+  ~NcclWindows() override { releaseAll(); }
+  void* allocate(uint64_t bytes) override;
+  void release(void* p) noexcept override;
+  // What is still allocated (the transport calls it before it destroys the communicator).
+  void releaseAll() noexcept;
+
+ private:
+  const std::atomic<ncclComm_t>& comm_;  // the transport's; NULL once aborted
+  std::mutex mutex_;
+  std::map<void*, ncclWindow_t> windows_;
+};
 
 class NcclTransport final : public Transport {
  public:
@@ -42,6 +67,8 @@ class NcclTransport final : public Transport {
                      cclzStream_t stream) override;
   bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
                  cclzStream_t stream) override;
+
+  FrameMemory* frameMemory() override { return &windows_; }
 
   // The communicator split off at construction (owned), as a transport of its own.
   Transport& control() override { return control_ ? *control_ : *this; }
@@ -73,6 +100,7 @@ class NcclTransport final : public Transport {
   bool inGroup_ = false;
   uint64_t groupBytes_ = 0;  // the open group's sends and receives, for the trace
   std::unique_ptr<NcclTransport> control_;  // destroyed before comm_
+  NcclWindows windows_{comm_};
 };
 
 }  // namespace cclz
