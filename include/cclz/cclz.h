@@ -360,10 +360,22 @@ typedef struct {
    * cclzCommStreamWait(comm, stream). Device communicators only: a host (MPI) communicator
    * returns cclzInvalidUsage. */
   int asyncCalls;
+  /* Whether a compressed collective may run as plain data where that is faster
+   * (docs/collectives.md, "Adaptive calls"). 1: the communicator's first calls of each kind
+   * (op, peer, dtype, codec configuration, size to the octave) alternate between the codec and
+   * plain data, timed, and the ranks agree on the faster, the codec only where it wins by more
+   * than 3%; later calls of that kind take it. Results are then those of plain NCCL/MPI (exact)
+   * on the calls that run plain. The trials cost one host synchronization per kind, at its 7th
+   * call. Calls with error feedback, calls being captured into a CUDA graph before their kind is
+   * settled, and every call of an asyncCalls communicator run compressed.
+   * 0: every call runs through its codec. CCLZ_ADAPTIVE_DEFAULT (the initializer's): the
+   * environment's CCLZ_ADAPTIVE (0 or 1) if set, else 1. */
+  int adaptive;
 } cclzCommConfig_t;
 
+#define CCLZ_ADAPTIVE_DEFAULT (-1)
 #define CCLZ_COMM_CONFIG_INITIALIZER \
-  { sizeof(cclzCommConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, 0 }
+  { sizeof(cclzCommConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, 0, CCLZ_ADAPTIVE_DEFAULT }
 
 /* Creates a unique id for cclzCommInitRank (NCCL builds only; else cclzNotSupported). */
 cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
@@ -437,6 +449,13 @@ cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * 4 MiB and at most max(4 MiB, 64 MiB / ranks) (docs/collectives.md, "The algorithms"). The
  * communicator's scratch grows with it: up to about 6 x piece x ranks bytes of frames, and for
  * reductions three fp32 accumulators of a piece. */
+/* How comm's last collective that got past its checks ran (cclzCommConfig_t.adaptive):
+ * cclzPathCompressed through its codec, cclzPathPlain as plain data. *decided = 1 when its kind's
+ * trials are over (always 1 on a communicator that is not adaptive), 0 while it was one of them.
+ * Either pointer may be NULL. */
+typedef enum CCLZ_ENUM_INT { cclzPathCompressed = 0, cclzPathPlain = 1 } cclzPath_t;
+cclzResult_t cclzCommGetLastPath(cclzComm_t comm, cclzPath_t* path, int* decided);
+
 cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes);
 
 /* ---- Collectives ----------------------------------------------------------------------------- */

@@ -199,6 +199,14 @@ cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* p
   });
 }
 
+cclzResult_t cclzCommGetLastPath(cclzComm_t comm, cclzPath_t* path, int* decided) {
+  return guardedComm(__func__, comm, [&] {
+    Communicator& c = implOf(comm);
+    if (path) *path = c.lastPath() == Path::Plain ? cclzPathPlain : cclzPathCompressed;
+    if (decided) *decided = c.lastDecided() ? 1 : 0;
+  });
+}
+
 cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank) {
   return guardedComm(__func__, comm, [&] {
     Communicator& c = implOf(comm);

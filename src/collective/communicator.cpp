@@ -45,6 +45,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_NCCL_WINDOWS=" + v + ": expected 0 (the default) or 1");
     s.transportFrames = v == "1";
   }
+  if (const char* adaptive = std::getenv("CCLZ_ADAPTIVE"); adaptive && *adaptive) {
+    const std::string v = adaptive;
+    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
+                 "CCLZ_ADAPTIVE=" + v + ": expected 1 (the default) or 0");
+    s.adaptive = v == "1";
+  }
   // The switch moved into the code (cclzCommConfig_t.asyncCalls): a call that returns before
   // its stream waits changes what the stream means, and only code written for it may ask.
   if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
@@ -68,10 +74,17 @@ void CommSettings::apply(const cclzCommConfig_t* config) {
   CCLZ_REQUIRE(config->asyncCalls == 0 || config->asyncCalls == 1, cclzInvalidArgument,
                "asyncCalls must be 0 or 1, not " + std::to_string(config->asyncCalls));
   async = config->asyncCalls == 1;
+  CCLZ_REQUIRE(config->adaptive == CCLZ_ADAPTIVE_DEFAULT || config->adaptive == 0 ||
+                   config->adaptive == 1,
+               cclzInvalidArgument,
+               "adaptive must be 0, 1 or CCLZ_ADAPTIVE_DEFAULT, not " +
+                   std::to_string(config->adaptive));
+  if (config->adaptive != CCLZ_ADAPTIVE_DEFAULT) adaptive = config->adaptive == 1;
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings settings)
     : transport_(std::move(transport)), settings_(settings) {
+  if (settings_.adaptive && !settings_.async) tuner_ = std::make_unique<Tuner>();
   // A host call returns complete: there is nothing to hand to a thread.
   CCLZ_REQUIRE(!settings_.async || transport_->memory() == MemoryKind::Device, cclzInvalidUsage,
                "asyncCalls = 1 is for device (NCCL) communicators; a host (MPI) communicator's "

@@ -12,6 +12,7 @@
 #include "collective/engine.h"
 #include "collective/proxy.h"
 #include "transport/transport.h"
+#include "tune/tuner.h"
 
 namespace cclz {
 
@@ -38,9 +39,13 @@ struct CommSettings {
   // symmetric windows, Transport::frameMemory) instead of cudaMalloc. Off by default until
   // measured (docs/collectives.md, "NCCL windows").
   bool transportFrames = false;
+  // Compressed calls choose between their codec and plain data from measured trials
+  // (tune/tuner.h; cclzCommConfig_t.adaptive, else CCLZ_ADAPTIVE=0|1; on by default). Not with
+  // async: a queued call's time is known too late to choose the next one's path.
+  bool adaptive = true;
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
-  // CCLZ_NCCL_WINDOWS); every rank must see the same.
+  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE); every rank must see the same.
   // CCLZ_ASYNC=1 is refused: it became cclzCommConfig_t.asyncCalls.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
@@ -72,6 +77,12 @@ class Communicator {
   // asynchronous error and stays (the ranks may no longer agree on what was sent: abort).
   void setJobError(cclzResult_t code, const std::string& message);
   const CommSettings& settings() const { return settings_; }
+  // The adaptive choice of path: NULL when the communicator is not adaptive.
+  Tuner* tuner() { return tuner_.get(); }
+  // How the last call that reached its data part ran (cclzCommGetLastPath).
+  void setLastPath(Path path, bool decided) { lastPath_ = path, lastDecided_ = decided; }
+  Path lastPath() const { return lastPath_; }
+  bool lastDecided() const { return lastDecided_; }
 
   // Whether a call of this kind checks its descriptors now. Every rank makes the same calls in
   // the same order, so every rank answers alike.
@@ -93,6 +104,9 @@ class Communicator {
   DoneEvents doneEvents_;                // outlives the proxy: its jobs publish here
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
+  std::unique_ptr<Tuner> tuner_;
+  Path lastPath_ = Path::Compressed;
+  bool lastDecided_ = true;
   cclzResult_t jobError_ = cclzSuccess;
   std::string jobErrorMessage_;
   uint32_t checkedOps_ = 0;  // bit per CollOp already checked

@@ -176,20 +176,22 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
   return d;
 }
 
-// Sends this rank's descriptor to `peers` and receives theirs, then judges: one 64-byte
-// all-gather for the collectives, a pair of messages for send/recv. They go over the control
-// transport on the control stage, which wait for nothing the data path queued, so the one host
-// wait (the descriptors coming back) covers this exchange alone. Returns the verdict ("" when
-// the call agrees everywhere).
-std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
-                           const std::vector<int>& peers) {
+// Sends `d` bytes at `mine` to `peers` and receives theirs, over the control transport on the
+// control stage, which waits for nothing the data path queued, so that the one host wait (the
+// bytes coming back) covers this exchange alone: one all-gather when the peers are every other
+// rank, else a pair of messages per peer. Returns n blocks of d bytes, by rank (this rank's and
+// its peers' filled).
+std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uint64_t d,
+                                       const std::vector<int>& peers) {
   Transport& t = comm.transport().control();
   Engine& e = comm.checkEngine();
   const int n = t.size(), me = t.rank();
-  const uint64_t d = sizeof(CallDescriptor);
-  uint8_t* wire = e.area(Area::Control);  // [n descriptors received][this rank's]
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  bytes[static_cast<int>(Area::Control)] = (n + 1) * d;
+  e.reserve(bytes);
+  uint8_t* wire = e.area(Area::Control);  // [n blocks received][this rank's]
   uint8_t* host = e.hostStage((n + 1) * d);
-  std::memcpy(host + n * d, &mine, d);
+  std::memcpy(host + n * d, mine, d);
   e.stage(Stage::Control, kNoSlot);
   e.fromHost(wire + n * d, host + n * d, d);
   if (static_cast<int>(peers.size()) == n - 1) {
@@ -203,12 +205,32 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
     t.groupEnd();
   }
   e.toHost(host, wire, n * d);
-  std::vector<CallDescriptor> all(n);
+  std::vector<uint8_t> all(n * d);
+  for (int r : peers) std::memcpy(all.data() + r * d, host + r * d, d);
+  std::memcpy(all.data() + me * d, mine, d);
+  return all;
+}
+
+// The ranks a call exchanges with: its peer for send/recv, else every other rank.
+std::vector<int> peersOf(const CollArgs& a, int n, int me) {
+  if (a.op == CollOp::Send || a.op == CollOp::Recv) return {a.peer};
+  std::vector<int> peers;
+  for (int r = 0; r < n; ++r)
+    if (r != me) peers.push_back(r);
+  return peers;
+}
+
+// The call check: this rank's descriptor against its peers' (a 64-byte exchange). Returns the
+// verdict ("" when the call agrees everywhere).
+std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
+                           const std::vector<int>& peers) {
+  const int me = comm.transport().rank();
+  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
+  std::vector<CallDescriptor> all(bytes.size() / sizeof mine);
+  std::memcpy(all.data(), bytes.data(), bytes.size());
   std::vector<int> ranks = peers;
   ranks.push_back(me);
   std::sort(ranks.begin(), ranks.end());
-  for (int r : peers) std::memcpy(&all[r], host + r * d, d);
-  all[me] = mine;
   return compareDescriptors(all, ranks);
 }
 
@@ -470,6 +492,101 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
 }
 #endif  // CCLZ_HAVE_CUDA
 
+// Whether the tuner chooses this call's path: a compressed call without error feedback (its
+// residual means what the codec dropped) that moves data, on an adaptive communicator.
+bool adaptable(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  return comm.tuner() && plan.use.config.codec != cclzCodecNone && !a.step && a.count > 0;
+}
+
+TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
+  TuneKey k;
+  k.op = static_cast<uint8_t>(a.op);
+  k.dtype = static_cast<uint8_t>(a.dtype);
+  k.codec = static_cast<uint8_t>(plan.use.config.codec);
+  k.peer = a.op == CollOp::Send || a.op == CollOp::Recv ? a.peer : -1;
+  k.configHash = configHash(plan.use.config);
+  k.sizeClass = Tuner::sizeClass(a.count * plan.elemBytes);
+  return k;
+}
+
+bool capturing(Communicator& comm, cclzStream_t stream) {
+#ifdef CCLZ_HAVE_CUDA
+  if (comm.transport().memory() != MemoryKind::Device) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status));
+  return status != cudaStreamCaptureStatusNone;
+#else
+  (void)comm, (void)stream;
+  return false;
+#endif
+}
+
+// Settles a key whose trials are over: every rank's (or, for send/recv, both peers') fastest
+// times, exchanged, then the same verdict everywhere (tune/tuner.h).
+void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key) {
+  Transport& t = comm.transport();
+  const int n = t.size(), me = t.rank();
+  const TrialTimes mine = comm.tuner()->measured(key);
+  const std::vector<int> peers = peersOf(a, n, me);
+  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
+  std::vector<int> ranks = peers;
+  ranks.push_back(me);
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<TrialTimes> times;
+  for (int r : ranks) {
+    TrialTimes rt;
+    std::memcpy(&rt, bytes.data() + r * sizeof rt, sizeof rt);
+    times.push_back(rt);
+  }
+  comm.tuner()->settle(key, times);
+  CCLZ_TRACE("%s: settled on %s (compressed %.1f us, plain %.1f us here)", collOpName(a.op),
+             comm.tuner()->settledOr(key) == Path::Plain ? "plain" : "compressed",
+             mine.compressed * 1e6, mine.plain * 1e6);
+}
+
+// The data part on the caller's thread, through the codec or as plain data (the tuner's choice),
+// timed when it is one of the trials.
+void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  if (!adaptable(comm, a, plan)) {
+    comm.setLastPath(Path::Compressed, true);
+    CCLZ_TRACE("%s: data part on the caller's thread", collOpName(a.op));
+    runData(comm, a, plan, frameStride(plan), nullptr);
+    CCLZ_TRACE("%s: data part queued", collOpName(a.op));
+    return;
+  }
+  Tuner& tuner = *comm.tuner();
+  const TuneKey key = tuneKey(a, plan);
+  Tuner::Call call;
+  if (capturing(comm, a.stream)) {
+    call.path = tuner.settledOr(key);
+  } else {
+    call = tuner.next(key);
+    if (call.settling) {
+      settleKey(comm, a, key);
+      call = tuner.next(key);
+    }
+  }
+  comm.setLastPath(call.path, call.decided);
+  CollArgs run = a;
+  Plan runPlan = plan;
+  if (call.path == Path::Plain) {
+    run.codec = nullptr;
+    runPlan = makePlan(comm, run);
+  }
+  std::unique_ptr<Stopwatch> watch;
+  if (call.timed) {
+    watch = makeStopwatch(comm.transport().memory());
+    watch->start(a.stream);
+  }
+  CCLZ_TRACE("%s: data part on the caller's thread, %s%s", collOpName(a.op),
+             call.path == Path::Plain ? "plain" : "compressed", call.timed ? ", timed" : "");
+  runData(comm, run, runPlan, frameStride(runPlan), nullptr);
+  if (watch) {
+    watch->stop(a.stream);
+    tuner.record(key, call.path, std::move(watch));
+  }
+}
+
 }  // namespace
 
 uint64_t defaultPieceBytes(uint64_t chunkBytes, int ranks) {
@@ -506,16 +623,7 @@ void runCollective(Communicator& comm, const CollArgs& a) {
 
   // The check, on the caller's thread: its verdict is this call's return code.
   if (check) {
-    Engine& e = comm.checkEngine();
-    uint64_t bytes[static_cast<int>(Area::Count)] = {};
-    bytes[static_cast<int>(Area::Control)] = (n + 1) * sizeof(CallDescriptor);
-    e.reserve(bytes);
-    std::vector<int> peers;
-    if (pointToPoint)
-      peers.push_back(a.peer);
-    else
-      for (int r = 0; r < n; ++r)
-        if (r != me) peers.push_back(r);
+    const std::vector<int> peers = peersOf(a, n, me);
     CCLZ_TRACE("%s count %llu: check", collOpName(a.op), static_cast<unsigned long long>(a.count));
     const std::string verdict =
         checkWithPeers(comm, describe(comm, a, plan, rejected != nullptr), peers);
@@ -525,18 +633,17 @@ void runCollective(Communicator& comm, const CollArgs& a) {
       CCLZ_FAIL(cclzInvalidUsage, std::string(collOpName(a.op)) + ": " + verdict);
   }
 
-  const uint64_t stride = frameStride(plan);
 #ifdef CCLZ_HAVE_CUDA
   // asyncCalls: every call goes to the proxy, so that one event covers all of them
   // (cclzCommStreamWait) and the data communicator sees the calls in the order they were made.
+  // Such a communicator has no tuner: its calls run compressed.
   if (comm.proxy()) {
-    queueCall(comm, a, plan, stride);
+    comm.setLastPath(Path::Compressed, true);
+    queueCall(comm, a, plan, frameStride(plan));
     return;
   }
 #endif
-  CCLZ_TRACE("%s: data part on the caller's thread", collOpName(a.op));
-  runData(comm, a, plan, stride, nullptr);
-  CCLZ_TRACE("%s: data part queued", collOpName(a.op));
+  runChosenPath(comm, a, plan);
 }
 
 }  // namespace cclz

@@ -118,6 +118,18 @@ const std::vector<CodecChoice>& codecChoices() {
   return all;
 }
 
+const CodecChoice& codecNamed(const std::string& label) {
+  for (const CodecChoice& c : codecChoices())
+    if (label == c.label) return c;
+  throw std::invalid_argument("no codec choice named " + label);
+}
+
+std::vector<CollCase> adaptiveCases() {
+  return {{Coll::AllGather, cclzBfloat16, codecNamed("lossless"), 20000, cclzSum},
+          {Coll::AllReduce, cclzFloat32, codecNamed("fp8"), 5003, cclzAvg},
+          {Coll::SendRecv, cclzFloat32, codecNamed("qgrad4"), 3000, cclzSum}};
+}
+
 std::string CollCase::name() const {
   std::ostringstream s;
   s << collLabel(op) << "_" << dtypeLabel(dtype) << "_" << codec.label << "_n" << count

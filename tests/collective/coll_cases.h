@@ -24,6 +24,8 @@ struct CodecChoice {
   cclzCodecConfig_t config() const;
 };
 const std::vector<CodecChoice>& codecChoices();
+// The choice of codecChoices() with this label (throws when there is none).
+const CodecChoice& codecNamed(const std::string& label);
 
 struct CollCase {
   Coll op;
@@ -37,6 +39,10 @@ struct CollCase {
 // The cases for n ranks: every op x dtype x codec the codec takes, counts that do not divide
 // evenly (all-reduce) or span several pipeline pieces.
 std::vector<CollCase> allCases();
+
+// What the adaptive tests repeat past their trial calls (cclzCommConfig_t.adaptive): a lossless
+// all-gather, a lossy all-reduce (outputs identical across ranks on either path), a send/recv ring.
+std::vector<CollCase> adaptiveCases();
 
 // Pipeline piece the tests run with (CCLZ_PIECE_BYTES), a multiple of every qgrad block so that
 // quantization blocks start at fixed offsets of each chunk: 1024 elements of fp32.

@@ -19,6 +19,7 @@
 #include "cclz/cclz.h"
 #include "coll_cases.h"
 #include "coll_runner.h"
+#include "loopback_ranks.h"
 #include "collective/communicator.h"
 #include "collective/pipeline.h"
 #include "common/error.h"
@@ -30,39 +31,6 @@
 
 namespace cclz::test {
 namespace {
-
-CommSettings testSettings() {
-  CommSettings s;
-  s.pieceBytes = kTestPieceBytes;
-  return s;
-}
-
-cclzComm_t loopbackComm(std::shared_ptr<LoopbackHub> hub, int rank,
-                        std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>
-                            wrap = nullptr) {
-  std::unique_ptr<Transport> t = std::make_unique<LoopbackTransport>(hub, rank);
-  if (wrap) t = wrap(std::move(t));
-  auto* comm = new cclzComm;
-  comm->impl = std::make_unique<Communicator>(std::move(t), testSettings());
-  return comm;
-}
-
-using TransportWrap = std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>;
-
-// Runs body(comm, rank) on n threads, one communicator each (its transport wrapped by `wrap`).
-void onRanks(int n, const std::function<void(cclzComm_t, int)>& body,
-             std::chrono::milliseconds timeout = std::chrono::seconds(20),
-             const TransportWrap& wrap = nullptr) {
-  auto hub = std::make_shared<LoopbackHub>(n, timeout);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      cclzComm_t comm = loopbackComm(hub, r, wrap);
-      body(comm, r);
-      cclzCommDestroy(comm);
-    });
-  for (auto& t : threads) t.join();
-}
 
 class LoopbackCollective : public ::testing::TestWithParam<CollCase> {};
 

@@ -23,9 +23,11 @@ cclzComm_t theComm() {
   static cclzComm_t comm = [] {
     MPI_Comm world = MPI_COMM_WORLD;
     cclzComm_t c = nullptr;
-    const cclzResult_t r = cclzCommInitFromMpi(&c, &world);
+    cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+    config.adaptive = 0;  // every call through its codec (MpiAdaptive tests the other way)
+    const cclzResult_t r = cclzCommInitFromMpiConfig(&c, &world, &config);
     if (r != cclzSuccess) {
-      fprintf(stderr, "cclzCommInitFromMpi: %s\n", cclzGetLastError(nullptr));
+      fprintf(stderr, "cclzCommInitFromMpiConfig: %s\n", cclzGetLastError(nullptr));
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     return c;
@@ -93,6 +95,44 @@ TEST(MpiErrors, RejectedArgumentsFailEveryRank) {
     EXPECT_EQ(r, cclzInvalidUsage) << error;
     EXPECT_NE(error.find("rank 0 rejected"), std::string::npos) << error;
   }
+}
+
+// Adaptive calls (cclzCommConfig_t.adaptive) on a communicator of their own: each kind's first
+// calls alternate the codec and plain data, every call's output is right, every rank reports the
+// same path for each call, and the kinds are settled everywhere after their trials.
+TEST(MpiAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
+  const int n = worldSize(), me = worldRank();
+  MPI_Comm world = MPI_COMM_WORLD;
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.adaptive = 1;
+  cclzComm_t comm = nullptr;
+  ASSERT_EQ(cclzCommInitFromMpiConfig(&comm, &world, &config), cclzSuccess);
+  const int trials = 6, calls = trials + 2;  // 2 * Tuner::kTrialPairs
+  for (const CollCase& c : adaptiveCases()) {
+    SCOPED_TRACE(c.name());
+    for (int i = 0; i < calls; ++i) {
+      std::vector<uint8_t> out;
+      ASSERT_EQ(runCase(comm, c, n, me, &out), cclzSuccess) << cclzGetLastError(comm);
+      EXPECT_EQ(checkOutput(c, n, me, out), "") << "call " << i;
+      cclzPath_t path = cclzPathCompressed;
+      int decided = -1;
+      ASSERT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
+      EXPECT_EQ(decided, i >= trials ? 1 : 0) << "call " << i;
+      const int mine = static_cast<int>(path) * 2 + decided;
+      std::vector<int> all(n);
+      MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+      for (int r = 0; r < n; ++r) EXPECT_EQ(all[r], mine) << "call " << i << ": rank " << r;
+      if (c.op == Coll::AllReduce) {
+        std::vector<uint8_t> outs(out.size() * n);
+        MPI_Allgather(out.data(), static_cast<int>(out.size()), MPI_BYTE, outs.data(),
+                      static_cast<int>(out.size()), MPI_BYTE, MPI_COMM_WORLD);
+        for (int r = 0; r < n; ++r)
+          EXPECT_TRUE(std::equal(out.begin(), out.end(), outs.begin() + r * out.size()))
+              << "call " << i << ": all-reduce differs between ranks " << r << " and " << me;
+      }
+    }
+  }
+  cclzCommDestroy(comm);
 }
 
 }  // namespace

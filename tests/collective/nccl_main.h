@@ -43,13 +43,17 @@ inline NcclTestComms& comms() {
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
     config.asyncCalls = asyncCalls() ? 1 : 0;
+    config.adaptive = 0;  // every call through its codec (NcclAdaptive tests the other way)
     if (cclzCommInitRankConfig(&made.device, worldSize(), id, worldRank(), &config) !=
         cclzSuccess) {
       std::fprintf(stderr, "cclzCommInitRankConfig: %s\n", cclzGetLastError(nullptr));
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Comm world = MPI_COMM_WORLD;
-    if (cclzCommInitFromMpi(&made.host, &world) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
+    cclzCommConfig_t hostConfig = CCLZ_COMM_CONFIG_INITIALIZER;
+    hostConfig.adaptive = 0;
+    if (cclzCommInitFromMpiConfig(&made.host, &world, &hostConfig) != cclzSuccess)
+      MPI_Abort(MPI_COMM_WORLD, 1);
     cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
     return made;
   }();

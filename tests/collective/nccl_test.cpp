@@ -167,6 +167,58 @@ TEST(NcclErrors, MismatchFailsOnEveryRank) {
       << cclzGetLastError(comms().device);
 }
 
+// Adaptive calls on a device communicator of their own (cclzCommConfig_t.adaptive): each kind's
+// first calls alternate the codec and plain data, every output is right on either path, every
+// rank reports the same path for each call, and the kinds are settled after their trials.
+TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
+  if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator runs every call compressed";
+  const int n = worldSize(), me = worldRank();
+  cclzUniqueId id{};
+  if (me == 0) ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.adaptive = 1;
+  cclzComm_t comm = nullptr;
+  ASSERT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
+  const int trials = 6, calls = trials + 2;  // 2 * Tuner::kTrialPairs
+  for (const CollCase& c : adaptiveCases()) {
+    SCOPED_TRACE(c.name());
+    const std::vector<uint8_t> in = makeInput(c, n, me);
+    for (int i = 0; i < calls; ++i) {
+      DeviceBytes send(in.size(), in.data()), recv(recvElems(c, n) * elementSize(c.dtype));
+      ASSERT_EQ(callCase(comm, c, n, me, send.ptr, recv.ptr, stream), cclzSuccess)
+          << cclzGetLastError(comm);
+      cclzPath_t path = cclzPathCompressed;
+      int decided = -1;
+      ASSERT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+      const std::vector<uint8_t> out = recv.download();
+      // Plain all-reduces are NCCL's own sums, rounded in its order.
+      const bool network = path == cclzPathPlain && c.op == Coll::AllReduce;
+      EXPECT_EQ(checkOutput(c, n, me, out, nullptr, network), "") << "call " << i;
+      EXPECT_EQ(decided, i >= trials ? 1 : 0) << "call " << i;
+      const int mine = static_cast<int>(path) * 2 + decided;
+      std::vector<int> all(n);
+      MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+      for (int r = 0; r < n; ++r) EXPECT_EQ(all[r], mine) << "call " << i << ": rank " << r;
+      if (c.op == Coll::AllReduce) {
+        std::vector<uint8_t> outs(out.size() * n);
+        MPI_Allgather(out.data(), static_cast<int>(out.size()), MPI_BYTE, outs.data(),
+                      static_cast<int>(out.size()), MPI_BYTE, MPI_COMM_WORLD);
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(firstMismatch(out.data(), outs.data() + r * out.size(), out.size()), SIZE_MAX)
+              << "call " << i << ": all-reduce differs between ranks " << r << " and " << me;
+      }
+    }
+  }
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
+}
+
 }  // namespace
 }  // namespace cclz::test
 

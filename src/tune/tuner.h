@@ -1,0 +1,87 @@
+// The adaptive choice of path (docs/collectives.md, "Adaptive calls"): whether a compressed
+// collective runs through its codec or as plain data (the network's own collective), measured on
+// the communicator's first calls and agreed by every rank, so that compression is used where it
+// pays and does not make a collective slower where it does not.
+//
+// Calls are grouped by a key (op, peer, dtype, codec and its configuration, the size rounded to
+// its octave). The first 2 * kTrialPairs calls of a key alternate the two paths, compressed
+// first; the first pair warms up (scratch growth, the transport's first connections) and the
+// others are timed. The call after them settles the key: every rank's fastest time per path is
+// exchanged, and the key keeps the path that is faster on the slowest rank, compressed only when
+// it is faster by more than kMargin (plain data is exact, and costs nothing to encode). Every rank
+// makes the same calls in the same order, so every rank schedules and settles alike; this class
+// holds the schedule and the verdict, the caller (collective/plan.cpp) runs, times and exchanges.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "tune/stopwatch.h"
+
+namespace cclz {
+
+enum class Path : uint8_t { Compressed, Plain };
+
+struct TuneKey {
+  uint8_t op = 0;      // CollOp
+  uint8_t dtype = 0;   // cclzDataType_t
+  uint8_t codec = 0;   // cclzCodecType_t
+  int32_t peer = -1;   // send, recv: the other rank (each pair has its own schedule)
+  uint64_t configHash = 0;
+  uint32_t sizeClass = 0;  // bit width of the call's bytes per rank: one octave per class
+  auto operator<=>(const TuneKey&) const = default;
+};
+
+// One rank's fastest measured time per path over a key's timed trials, in seconds; what the ranks
+// exchange to settle it (16 bytes).
+struct TrialTimes {
+  double compressed = 0;
+  double plain = 0;
+};
+
+class Tuner {
+ public:
+  static constexpr int kTrialPairs = 3;
+  static constexpr double kMargin = 0.03;
+  // Keys beyond this many run compressed, untried (so the table stays small when sizes vary).
+  static constexpr size_t kMaxKeys = 1024;
+
+  struct Call {
+    Path path = Path::Compressed;
+    bool timed = false;     // a trial to time: pass its stopwatch to record()
+    bool settling = false;  // trials are over: settle() first (a collective exchange), then next()
+    bool decided = false;   // the key's path is settled
+  };
+
+  // What the next call of `key` does. A call with settling set does not count: after settle() the
+  // same call asks again.
+  Call next(const TuneKey& key);
+  // What a call of `key` that must not count as a trial runs (one being captured into a CUDA
+  // graph, whose timing events could not be read): the settled path, else compressed.
+  Path settledOr(const TuneKey& key) const;
+  // A timed trial's stopwatch (started and stopped around the call).
+  void record(const TuneKey& key, Path path, std::unique_ptr<Stopwatch> watch);
+  // This rank's fastest time per path over key's timed trials (waits for their stopwatches).
+  TrialTimes measured(const TuneKey& key);
+  // Settles `key` from every rank's measured() (the same vector, in rank order, on every rank).
+  void settle(const TuneKey& key, const std::vector<TrialTimes>& ranks);
+
+  // The verdict on the ranks' times: compressed when its slowest rank beats plain's slowest by
+  // more than kMargin.
+  static Path verdict(const std::vector<TrialTimes>& ranks);
+  static uint32_t sizeClass(uint64_t bytes);
+
+ private:
+  struct Entry {
+    int calls = 0;  // calls scheduled so far
+    bool decided = false;
+    Path path = Path::Compressed;
+    std::vector<std::pair<Path, std::unique_ptr<Stopwatch>>> trials;
+  };
+  std::map<TuneKey, Entry> entries_;
+};
+
+}  // namespace cclz

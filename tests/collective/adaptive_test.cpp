@@ -1,0 +1,206 @@
+// Adaptive calls (cclzCommConfig_t.adaptive, tune/tuner.h) on loopback ranks: the first calls of
+// a kind alternate the codec and plain data, every rank settles alike, each call's output is
+// right whichever path it took, and what must stay compressed does.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "coll_cases.h"
+#include "coll_runner.h"
+#include "common/error.h"
+#include "loopback_ranks.h"
+
+namespace cclz::test {
+namespace {
+
+constexpr int kTrialCalls = 2 * Tuner::kTrialPairs;
+
+CommSettings adaptiveSettings() {
+  CommSettings s = testSettings();
+  s.adaptive = true;
+  return s;
+}
+
+struct Seen {
+  cclzPath_t path = cclzPathCompressed;
+  int decided = -1;
+};
+
+// Runs case c `calls` times on n adaptive loopback ranks; checks every output; returns what
+// cclzCommGetLastPath said after each call, per rank.
+std::vector<std::vector<Seen>> runRepeated(const CollCase& c, int n, int calls,
+                                           const CommSettings& settings = adaptiveSettings()) {
+  std::vector<std::vector<Seen>> seen(n, std::vector<Seen>(calls));
+  std::vector<std::vector<std::string>> wrong(n, std::vector<std::string>(calls));
+  std::vector<std::vector<std::vector<uint8_t>>> outs(n, std::vector<std::vector<uint8_t>>(calls));
+  onRanks(
+      n,
+      [&](cclzComm_t comm, int r) {
+        for (int i = 0; i < calls; ++i) {
+          const cclzResult_t result = runCase(comm, c, n, r, &outs[r][i]);
+          if (result != cclzSuccess) {
+            wrong[r][i] = std::string("failed: ") + cclzGetLastError(comm);
+            return;
+          }
+          wrong[r][i] = checkOutput(c, n, r, outs[r][i]);
+          EXPECT_EQ(cclzCommGetLastPath(comm, &seen[r][i].path, &seen[r][i].decided), cclzSuccess);
+        }
+      },
+      std::chrono::seconds(60), nullptr, settings);
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < calls; ++i) {
+      EXPECT_EQ(wrong[r][i], "") << "rank " << r << " call " << i;
+      if (c.op == Coll::AllReduce) EXPECT_EQ(outs[r][i], outs[0][i]) << "rank " << r << " call " << i;
+    }
+  return seen;
+}
+
+TEST(LoopbackAdaptive, TrialsAlternateThenEveryRankSettlesOnTheSamePath) {
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecNamed("lossless"), 20000, cclzSum};
+  const int n = 3, calls = kTrialCalls + 3;
+  const auto seen = runRepeated(c, n, calls);
+  for (int r = 0; r < n; ++r) {
+    for (int i = 0; i < kTrialCalls; ++i) {
+      EXPECT_EQ(seen[r][i].decided, 0) << "rank " << r << " call " << i;
+      EXPECT_EQ(seen[r][i].path, i % 2 == 0 ? cclzPathCompressed : cclzPathPlain)
+          << "rank " << r << " call " << i;
+    }
+    for (int i = kTrialCalls; i < calls; ++i) {
+      EXPECT_EQ(seen[r][i].decided, 1) << "rank " << r << " call " << i;
+      EXPECT_EQ(seen[r][i].path, seen[0][kTrialCalls].path) << "rank " << r << " call " << i;
+    }
+  }
+  // On the host the loopback moves plain data with one memcpy, while the codec runs the CPU
+  // reference over many 4 KiB pieces: plain must win by far.
+  EXPECT_EQ(seen[0][kTrialCalls].path, cclzPathPlain);
+}
+
+TEST(LoopbackAdaptive, LossyReductionsStayRightAndIdenticalAcrossRanksOnBothPaths) {
+  for (const char* codec : {"fp8", "qgrad4"}) {
+    SCOPED_TRACE(codec);
+    const CollCase c{Coll::AllReduce, cclzFloat32, codecNamed(codec), 5003, cclzAvg};
+    runRepeated(c, 3, kTrialCalls + 2);
+  }
+}
+
+TEST(LoopbackAdaptive, SendRecvPairsSettleAlike) {
+  const CollCase c{Coll::SendRecv, cclzFloat32, codecNamed("fp8"), 3000, cclzSum};
+  const int n = 3, calls = kTrialCalls + 2;
+  const auto seen = runRepeated(c, n, calls);
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < calls; ++i) {
+      EXPECT_EQ(seen[r][i].decided, i >= kTrialCalls ? 1 : 0) << "rank " << r << " call " << i;
+      EXPECT_EQ(seen[r][i].path, seen[0][i].path) << "rank " << r << " call " << i;
+    }
+}
+
+TEST(LoopbackAdaptive, KindsSettleApart) {
+  // Two sizes an octave apart, interleaved: each has its own trials.
+  const CollCase small{Coll::AllToAll, cclzBfloat16, codecNamed("fp8"), 600, cclzSum};
+  const CollCase large{Coll::AllToAll, cclzBfloat16, codecNamed("fp8"), 1300, cclzSum};
+  std::vector<std::vector<int>> decided(2);
+  onRanks(
+      2,
+      [&](cclzComm_t comm, int r) {
+        for (int i = 0; i < kTrialCalls; ++i)
+          for (const CollCase* c : {&small, &large}) {
+            std::vector<uint8_t> out;
+            ASSERT_EQ(runCase(comm, *c, 2, r, &out), cclzSuccess) << cclzGetLastError(comm);
+            EXPECT_EQ(checkOutput(*c, 2, r, out), "");
+            int d = -1;
+            cclzCommGetLastPath(comm, nullptr, &d);
+            decided[r].push_back(d);
+          }
+      },
+      std::chrono::seconds(60), nullptr, adaptiveSettings());
+  for (int r = 0; r < 2; ++r)
+    for (int d : decided[r]) EXPECT_EQ(d, 0) << "a kind settled before its own trials were done";
+}
+
+TEST(LoopbackAdaptive, OffRunsEveryCallThroughTheCodec) {
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecNamed("lossless"), 20000, cclzSum};
+  const auto seen = runRepeated(c, 2, kTrialCalls + 2, testSettings());
+  for (const auto& rank : seen)
+    for (const Seen& s : rank) {
+      EXPECT_EQ(s.path, cclzPathCompressed);
+      EXPECT_EQ(s.decided, 1);
+    }
+}
+
+TEST(LoopbackAdaptive, TheNoneCodecAndFeedbackCallsAreNotTried) {
+  const CollCase none{Coll::AllGather, cclzFloat32, codecNamed("none"), 2000, cclzSum};
+  for (const auto& rank : runRepeated(none, 2, kTrialCalls + 1))
+    for (const Seen& s : rank) EXPECT_EQ(s.decided, 1);
+
+  // Error feedback: the residual holds what the codec dropped, so these calls always compress.
+  const uint64_t count = 4096;
+  onRanks(
+      2,
+      [&](cclzComm_t comm, int) {
+        cclzFeedback_t fb = nullptr;
+        ASSERT_EQ(cclzFeedbackCreate(&fb, count, cclzMemoryHost), cclzSuccess);
+        std::vector<float> in(count, 0.25f), out(count);
+        cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+        config.codec = cclzCodecQgrad;
+        config.bits = 4;
+        for (int i = 0; i < kTrialCalls + 2; ++i) {
+          ASSERT_EQ(cclzAllReduceFeedback(in.data(), out.data(), count, cclzFloat32, cclzSum, comm,
+                                          &config, fb, nullptr),
+                    cclzSuccess)
+              << cclzGetLastError(comm);
+          cclzPath_t path = cclzPathPlain;
+          int decided = 0;
+          cclzCommGetLastPath(comm, &path, &decided);
+          EXPECT_EQ(path, cclzPathCompressed) << "call " << i;
+          EXPECT_EQ(decided, 1) << "call " << i;
+        }
+        cclzFeedbackDestroy(fb);
+      },
+      std::chrono::seconds(60), nullptr, adaptiveSettings());
+}
+
+TEST(CommSettingsTest, AdaptiveFromTheEnvironmentAndTheConfig) {
+  unsetenv("CCLZ_ADAPTIVE");
+  EXPECT_TRUE(CommSettings::fromEnvironment().adaptive);  // on by default
+  setenv("CCLZ_ADAPTIVE", "0", 1);
+  CommSettings s = CommSettings::fromEnvironment();
+  EXPECT_FALSE(s.adaptive);
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  EXPECT_EQ(config.adaptive, CCLZ_ADAPTIVE_DEFAULT);
+  s.apply(&config);  // the default keeps what the environment said
+  EXPECT_FALSE(s.adaptive);
+  config.adaptive = 1;
+  s.apply(&config);
+  EXPECT_TRUE(s.adaptive);
+  config.adaptive = 0;
+  s.apply(&config);
+  EXPECT_FALSE(s.adaptive);
+  config.adaptive = 2;
+  try {
+    s.apply(&config);
+    ADD_FAILURE() << "adaptive = 2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("adaptive"), std::string::npos) << e.what();
+  }
+  setenv("CCLZ_ADAPTIVE", "yes", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_ADAPTIVE=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_ADAPTIVE"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_ADAPTIVE");
+}
+
+TEST(LoopbackAdaptive, GetLastPathRejectsANullComm) {
+  cclzPath_t path;
+  EXPECT_EQ(cclzCommGetLastPath(nullptr, &path, nullptr), cclzInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cclz::test
