@@ -5,7 +5,7 @@
 #   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
 #   scripts/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 lpath lwindow lsplit fp8 qgrad coll collsock ncclwin check
+# Stages: build tests codec lossless2 lpath lwindow lsplit fp8 qgrad coll collsock adapt ncclwin check
 # (default: build tests codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
 # and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
 # benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
@@ -18,6 +18,8 @@
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
+# adapt (2 or more GPUs): adaptive calls on and off side by side, over NVLink and the socket
+# transport, after the NCCL tests' adaptive case.
 # ncclwin (2 or more GPUs): NVLink with the frames in NCCL symmetric windows and zero-CTA
 # communicators, beside the default, after the NCCL tests with both settings.
 # check (2 or more GPUs): what the call check costs over NVLink, with a traced run in trace.log.
@@ -168,16 +170,16 @@ collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NC
     sizes=(-b 64K -e 256M -f 16 -n 11 -w 2)
   for op in allgather reducescatter; do
     for codec in none lossless fp8; do
-      bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}"
+      bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}" --adaptive off
     done
   done
-  bench coll "${net}_allgather_lossless1" --op allgather --codec lossless --format-version 1 --device gpu "${sizes[@]}"
+  bench coll "${net}_allgather_lossless1" --op allgather --codec lossless --format-version 1 --device gpu "${sizes[@]}" --adaptive off
   for codec in none lossless; do
-    bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}"
+    bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}" --adaptive off
   done
-  bench coll "${net}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu "${sizes[@]}"
-  bench coll "${net}_alltoall_lossless" --op alltoall --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2
-  bench coll "${net}_sendrecv_lossless" --op sendrecv --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2
+  bench coll "${net}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu "${sizes[@]}" --adaptive off
+  bench coll "${net}_alltoall_lossless" --op alltoall --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2 --adaptive off
+  bench coll "${net}_sendrecv_lossless" --op sendrecv --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2 --adaptive off
   launcher=()
 }
 
@@ -196,6 +198,28 @@ if has collsock; then
   collsweep socket
 fi
 
+if has adapt; then
+  # Adaptive calls (cclzCommConfig_t.adaptive, docs/collectives.md "Adaptive calls") on and off,
+  # side by side, over NVLink and over the socket transport: on, a call runs compressed only where
+  # its trials found that faster, so it should never lose to plain NCCL beyond noise; off is the
+  # codec path. The NCCL tests' adaptive case first.
+  ranks "$ngpu" $build/tests/collective/nccl_tests --gtest_brief=1 --gtest_filter='NcclAdaptive*' >>"$log" 2>&1
+  echo "adapt nccl_tests NcclAdaptive ($ngpu ranks): exit $?" | tee -a "$summary"
+  for net in nvlink socket; do
+    launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
+    [ $net = socket ] && launcher+=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_IB_DISABLE=1
+                                    -x NCCL_SOCKET_IFNAME=lo -x NCCL_P2P_NET_CHUNKSIZE=524288)
+    for mode in on off; do
+      for op in allgather reducescatter; do
+        bench adapt "${net}_${op}_fp8_$mode" --op $op --codec fp8 --device gpu -b 64K -e 256M -f 16 -n 10 -w 3 --batch --adaptive $mode
+      done
+      bench adapt "${net}_allgather_lossless_$mode" --op allgather --codec lossless --device gpu -b 64K -e 256M -f 16 -n 10 -w 3 --batch --adaptive $mode
+      bench adapt "${net}_allreduce_qgrad4_$mode" --op allreduce --codec qgrad --bits 4 --device gpu -b 64K -e 256M -f 16 -n 10 -w 3 --batch --adaptive $mode
+    done
+  done
+  launcher=()
+fi
+
 if has ncclwin; then
   # The frame areas in NCCL symmetric windows with zero-CTA communicators (CCLZ_NCCL_WINDOWS=1,
   # CCLZ_NCCL_CTA_POLICY=zero: NCCL may move frames with the copy engines), beside the default,
@@ -207,10 +231,10 @@ if has ncclwin; then
     launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
     [ $setting = windows ] && launcher+=(-x CCLZ_NCCL_WINDOWS=1 -x CCLZ_NCCL_CTA_POLICY=zero)
     for op in allgather reducescatter; do
-      bench ncclwin "${setting}_${op}_fp8" --op $op --codec fp8 --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch
+      bench ncclwin "${setting}_${op}_fp8" --op $op --codec fp8 --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch --adaptive off
     done
-    bench ncclwin "${setting}_allgather_lossless" --op allgather --codec lossless --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch
-    bench ncclwin "${setting}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch
+    bench ncclwin "${setting}_allgather_lossless" --op allgather --codec lossless --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch --adaptive off
+    bench ncclwin "${setting}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu -b 16M -e 256M -f 4 -n 20 -w 5 --batch --adaptive off
   done
   launcher=()
 fi
@@ -223,14 +247,14 @@ if has check; then
   for mode in 1 first; do
     for op in allgather allreduce; do
       launcher+=(-x CCLZ_CHECK_CALLS=$mode)
-      bench check "${op}_none_check_$mode" --op $op --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5
+      bench check "${op}_none_check_$mode" --op $op --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --adaptive off
       launcher=("${launcher[@]:0:${#launcher[@]}-2}")
     done
   done
   # The same back to back (--batch: one sync per 20 calls, as a training step queues them).
   for mode in 1 first; do
     launcher+=(-x CCLZ_CHECK_CALLS=$mode)
-    bench check "allreduce_none_check_${mode}_batch" --op allreduce --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --batch
+    bench check "allreduce_none_check_${mode}_batch" --op allreduce --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --batch --adaptive off
     launcher=("${launcher[@]:0:${#launcher[@]}-2}")
   done
   for mode in 1 first; do

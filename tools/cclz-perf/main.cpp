@@ -208,6 +208,13 @@ int main(int argc, char** argv) {
   app.add_option("--piece-bytes", pieceBytes,
                  "collectives: pipeline piece per destination (CCLZ_PIECE_BYTES; default: the "
                  "library's choice per call)");
+  std::string adaptive = "default";
+  app.add_option("--adaptive", adaptive,
+                 "collectives: cclzCommConfig_t.adaptive, whether a call may run as plain data "
+                 "where that is faster (default: the library's, CCLZ_ADAPTIVE or on); each row "
+                 "says which path its timed calls took")
+      ->check(CLI::IsMember({"default", "on", "off"}))
+      ->capture_default_str();
   app.add_flag("--batch", opt.batch,
                "collectives: time the -n calls back to back, one sync at the end (nccl-tests' "
                "timing), 5 rounds, median; default: each call between barriers");
@@ -226,6 +233,7 @@ int main(int argc, char** argv) {
     opt.check = check != 0;
     opt.stochastic = rounding == "stochastic";
     opt.feedback = feedback != 0;
+    opt.adaptive = adaptive == "on" ? 1 : adaptive == "off" ? 0 : CCLZ_ADAPTIVE_DEFAULT;
     opt.data = data == "gaussian" ? perf::DataKind::Gaussian : perf::DataKind::UniformBits;
     opt.minBytes = perf::parseBytes(minBytes, "-b/--minbytes");
     opt.maxBytes = perf::parseBytes(maxBytes, "-e/--maxbytes");

@@ -362,12 +362,31 @@ double nmseLimit(const Options& opt) {
   return bits == 8 ? 1e-3 : bits == 4 ? 0.1 : 1.0;
 }
 
+// Untimed calls that settle an adaptive kind before the timing (its trials take 7); one when
+// the communicator is not adaptive.
+constexpr int kMaxSettleCalls = 16;
+
+// Whether the last call on every rank was of a settled kind (always, when not adaptive).
+bool settledEverywhere(cclzComm_t comm) {
+  int decided = 0, all = 0;
+  PERF_CCLZ_CHECK(cclzCommGetLastPath(comm, nullptr, &decided));
+  MPI_Allreduce(&decided, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+std::string lastPathName(cclzComm_t comm) {
+  cclzPath_t path = cclzPathCompressed;
+  PERF_CCLZ_CHECK(cclzCommGetLastPath(comm, &path, nullptr));
+  return path == cclzPathPlain ? "plain" : "compressed";
+}
+
 struct CollRow {
   Shape shape;
   double ratio = 0, timeUs = 0, baseUs = 0, nmse = 0, maxRel = 0;
   uint64_t wrong = 0, baseWrong = 0;
   uint64_t pieceBytes = 0;  // the pipeline piece the library used (cclzCommGetPieceBytes)
   bool checked = false;
+  std::string path;  // cclzCommGetLastPath after the timed calls: compressed or plain
   double algbw(double us) const { return us > 0 ? double(shape.bytes) / us * 1e-3 : 0; }
 };
 
@@ -407,6 +426,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     // Without --piece-bytes (or CCLZ_PIECE_BYTES), the library picks the piece per call.
     if (opt.pieceBytes) setenv("CCLZ_PIECE_BYTES", std::to_string(opt.pieceBytes).c_str(), 1);
 
+    cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
+    commConfig.adaptive = opt.adaptive;
     cclzComm_t comm = nullptr;
     std::unique_ptr<coll::Plain> plain;
     if (gpu) {
@@ -414,12 +435,12 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       cclzUniqueId id{};
       if (rank == 0) PERF_CCLZ_CHECK(cclzGetUniqueId(&id));
       MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-      PERF_CCLZ_CHECK(cclzCommInitRank(&comm, ranks, id, rank));
+      PERF_CCLZ_CHECK(cclzCommInitRankConfig(&comm, ranks, id, rank, &commConfig));
       plain = coll::makePlainNccl(stream);
 #endif
     } else {
       MPI_Comm world = MPI_COMM_WORLD;
-      PERF_CCLZ_CHECK(cclzCommInitFromMpi(&comm, &world));
+      PERF_CCLZ_CHECK(cclzCommInitFromMpiConfig(&comm, &world, &commConfig));
       plain = coll::makePlainMpi();
     }
 
@@ -451,10 +472,13 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                  timing, opt.batch ? "rounds" : "iterations");
       fmt::print("#   baseline: plain {} on the same buffers; speedup = baseline time / cclz time\n",
                  plain->name());
+      fmt::print("#   adaptive {}: path = how cclz's timed calls ran (compressed, or plain where "
+                 "its trials found plain data faster)\n",
+                 opt.adaptive == 1 ? "on" : opt.adaptive == 0 ? "off" : "default");
       fmt::print("#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
-                 "{:>8} {:>7}\n",
+                 "{:>8} {:>7} {:>10}\n",
                  "size(B)", "count", "type", "redop", "codec", "ratio", "time(us)", "algbw",
-                 "busbw", "#wrong", "nmse", "base(us)", "base_bw", "speedup");
+                 "busbw", "#wrong", "nmse", "base(us)", "base_bw", "speedup", "path");
       std::fflush(stdout);
     }
 
@@ -497,8 +521,17 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
               row.baseWrong += coll::check(ref, opt.dtype, false, b.output(), tolerance).wrong;
             b.clearOutput();  // cclz's next output is checked on a cleared buffer
           }};
+      // Adaptive: the kind's trials run before the timing (untimed), until every rank says it
+      // is settled, so that the timed calls are the steady state a training loop sees.
+      for (int i = 0; i < kMaxSettleCalls; ++i) {
+        cclz.call();
+        if (settledEverywhere(comm)) break;
+      }
+      b.sync();
+      b.clearOutput();
       std::tie(row.timeUs, row.baseUs) = opt.batch ? timeBatches(opt, b, cclz, baseline)
                                                    : timeAlternating(opt, b, cclz, baseline);
+      row.path = lastPathName(comm);
       if (gpu) {
         cclzResult_t async = cclzSuccess;
         PERF_CCLZ_CHECK(cclzCommGetAsyncError(comm, &async));
@@ -513,13 +546,14 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       row.nmse = errsAll[0], row.maxRel = errsAll[1];
       if (rank == 0) {
         fmt::print("  {:>12} {:>11} {:>5} {:>5} {:>9} {:>7.3f} {:>10.1f} {:>8.2f} {:>8.2f} {:>7} "
-                   "{:>9} {:>10.1f} {:>8.2f} {:>7.3f}\n",
+                   "{:>9} {:>10.1f} {:>8.2f} {:>7.3f} {:>10}\n",
                    s.bytes, s.count, dtypeName(opt.dtype), reduces ? opt.redOp : "-", opt.codec,
                    row.ratio, row.timeUs, row.algbw(row.timeUs),
                    row.algbw(row.timeUs) * s.busFactor,
                    row.checked ? std::to_string(row.wrong + row.baseWrong) : "-",
                    lossy && row.checked ? fmt::format("{:.3e}", row.nmse) : "-", row.baseUs,
-                   row.algbw(row.baseUs), row.timeUs > 0 ? row.baseUs / row.timeUs : 0);
+                   row.algbw(row.baseUs), row.timeUs > 0 ? row.baseUs / row.timeUs : 0,
+                   row.path);
         std::fflush(stdout);
       }
       if (row.wrong || row.baseWrong) exitCode = 1;
@@ -552,6 +586,10 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                        {"wrong", r.checked ? nlohmann::json(r.wrong + r.baseWrong)
                                            : nlohmann::json()},
                        {"check", r.checked},
+                       {"path", r.path},
+                       {"adaptive", opt.adaptive == 1   ? "on"
+                                    : opt.adaptive == 0 ? "off"
+                                                        : "default"},
                        {"timing", opt.batch ? "batch" : "each"}});
       std::ofstream(opt.json) << all.dump(1) << "\n";
     }

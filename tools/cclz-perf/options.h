@@ -60,6 +60,8 @@ struct Options {
   // Collectives (op_collective.cpp).
   std::string redOp = "sum";  // sum | avg
   uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's choice per call
+  // cclzCommConfig_t.adaptive: 1 on, 0 off, CCLZ_ADAPTIVE_DEFAULT the library's default.
+  int adaptive = CCLZ_ADAPTIVE_DEFAULT;
 
   std::string json;  // --json FILE; empty = none
 };
