@@ -569,9 +569,10 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   comm.setLastPath(call.path, call.decided);
   CollArgs run = a;
   Plan runPlan = plan;
-  if (call.path == Path::Plain) {
+  if (call.path == Path::Plain) {  // the same call through the codec none, already validated
     run.codec = nullptr;
-    runPlan = makePlan(comm, run);
+    runPlan.use.config = noneConfig();
+    runPlan.use.codec = &codecFor(cclzCodecNone);
   }
   std::unique_ptr<Stopwatch> watch;
   if (call.timed) {
