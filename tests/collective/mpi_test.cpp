@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "adaptive_ranks.h"
 #include "coll_cases.h"
 #include "coll_runner.h"
 #include "mpi_world.h"
@@ -117,22 +118,7 @@ TEST(MpiAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
       cclzPath_t path = cclzPathCompressed;
       int decided = -1;
       ASSERT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
-      EXPECT_EQ(decided, i >= trials ? 1 : 0) << "call " << i;
-      const int mine = static_cast<int>(path) * 2 + decided;
-      std::vector<int> all(n);
-      MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
-      // Send/recv pairs of a ring settle apart (LoopbackAdaptive.SendRecvPairsSettleAlike): a
-      // rank's last call (its send or its recv) may differ from another rank's.
-      if (c.op != Coll::SendRecv)
-        for (int r = 0; r < n; ++r) EXPECT_EQ(all[r], mine) << "call " << i << ": rank " << r;
-      if (c.op == Coll::AllReduce) {
-        std::vector<uint8_t> outs(out.size() * n);
-        MPI_Allgather(out.data(), static_cast<int>(out.size()), MPI_BYTE, outs.data(),
-                      static_cast<int>(out.size()), MPI_BYTE, MPI_COMM_WORLD);
-        for (int r = 0; r < n; ++r)
-          EXPECT_TRUE(std::equal(out.begin(), out.end(), outs.begin() + r * out.size()))
-              << "call " << i << ": all-reduce differs between ranks " << r << " and " << me;
-      }
+      expectRanksAgree(c, i, trials, path, decided, out);
     }
   }
   cclzCommDestroy(comm);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "adaptive_ranks.h"
 #include "coll_cases.h"
 #include "coll_runner.h"
 #include "nccl_main.h"
@@ -174,7 +175,9 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator runs every call compressed";
   const int n = worldSize(), me = worldRank();
   cclzUniqueId id{};
-  if (me == 0) ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  if (me == 0) {
+    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
   config.adaptive = 1;
@@ -198,22 +201,7 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
       // Plain all-reduces are NCCL's own sums, rounded in its order.
       const bool network = path == cclzPathPlain && c.op == Coll::AllReduce;
       EXPECT_EQ(checkOutput(c, n, me, out, nullptr, network), "") << "call " << i;
-      EXPECT_EQ(decided, i >= trials ? 1 : 0) << "call " << i;
-      const int mine = static_cast<int>(path) * 2 + decided;
-      std::vector<int> all(n);
-      MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
-      // Send/recv pairs of a ring settle apart (LoopbackAdaptive.SendRecvPairsSettleAlike): a
-      // rank's last call (its send or its recv) may differ from another rank's.
-      if (c.op != Coll::SendRecv)
-        for (int r = 0; r < n; ++r) EXPECT_EQ(all[r], mine) << "call " << i << ": rank " << r;
-      if (c.op == Coll::AllReduce) {
-        std::vector<uint8_t> outs(out.size() * n);
-        MPI_Allgather(out.data(), static_cast<int>(out.size()), MPI_BYTE, outs.data(),
-                      static_cast<int>(out.size()), MPI_BYTE, MPI_COMM_WORLD);
-        for (int r = 0; r < n; ++r)
-          EXPECT_EQ(firstMismatch(out.data(), outs.data() + r * out.size(), out.size()), SIZE_MAX)
-              << "call " << i << ": all-reduce differs between ranks " << r << " and " << me;
-      }
+      expectRanksAgree(c, i, trials, path, decided, out);
     }
   }
   cclzResult_t async = cclzInternalError;
