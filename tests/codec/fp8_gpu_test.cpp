@@ -20,6 +20,7 @@
 #include "support/codec_handle.h"
 #include "support/data.h"
 #include "support/device_buffer.h"
+#include "support/reduce_steps.h"
 #include "support/stress.h"
 #include "support/tensors.h"
 
@@ -221,7 +222,6 @@ INSTANTIATE_TEST_SUITE_P(
 // and last at once); the accumulator after two steps too.
 TEST(Fp8GpuReduce, FusedStepsMatchTheStepsApart) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
-  const Codec& fp8 = fp8Codec();
   for (const char* name : {"default", "always_h16", "int8"}) {
     const GpuSetup* setup = nullptr;
     for (const GpuSetup& s : setups())
@@ -233,51 +233,11 @@ TEST(Fp8GpuReduce, FusedStepsMatchTheStepsApart) {
                      std::to_string(count));
         CodecPtr codec = makeCodec(setup->config());
         ASSERT_TRUE(codec);
-        const auto type = static_cast<cclzDataType_t>(dtype);
-        const size_t esize = elementSize(dtype);
-        std::vector<HostFrame> frames;
+        std::vector<std::vector<uint8_t>> frames;
         for (const Input& in : inputs(count))
-          frames.push_back(encodeHost(codec.get(), dtype, toDtype(in.x, dtype), count));
-        const cclzCodecConfig_t config = setup->config();
-        GuardedDeviceBuffer status(sizeof(DeviceStatus)), acc(4 * count), out(count * esize);
-        ASSERT_TRUE(status.ok() && acc.ok() && out.ok());
-        std::vector<uint8_t> zeros(sizeof(DeviceStatus), 0);
-        status.upload(zeros.data(), zeros.size());
-        const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), nullptr, 0};
-        for (size_t n : {size_t{3}, size_t{1}}) {
-          const float divisor = float(n);
-          std::vector<float> hostAcc(count, 0.0f);
-          std::vector<std::unique_ptr<GuardedDeviceBuffer>> owned;
-          for (size_t r = 0; r < n; ++r) {
-            owned.push_back(std::make_unique<GuardedDeviceBuffer>(frames[r].bytes.size()));
-            owned.back()->upload(frames[r].bytes.data(), frames[r].bytes.size());
-            ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), frames[r].bytes.data(),
-                                               frames[r].bytes.size(), hostAcc.data(), count,
-                                               type),
-                      cclzSuccess);
-            const bool first = r == 0, last = r + 1 == n;
-            const ReduceStep step{reinterpret_cast<float*>(acc.data()), first,
-                                  last ? static_cast<void*>(out.data()) : nullptr, divisor};
-            fp8.decodeReduceDevice(config, owned.back()->data(), frames[r].bytes.size(), dtype,
-                                   count, step, ws, nullptr);
-            if (r == 1) {  // the accumulator after a first and a plain step
-              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-              std::vector<uint8_t> want(4 * count);
-              std::memcpy(want.data(), hostAcc.data(), 4 * count);
-              expectSameBytes(acc.download(4 * count), want, "accumulator after two frames");
-            }
-          }
-          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          std::vector<uint8_t> want(count * esize);
-          for (size_t i = 0; i < count; ++i)
-            reduce::storeElement(hostAcc.data(), i, divisor, dtype, want.data());
-          expectSameBytes(out.download(count * esize), want,
-                          "stored sum of " + std::to_string(n) + " frames");
-          DeviceStatus after{};
-          std::memcpy(&after, status.download(sizeof after).data(), sizeof after);
-          EXPECT_EQ(after.decodeError, 0u) << "a decode rejected its frame";
-          EXPECT_TRUE(acc.guardsIntact() && out.guardsIntact());
-        }
+          frames.push_back(encodeHost(codec.get(), dtype, toDtype(in.x, dtype), count).bytes);
+        expectFusedStepsMatchTheStepsApart(fp8Codec(), setup->config(), codec.get(), dtype, count,
+                                           frames);
       }
     }
   }

@@ -29,6 +29,7 @@
 #include "support/device_buffer.h"
 #include "support/frame_view.h"
 #include "support/qgrad_setup.h"
+#include "support/reduce_steps.h"
 
 namespace cclz::test {
 namespace {
@@ -222,7 +223,6 @@ std::vector<GpuParam> gpuParams() {
 
 INSTANTIATE_TEST_SUITE_P(All, QgradGpu, testing::ValuesIn(gpuParams()), gpuName);
 
-// The empty message: a bare header, on the device too.
 // The fused steps of a reduce-scatter's sum (ReduceStep: the first frame from zero, the last one
 // stored divided and rounded to the dtype) against the steps apart on the host: zero,
 // decode-and-accumulate each frame in order, store (collective/reduce.h). Three frames and one
@@ -230,7 +230,6 @@ INSTANTIATE_TEST_SUITE_P(All, QgradGpu, testing::ValuesIn(gpuParams()), gpuName)
 // after two steps too.
 TEST(QgradGpuReduce, FusedStepsMatchTheStepsApart) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
-  const Codec& qgrad = qgradCodec();
   const size_t count = 100003;
   for (int bits : {8, 4, 2}) {
     for (int dtype : {int(cclzFloat32), int(cclzBfloat16)}) {
@@ -238,51 +237,15 @@ TEST(QgradGpuReduce, FusedStepsMatchTheStepsApart) {
       const cclzCodecConfig_t config = qgradConfig(bits, 64);
       CodecPtr codec = makeCodec(config);
       ASSERT_TRUE(codec);
-      const auto type = static_cast<cclzDataType_t>(dtype);
       std::vector<std::vector<uint8_t>> frames;
       for (uint64_t seed = 1; seed <= 3; ++seed)
         frames.push_back(hostFrame(codec, dtype, gradient(dtype, count, seed), count));
-      GuardedDeviceBuffer status(sizeof(DeviceStatus)), acc(4 * count), out(count * esize(dtype));
-      ASSERT_TRUE(status.ok() && acc.ok() && out.ok());
-      const std::vector<uint8_t> zeros(sizeof(DeviceStatus), 0);
-      status.upload(zeros.data(), zeros.size());
-      const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), nullptr, 0};
-      for (size_t n : {size_t{3}, size_t{1}}) {
-        const float divisor = float(n);
-        std::vector<float> hostAcc(count, 0.0f);
-        std::vector<std::unique_ptr<GuardedDeviceBuffer>> onDevice;
-        for (size_t r = 0; r < n; ++r) {
-          onDevice.push_back(std::make_unique<GuardedDeviceBuffer>(frames[r].size()));
-          onDevice.back()->upload(frames[r].data(), frames[r].size());
-          ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), frames[r].data(), frames[r].size(),
-                                             hostAcc.data(), count, type),
-                    cclzSuccess);
-          const bool last = r + 1 == n;
-          const ReduceStep step{reinterpret_cast<float*>(acc.data()), r == 0,
-                                last ? static_cast<void*>(out.data()) : nullptr, divisor};
-          qgrad.decodeReduceDevice(config, onDevice.back()->data(), frames[r].size(), dtype,
-                                   count, step, ws, nullptr);
-          if (r == 1) {  // the accumulator after a first and a plain step
-            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            std::vector<uint8_t> want(4 * count);
-            std::memcpy(want.data(), hostAcc.data(), 4 * count);
-            expectSame(acc.download(4 * count), want, "accumulator after two frames");
-          }
-        }
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<uint8_t> want(count * esize(dtype));
-        for (size_t i = 0; i < count; ++i)
-          reduce::storeElement(hostAcc.data(), i, divisor, dtype, want.data());
-        expectSame(out.download(count * esize(dtype)), want, "stored sum");
-        DeviceStatus after{};
-        std::memcpy(&after, status.download(sizeof after).data(), sizeof after);
-        EXPECT_EQ(after.decodeError, 0u) << "a decode rejected its frame";
-        EXPECT_TRUE(acc.guardsIntact() && out.guardsIntact());
-      }
+      expectFusedStepsMatchTheStepsApart(qgradCodec(), config, codec.get(), dtype, count, frames);
     }
   }
 }
 
+// The empty message: a bare header, on the device too.
 TEST(QgradGpuEdge, EmptyMessage) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   CodecPtr codec = makeCodec(qgradConfig(4, 64));
