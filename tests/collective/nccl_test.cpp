@@ -10,7 +10,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -207,6 +210,71 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   cclzResult_t async = cclzInternalError;
   EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
   EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
+}
+
+// CCLZ_TIMELINE=1 (collective/timeline.h) on a communicator of its own: an fp8 all-gather of
+// several pieces prints one line per stage and slot, each span inside the call, encode, move and
+// decode all present, and the call's end line last.
+TEST(NcclTimeline, PrintsEveryStageInsideTheCall) {
+  const int n = worldSize(), me = worldRank();
+  cclzUniqueId id{};
+  if (me == 0) {
+    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  setenv("CCLZ_TIMELINE", "1", 1);  // read when the communicator's engine is made
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.adaptive = 0;
+  cclzComm_t comm = nullptr;
+  const cclzResult_t made = cclzCommInitRankConfig(&comm, n, id, me, &config);
+  unsetenv("CCLZ_TIMELINE");
+  ASSERT_EQ(made, cclzSuccess) << cclzGetLastError(nullptr);
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecNamed("fp8"), 20000, cclzSum};
+  const std::vector<uint8_t> in = makeInput(c, n, me);
+  DeviceBytes send(in.size(), in.data()), recv(recvElems(c, n) * 2);
+  testing::internal::CaptureStderr();
+  const cclzResult_t r = callCase(comm, c, n, me, send.ptr, recv.ptr,
+                                  reinterpret_cast<cclzStream_t>(comms().stream));
+  cudaStreamSynchronize(comms().stream);
+  const std::string printed = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+  EXPECT_EQ(checkOutput(c, n, me, recv.download()), "");
+  int stages[3] = {0, 0, 0};  // encode, move, decode
+  double end = -1, latest = 0;
+  std::istringstream lines(printed);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("cclz-timeline pid ", 0) != 0) continue;
+    char stage[16] = {};
+    int pid = 0, slot = 0;
+    unsigned long long call = 0;
+    double begin = 0, finish = 0;
+    if (std::sscanf(line.c_str(), "cclz-timeline pid %d call %llu end %lf us", &pid, &call,
+                    &end) == 3)
+      continue;
+    ASSERT_EQ(std::sscanf(line.c_str(), "cclz-timeline pid %d call %llu %15s slot %d %lf .. %lf",
+                          &pid, &call, stage, &slot, &begin, &finish),
+              6)
+        << line;
+    EXPECT_EQ(call, 1u) << line;
+    EXPECT_TRUE(slot >= 0 && slot < 3) << line;
+    EXPECT_LE(0.0, begin) << line;
+    EXPECT_LE(begin, finish) << line;
+    latest = std::max(latest, finish);
+    const std::string name = stage;
+    if (name == "encode")
+      ++stages[0];
+    else if (name == "move")
+      ++stages[1];
+    else if (name == "decode")
+      ++stages[2];
+    else
+      ADD_FAILURE() << "unknown stage: " << line;
+  }
+  EXPECT_GT(stages[0], 1) << printed;  // several pieces
+  EXPECT_GT(stages[1], 1) << printed;
+  EXPECT_GT(stages[2], 1) << printed;
+  EXPECT_GE(end, latest) << printed;
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
 }
 
