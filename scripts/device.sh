@@ -241,10 +241,10 @@ fi
 
 if has check; then
   # The call check's cost (bench/notes/collectives.md): the codec none over NVLink with the check
-  # on every call and on the first only, then 5 traced calls of each (CCLZ_TRACE=1, host clock of
-  # every step) into trace.log.
+  # deferred (the default), on every call and on the first only, then 5 traced calls of each
+  # (CCLZ_TRACE=1, host clock of every step) into trace.log.
   launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
-  for mode in 1 first; do
+  for mode in deferred 1 first; do
     for op in allgather allreduce; do
       launcher+=(-x CCLZ_CHECK_CALLS=$mode)
       bench check "${op}_none_check_$mode" --op $op --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --adaptive off
@@ -252,12 +252,12 @@ if has check; then
     done
   done
   # The same back to back (--batch: one sync per 20 calls, as a training step queues them).
-  for mode in 1 first; do
+  for mode in deferred 1 first; do
     launcher+=(-x CCLZ_CHECK_CALLS=$mode)
     bench check "allreduce_none_check_${mode}_batch" --op allreduce --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --batch --adaptive off
     launcher=("${launcher[@]:0:${#launcher[@]}-2}")
   done
-  for mode in 1 first; do
+  for mode in deferred 1 first; do
     echo "== CCLZ_CHECK_CALLS=$mode, 16 MiB all-reduce, codec none" >>"$OUT/trace.log"
     "${launcher[@]}" -x CCLZ_CHECK_CALLS=$mode -x CCLZ_TRACE=1 $perf --op allreduce --codec none \
       --device gpu -b 16M -e 16M -n 5 -w 0 -c 0 >>"$OUT/trace.log" 2>&1

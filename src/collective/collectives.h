@@ -33,7 +33,7 @@ struct CollArgs {
   cclzStream_t stream = nullptr;
 };
 
-// Validates the call, checks it against the peers' (Communicator::shouldCheck) and runs it.
+// Validates the call, checks it against the peers' (Communicator::checkWhen) and runs it.
 // Throws cclz::Error; on a host communicator the call is complete when it returns.
 void runCollective(Communicator& comm, const CollArgs& args);
 

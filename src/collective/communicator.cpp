@@ -1,5 +1,6 @@
 #include "collective/communicator.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -29,9 +30,12 @@ CommSettings CommSettings::fromEnvironment() {
   }
   if (const char* check = std::getenv("CCLZ_CHECK_CALLS"); check && *check) {
     const std::string v = check;
-    CCLZ_REQUIRE(v == "1" || v == "first", cclzInvalidArgument,
-                 "CCLZ_CHECK_CALLS=" + v + ": expected 1 (every call) or first");
-    s.checkEveryCall = v == "1";
+    CCLZ_REQUIRE(v == "deferred" || v == "1" || v == "first", cclzInvalidArgument,
+                 "CCLZ_CHECK_CALLS=" + v + ": expected deferred (the default), 1 (every call) "
+                 "or first");
+    s.checkCalls = v == "1" ? CheckCalls::Every
+                   : v == "first" ? CheckCalls::First
+                                  : CheckCalls::Deferred;
   }
   if (const char* priority = std::getenv("CCLZ_MOVE_PRIORITY"); priority && *priority) {
     const std::string v = priority;
@@ -128,14 +132,72 @@ void Communicator::setJobError(cclzResult_t code, const std::string& message) {
   jobErrorMessage_ = message;
 }
 
-bool Communicator::shouldCheck(CollOp op) {
+CheckWhen Communicator::checkWhen(CollOp op) {
   const uint32_t bit = 1u << static_cast<int>(op);
   const bool first = (checkedOps_ & bit) == 0;
   checkedOps_ |= bit;
-  return settings_.checkEveryCall || first;
+  switch (settings_.checkCalls) {
+    case CheckCalls::Every:
+      return CheckWhen::Now;
+    case CheckCalls::First:
+      return first ? CheckWhen::Now : CheckWhen::Skip;
+    case CheckCalls::Deferred:
+      break;
+  }
+  // A host call blocks until its data has moved, and nothing could end a wait that a mismatch
+  // left: it checks now (an MPI exchange costs microseconds). An asyncCalls communicator's
+  // proxy queues NCCL work on its own thread, which an abort would race.
+  const bool canDefer = transport_->memory() == MemoryKind::Device && !proxy_;
+  return first || !canDefer ? CheckWhen::Now : CheckWhen::Deferred;
+}
+
+DeferredChecks& Communicator::deferredChecks() {
+#ifdef CCLZ_HAVE_CUDA
+  if (!deferred_)
+    deferred_ = std::make_unique<DeferredChecks>(
+        makeDeviceCheckExchange(transport_->control(), checkEngine().controlStream()),
+        transport_->rank(), [this](const std::string& message) { failCheck(message); });
+  return *deferred_;
+#else
+  CCLZ_FAIL(cclzInternalError, "deferred checks need a device communicator");
+#endif
+}
+
+void Communicator::throwIfCheckFailed() {
+  std::lock_guard<std::mutex> lock(errorMutex_);
+  CCLZ_REQUIRE(checkError_.empty(), cclzInvalidUsage,
+               "an earlier call's deferred check found that the ranks disagree, and the "
+               "communicator was aborted: " +
+                   checkError_);
+}
+
+// The mismatched call's transfers may wait forever for bytes no peer sends; aborting the
+// transport ends them. The abort must not race the caller's thread queuing work on the same
+// NCCL communicators, so it waits for the call in progress to end, for 2 s at most: a call that
+// lasts longer is blocked in a host wait on that very work (a lossless call waits for frame
+// sizes), which only the abort can end.
+void Communicator::failCheck(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!checkError_.empty()) return;
+    checkError_ = message;
+  }
+  std::unique_lock<std::timed_mutex> call(callMutex_, std::defer_lock);
+  const bool callEnded = call.try_lock_for(std::chrono::seconds(2));
+  CCLZ_TRACE("deferred check failed (%s); aborting the transport%s", message.c_str(),
+             callEnded ? "" : " while a call is blocked");
+  transport_->abort();
 }
 
 cclzResult_t Communicator::asyncError(std::string* message) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!checkError_.empty()) {
+      *message = "a call's deferred check found that the ranks disagree, and the communicator "
+                 "was aborted: " + checkError_;
+      return cclzInvalidUsage;
+    }
+  }
   *message = transport_->asyncError();
   if (!message->empty()) return cclzSystemError;
   {

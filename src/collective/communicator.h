@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "collective/deferred_checks.h"
 #include "collective/descriptor.h"
 #include "collective/done_events.h"
 #include "collective/engine.h"
@@ -16,14 +17,22 @@
 
 namespace cclz {
 
+// Which calls check their descriptors with the peers (docs/collectives.md, "Checking the call").
+// Every: each call waits for the verdict. First: only the first call of each op does, the others
+// go unchecked (NCCL's behaviour on a mismatch: a hang or garbage). Deferred: the first call of
+// each op waits for its verdict, later calls on a device communicator without asyncCalls queue
+// theirs and go on (deferred_checks.h); host communicators check every call.
+enum class CheckCalls { Every, First, Deferred };
+// What one call does about its check.
+enum class CheckWhen { Skip, Now, Deferred };
+
 struct CommSettings {
   // Input bytes per frame (CCLZ_PIECE_BYTES); 0, the default: chosen per call from the message
   // (defaultPieceBytes in pipeline.h).
   uint64_t pieceBytes = 0;
-  // Check every call's arguments across ranks (CCLZ_CHECK_CALLS=1, the default), or only the first
-  // call of each kind (=first): the check costs one small exchange, and on a device communicator
-  // a host synchronization (docs/collectives.md, "Checking the call").
-  bool checkEveryCall = true;
+  // CCLZ_CHECK_CALLS=deferred (the default), 1 (every call) or first. A check costs one small
+  // exchange, and on a device communicator a host synchronization unless it is deferred.
+  CheckCalls checkCalls = CheckCalls::Deferred;
   // Device communicators: every call hands its data part to a proxy thread and returns; the
   // caller's stream waits only at cclzCommStreamWait (cclzCommConfig_t.asyncCalls, chosen in
   // code; docs/collectives.md, "Calls that return at once"). A host communicator refuses it.
@@ -84,12 +93,20 @@ class Communicator {
   Path lastPath() const { return lastPath_; }
   bool lastDecided() const { return lastDecided_; }
 
-  // Whether a call of this kind checks its descriptors now. Every rank makes the same calls in
-  // the same order, so every rank answers alike.
-  bool shouldCheck(CollOp op);
+  // How a call of this op checks its descriptors. Every rank makes the same calls in the same
+  // order, so every rank answers alike.
+  CheckWhen checkWhen(CollOp op);
+  // The deferred checks, started at the first deferred call (device communicators only).
+  DeferredChecks& deferredChecks();
+  // Held by each call while it queues work, so that a failed deferred check's abort does not
+  // race the caller's thread queuing NCCL work (failCheck).
+  std::timed_mutex& callMutex() { return callMutex_; }
+  // Throws the failure of a deferred check, if one failed: the communicator was then aborted.
+  void throwIfCheckFailed();
 
-  // cclzCommGetAsyncError: the transport's asynchronous error (cclzSystemError), else the device
-  // engine's error word of finished work, read without waiting; cclzSuccess when none.
+  // cclzCommGetAsyncError: a failed deferred check (cclzInvalidUsage), else the transport's
+  // asynchronous error (cclzSystemError), else the device engine's error word of finished work,
+  // read without waiting; cclzSuccess when none.
   cclzResult_t asyncError(std::string* message);
   void abort();
 
@@ -101,7 +118,10 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Engine> checkEngine_;  // with a proxy only
+  // On the checking thread: records a deferred check's failure and aborts the transport.
+  void failCheck(const std::string& message);
   DoneEvents doneEvents_;                // outlives the proxy: its jobs publish here
+  std::unique_ptr<DeferredChecks> deferred_;  // uses the engine and the transport
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
   std::unique_ptr<Tuner> tuner_;
@@ -110,6 +130,8 @@ class Communicator {
   cclzResult_t jobError_ = cclzSuccess;
   std::string jobErrorMessage_;
   uint32_t checkedOps_ = 0;  // bit per CollOp already checked
+  std::string checkError_;    // a failed deferred check (under errorMutex_)
+  std::timed_mutex callMutex_;
   std::mutex errorMutex_;
   std::string lastError_;
   std::string lastErrorCopy_;  // what lastError() handed out

@@ -238,14 +238,11 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
 // pipeline, and the network's tuned algorithm is what the caller would get without cclz. False
 // where the transport has no such collective for the call (MPI's reductions of 16-bit floats,
 // messages above its int counts): the pipeline runs instead.
-bool runNative(Communicator& comm, const CollArgs& a, const Plan& plan) {
-  Transport& t = comm.transport();
-  Engine& e = comm.engine();
+// Queued on `stream`: the caller's own, or the engine's move stream for a proxy's job.
+bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t stream) {
   const int n = t.size();
   const uint64_t bytes = a.count * plan.elemBytes;
   const bool average = a.redOp == cclzAvg;
-  e.stage(Stage::Move, kNoSlot);
-  const cclzStream_t stream = e.moveStream();
   auto at = [&](const void* base, uint64_t elem) {
     return static_cast<const uint8_t*>(base) + elem * plan.elemBytes;
   };
@@ -373,6 +370,13 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
              void* startEvent) {
   Transport& t = comm.transport();
   Engine& e = comm.engine();
+  const bool none = plan.use.config.codec == cclzCodecNone;
+  // Plain data on the caller's thread goes straight onto the caller's stream, as a call to the
+  // network itself would: joining the engine's streams would cost four event operations.
+  if (none && !startEvent && runNative(t, a, plan, a.stream)) {
+    if (a.step) ++*a.step;
+    return;
+  }
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(a, plan, t.size(), t.rank(), e.memory(), stride, bytes);
   e.reserve(bytes);
@@ -381,8 +385,12 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   else
     e.begin(a.stream);
   try {
-    if (plan.use.config.codec != cclzCodecNone || !runNative(comm, a, plan))
-      runPlan(comm, a, plan, stride);
+    bool done = false;
+    if (none && startEvent) {
+      e.stage(Stage::Move, kNoSlot);
+      done = runNative(t, a, plan, e.moveStream());
+    }
+    if (!done) runPlan(comm, a, plan, stride);
     if (a.step) ++*a.step;
     if (!startEvent) e.end();
   } catch (...) {
@@ -603,6 +611,8 @@ uint64_t pieceBytesFor(uint64_t settingBytes, uint64_t chunkBytes, int ranks) {
 }
 
 void runCollective(Communicator& comm, const CollArgs& a) {
+  const std::lock_guard<std::timed_mutex> call(comm.callMutex());
+  comm.throwIfCheckFailed();
   Transport& t = comm.transport();
   const int n = t.size(), me = t.rank();
 
@@ -619,11 +629,22 @@ void runCollective(Communicator& comm, const CollArgs& a) {
   }
   const bool pointToPoint = a.op == CollOp::Send || a.op == CollOp::Recv;
   const bool peerValid = !pointToPoint || (a.peer >= 0 && a.peer < n && a.peer != me);
-  const bool check = comm.shouldCheck(a.op) && peerValid;
-  if (!check && rejected) std::rethrow_exception(rejected);
+  CheckWhen check = comm.checkWhen(a.op);
+  if (!peerValid) check = CheckWhen::Skip;
+  if (check == CheckWhen::Skip && rejected) std::rethrow_exception(rejected);
 
-  // The check, on the caller's thread: its verdict is this call's return code.
-  if (check) {
+  // A deferred check is queued and judged later (deferred_checks.h): a rank that rejected its
+  // arguments still sends its descriptor, so that its peers learn of it.
+  if (check == CheckWhen::Deferred) {
+    comm.deferredChecks().queue(describe(comm, a, plan, rejected != nullptr), peersOf(a, n, me),
+                                a.op);
+    CCLZ_TRACE("%s count %llu: check deferred", collOpName(a.op),
+               static_cast<unsigned long long>(a.count));
+    if (rejected) std::rethrow_exception(rejected);
+  }
+
+  // The check now, on the caller's thread: its verdict is this call's return code.
+  if (check == CheckWhen::Now) {
     const std::vector<int> peers = peersOf(a, n, me);
     CCLZ_TRACE("%s count %llu: check", collOpName(a.op), static_cast<unsigned long long>(a.count));
     const std::string verdict =

@@ -453,7 +453,11 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_CHECK_CALLS", "first", 1);
   CommSettings s = CommSettings::fromEnvironment();
   EXPECT_EQ(s.pieceBytes, 64u << 10);
-  EXPECT_FALSE(s.checkEveryCall);
+  EXPECT_EQ(s.checkCalls, CheckCalls::First);
+  setenv("CCLZ_CHECK_CALLS", "1", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().checkCalls, CheckCalls::Every);
+  setenv("CCLZ_CHECK_CALLS", "deferred", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().checkCalls, CheckCalls::Deferred);
   for (const char* bad : {"abc", "0", "2G", "12Q"}) {
     setenv("CCLZ_PIECE_BYTES", bad, 1);
     try {
@@ -470,7 +474,7 @@ TEST(CommSettingsTest, FromEnvironment) {
   unsetenv("CCLZ_CHECK_CALLS");
   s = CommSettings::fromEnvironment();
   EXPECT_EQ(s.pieceBytes, 0u);  // chosen per call (defaultPieceBytes)
-  EXPECT_TRUE(s.checkEveryCall);
+  EXPECT_EQ(s.checkCalls, CheckCalls::Deferred);
   EXPECT_TRUE(s.highPriorityMove);
   setenv("CCLZ_MOVE_PRIORITY", "normal", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().highPriorityMove);
@@ -606,20 +610,24 @@ TEST(TraceTest, StepsOfACollectiveGoToStderr) {
   EXPECT_LT(agreed, data);
 }
 
-// CCLZ_CHECK_CALLS=first: the first call of each kind is checked, later ones are not.
-TEST(CommSettingsTest, CheckFirstCallOfEachKind) {
+// CCLZ_CHECK_CALLS: with first, the first call of each op is checked and later ones are not;
+// with 1, every call now; deferred (the default) is every call now on a host communicator, whose
+// calls block until their data has moved (a deferred check is for device communicators).
+TEST(CommSettingsTest, WhichCallsCheck) {
   auto hub = std::make_shared<LoopbackHub>(1);
   CommSettings s;
-  s.checkEveryCall = false;
+  s.checkCalls = CheckCalls::First;
   Communicator comm(std::make_unique<LoopbackTransport>(hub, 0), s);
-  EXPECT_TRUE(comm.shouldCheck(CollOp::AllGather));
-  EXPECT_FALSE(comm.shouldCheck(CollOp::AllGather));
-  EXPECT_TRUE(comm.shouldCheck(CollOp::AllReduce));
-  EXPECT_FALSE(comm.shouldCheck(CollOp::AllReduce));
-  s.checkEveryCall = true;
-  Communicator always(std::make_unique<LoopbackTransport>(hub, 0), s);
-  EXPECT_TRUE(always.shouldCheck(CollOp::Send));
-  EXPECT_TRUE(always.shouldCheck(CollOp::Send));
+  EXPECT_EQ(comm.checkWhen(CollOp::AllGather), CheckWhen::Now);
+  EXPECT_EQ(comm.checkWhen(CollOp::AllGather), CheckWhen::Skip);
+  EXPECT_EQ(comm.checkWhen(CollOp::AllReduce), CheckWhen::Now);
+  EXPECT_EQ(comm.checkWhen(CollOp::AllReduce), CheckWhen::Skip);
+  for (CheckCalls mode : {CheckCalls::Every, CheckCalls::Deferred}) {
+    s.checkCalls = mode;
+    Communicator always(std::make_unique<LoopbackTransport>(hub, 0), s);
+    EXPECT_EQ(always.checkWhen(CollOp::Send), CheckWhen::Now);
+    EXPECT_EQ(always.checkWhen(CollOp::Send), CheckWhen::Now);
+  }
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cclz/cclz.h"
 #include "adaptive_ranks.h"
 #include "coll_cases.h"
@@ -150,25 +152,121 @@ TEST(NcclFeedback, DeviceEqualsHost) {
   cclzFeedbackDestroy(onHost);
 }
 
+// A device communicator of the test's own, created with CCLZ_CHECK_CALLS=`check` (NULL: the
+// default, deferred).
+cclzComm_t makeCheckedComm(const char* check) {
+  const int n = worldSize(), me = worldRank();
+  cclzUniqueId id{};
+  if (me == 0) EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (check) setenv("CCLZ_CHECK_CALLS", check, 1);  // read when the communicator is made
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.asyncCalls = asyncCalls() ? 1 : 0;
+  config.adaptive = 0;
+  cclzComm_t comm = nullptr;
+  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  unsetenv("CCLZ_CHECK_CALLS");
+  return comm;
+}
+
+cclzResult_t allGather(cclzComm_t comm, const void* send, void* recv, uint64_t count,
+                       const cclzCodecConfig_t* codec) {
+  return cclzAllGather(send, recv, count, cclzBfloat16, comm, codec,
+                       reinterpret_cast<cclzStream_t>(comms().stream));
+}
+
+// Checked now (every call with CCLZ_CHECK_CALLS=1, and the first call of each op under the
+// default): a rank passing another codec, or host memory, makes the call fail on every rank.
 TEST(NcclErrors, MismatchFailsOnEveryRank) {
   const int n = worldSize(), me = worldRank();
-  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-  if (me == n - 1) config.codec = cclzCodecNone;
-  DeviceBytes send(2000 * n), recv(2000 * n);
-  EXPECT_EQ(cclzAllGather(send.ptr, recv.ptr, 1000, cclzBfloat16, comms().device, &config,
-                          reinterpret_cast<cclzStream_t>(comms().stream)),
-            cclzInvalidUsage);
-  EXPECT_NE(std::string(cclzGetLastError(comms().device)).find("codec differs"),
-            std::string::npos)
-      << cclzGetLastError(comms().device);
-  // Host memory on a device communicator is rejected on that rank, and the others hear of it.
-  std::vector<uint8_t> hostBuffer(2000);
-  const cclzResult_t r =
-      cclzAllGather(me == 0 ? static_cast<void*>(hostBuffer.data()) : send.ptr, recv.ptr, 1000,
-                    cclzBfloat16, comms().device, nullptr,
-                    reinterpret_cast<cclzStream_t>(comms().stream));
-  EXPECT_EQ(r, me == 0 ? cclzInvalidArgument : cclzInvalidUsage)
-      << cclzGetLastError(comms().device);
+  for (const char* check : {"1", static_cast<const char*>(nullptr)}) {
+    SCOPED_TRACE(check ? check : "default");
+    cclzComm_t comm = makeCheckedComm(check);
+    DeviceBytes send(2000 * n), recv(2000 * n);
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+    if (check) {  // a call that agrees first: under 1 the second call is checked now as well
+      ASSERT_EQ(allGather(comm, send.ptr, recv.ptr, 1000, &config), cclzSuccess)
+          << cclzGetLastError(comm);
+    }
+    if (me == n - 1) config.codec = cclzCodecNone;
+    EXPECT_EQ(allGather(comm, send.ptr, recv.ptr, 1000, &config), cclzInvalidUsage);
+    EXPECT_NE(std::string(cclzGetLastError(comm)).find("codec differs"), std::string::npos)
+        << cclzGetLastError(comm);
+    // Host memory on a device communicator is rejected on that rank, and the others hear of it.
+    std::vector<uint8_t> hostBuffer(2000);
+    const cclzResult_t r =
+        cclzReduceScatter(me == 0 ? static_cast<void*>(hostBuffer.data()) : send.ptr, recv.ptr,
+                          1000 / n, cclzBfloat16, cclzSum, comm, nullptr,
+                          reinterpret_cast<cclzStream_t>(comms().stream));
+    EXPECT_EQ(r, me == 0 ? cclzInvalidArgument : cclzInvalidUsage) << cclzGetLastError(comm);
+    EXPECT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+    EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
+  }
+}
+
+// Waits up to 60 s for the communicator's asynchronous error; returns it.
+cclzResult_t awaitAsyncError(cclzComm_t comm) {
+  cclzResult_t async = cclzSuccess;
+  for (int i = 0; i < 6000 && async == cclzSuccess; ++i) {
+    EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+    if (async == cclzSuccess) usleep(10000);
+  }
+  return async;
+}
+
+// Deferred checks (the default past the first call of an op): the call that disagrees returns
+// at once, its check fails on every rank a little later as the communicator's asynchronous
+// error, the transport is aborted so that the transfers the mismatch left waiting end (the
+// stream drains: no hang), and every later call fails. Three kinds: a count that differs on the
+// plain path, a codec that differs on the compressed path (lossless: the call waits on the host
+// for frame sizes that may never come, so the abort cannot wait for it to end), and a rank that
+// rejects its own arguments.
+TEST(NcclErrors, DeferredMismatchBecomesTheAsyncErrorWithoutAHang) {
+  if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator checks every call now";
+  const int n = worldSize(), me = worldRank();
+  struct Kind {
+    const char* name;
+    const char* expected;
+  };
+  for (const Kind kind : {Kind{"count", "count differs"}, Kind{"codec", "codec differs"},
+                          Kind{"rejected", "rejected its arguments"}}) {
+    SCOPED_TRACE(kind.name);
+    cclzComm_t comm = makeCheckedComm(nullptr);
+    DeviceBytes send(2 * 1024 * 1024), recv(2 * 1024 * 1024 * n);
+    cclzCodecConfig_t none = CCLZ_CODEC_CONFIG_INITIALIZER;
+    cclzCodecConfig_t lossless = CCLZ_CODEC_CONFIG_INITIALIZER;
+    lossless.codec = cclzCodecLossless;
+    const bool compressed = std::string(kind.name) == "codec";
+    const cclzCodecConfig_t* agreed = compressed ? &lossless : &none;
+    const uint64_t count = 1 << 20;
+    ASSERT_EQ(allGather(comm, send.ptr, recv.ptr, count, agreed), cclzSuccess)
+        << cclzGetLastError(comm);
+    const bool odd = me == n - 1;
+    std::vector<uint8_t> hostBuffer(2 * count);
+    cclzResult_t r = cclzSuccess;
+    if (std::string(kind.name) == "count")
+      r = allGather(comm, send.ptr, recv.ptr, odd ? count - 1 : count, agreed);
+    else if (compressed)
+      r = allGather(comm, send.ptr, recv.ptr, count, odd ? &none : &lossless);
+    else
+      r = allGather(comm, odd ? static_cast<void*>(hostBuffer.data()) : send.ptr, recv.ptr, count,
+                    agreed);
+    // The lossless ranks' call may itself meet the abort (its wait for frame sizes ends with
+    // it) and fail; the other calls return before any verdict.
+    const bool rejects = std::string(kind.name) == "rejected" && odd;
+    if (!compressed || odd)
+      EXPECT_EQ(r, rejects ? cclzInvalidArgument : cclzSuccess) << cclzGetLastError(comm);
+    EXPECT_EQ(awaitAsyncError(comm), cclzInvalidUsage);
+    std::string message = cclzGetLastError(comm);
+    EXPECT_NE(message.find(kind.expected), std::string::npos) << message;
+    cudaStreamSynchronize(comms().stream);  // returns: the aborted transfers have ended
+    cudaGetLastError();
+    EXPECT_EQ(allGather(comm, send.ptr, recv.ptr, count, agreed), cclzInvalidUsage);
+    message = cclzGetLastError(comm);
+    EXPECT_NE(message.find("deferred check"), std::string::npos) << message;
+    EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
+  }
 }
 
 // Adaptive calls on a device communicator of their own (cclzCommConfig_t.adaptive): each kind's
