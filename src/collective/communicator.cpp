@@ -98,6 +98,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   engine_ = transport_->memory() == MemoryKind::Device
                 ? makeDeviceEngine(settings_.highPriorityMove, frames)
                 : makeHostEngine();
+  engine_->cancelWaitsWhen(&checkFailed_);
   if (settings_.async) {
     // The check engine's frame areas are never used for frames: plain memory.
     checkEngine_ = makeDeviceEngine(settings_.highPriorityMove, nullptr);
@@ -144,11 +145,15 @@ CheckWhen Communicator::checkWhen(CollOp op) {
     case CheckCalls::Deferred:
       break;
   }
-  // A host call blocks until its data has moved, and nothing could end a wait that a mismatch
-  // left: it checks now (an MPI exchange costs microseconds). An asyncCalls communicator's
-  // proxy queues NCCL work on its own thread, which an abort would race.
-  const bool canDefer = transport_->memory() == MemoryKind::Device && !proxy_;
-  return first || !canDefer ? CheckWhen::Now : CheckWhen::Deferred;
+  return first || !checksOnThread() ? CheckWhen::Now : CheckWhen::Deferred;
+}
+
+// A host call blocks until its data has moved, and nothing could end a wait that a mismatch
+// left: it checks now (an MPI exchange costs microseconds). An asyncCalls communicator's proxy
+// queues NCCL work on its own thread, which an abort would race: it checks now too.
+bool Communicator::checksOnThread() const {
+  return settings_.checkCalls == CheckCalls::Deferred &&
+         transport_->memory() == MemoryKind::Device && !proxy_;
 }
 
 DeferredChecks& Communicator::deferredChecks() {
@@ -156,7 +161,8 @@ DeferredChecks& Communicator::deferredChecks() {
   if (!deferred_)
     deferred_ = std::make_unique<DeferredChecks>(
         makeDeviceCheckExchange(transport_->control(), checkEngine().controlStream()),
-        transport_->rank(), [this](const std::string& message) { failCheck(message); });
+        transport_->rank(), transport_->size(),
+        [this](const std::string& message) { failCheck(message); });
   return *deferred_;
 #else
   CCLZ_FAIL(cclzInternalError, "deferred checks need a device communicator");
@@ -173,20 +179,22 @@ void Communicator::throwIfCheckFailed() {
 
 // The mismatched call's transfers may wait forever for bytes no peer sends; aborting the
 // transport ends them. The abort must not race the caller's thread queuing work on the same
-// NCCL communicators, so it waits for the call in progress to end, for 2 s at most: a call that
-// lasts longer is blocked in a host wait on that very work (a lossless call waits for frame
-// sizes), which only the abort can end.
+// NCCL communicators, so it waits for the call in progress to end. A call blocked in a host wait
+// on that very work (a lossless call waits for frame sizes) gives up once checkFailed_ is set;
+// the 2 s bound covers any other wait.
 void Communicator::failCheck(const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(errorMutex_);
     if (!checkError_.empty()) return;
     checkError_ = message;
   }
+  checkFailed_ = true;  // a call waiting on the host for that work gives up (cancelWaitsWhen)
   std::unique_lock<std::timed_mutex> call(callMutex_, std::defer_lock);
   const bool callEnded = call.try_lock_for(std::chrono::seconds(2));
   CCLZ_TRACE("deferred check failed (%s); aborting the transport%s", message.c_str(),
              callEnded ? "" : " while a call is blocked");
   transport_->abort();
+  CCLZ_TRACE("deferred check failed: the transport is aborted");
 }
 
 cclzResult_t Communicator::asyncError(std::string* message) {

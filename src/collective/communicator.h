@@ -2,6 +2,7 @@
 // settings every call uses. The C handle (struct cclzComm) wraps one.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -96,7 +97,10 @@ class Communicator {
   // How a call of this op checks its descriptors. Every rank makes the same calls in the same
   // order, so every rank answers alike.
   CheckWhen checkWhen(CollOp op);
-  // The deferred checks, started at the first deferred call (device communicators only).
+  // Whether every exchange of the control transport goes through the checking thread
+  // (deferredChecks()): CCLZ_CHECK_CALLS=deferred on a device communicator without asyncCalls.
+  bool checksOnThread() const;
+  // The checking thread, started at the first exchange.
   DeferredChecks& deferredChecks();
   // Held by each call while it queues work, so that a failed deferred check's abort does not
   // race the caller's thread queuing NCCL work (failCheck).
@@ -131,6 +135,7 @@ class Communicator {
   std::string jobErrorMessage_;
   uint32_t checkedOps_ = 0;  // bit per CollOp already checked
   std::string checkError_;    // a failed deferred check (under errorMutex_)
+  std::atomic<bool> checkFailed_{false};  // set with checkError_: ends the engines' host waits
   std::timed_mutex callMutex_;
   std::mutex errorMutex_;
   std::string lastError_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -10,9 +11,15 @@
 
 namespace cclz {
 
-DeferredChecks::DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank,
+struct DeferredChecks::Answer {
+  bool done = false;
+  std::vector<uint8_t> blocks;  // ranks_ blocks of kBlockBytes
+};
+
+DeferredChecks::DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank, int ranks,
                                std::function<void(const std::string&)> onFailure)
-    : exchange_(std::move(exchange)), rank_(rank), onFailure_(std::move(onFailure)) {
+    : exchange_(std::move(exchange)), rank_(rank), ranks_(ranks),
+      onFailure_(std::move(onFailure)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -25,29 +32,60 @@ DeferredChecks::~DeferredChecks() {
   thread_.join();
 }
 
-void DeferredChecks::queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op) {
-  const int slots = exchange_->slots();
-  Pending p{0, mine, peers, op};
-  p.ranks.push_back(rank_);
-  std::sort(p.ranks.begin(), p.ranks.end());
-  std::unique_lock<std::mutex> lock(mutex_);
-  // A slot is reused only once its check has been judged: the exchange writes into it.
+void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {
+  // At most one ring of slots waits beyond those under way: the caller is then far ahead.
+  const size_t bound = 2 * static_cast<size_t>(exchange_->slots());
   changed_.wait(lock, [&] {
-    return !failure_.empty() || static_cast<int>(pending_.size()) < slots;
+    return !failure_.empty() || stopping_ || waiting_.size() + started_.size() < bound;
   });
   CCLZ_REQUIRE(failure_.empty(), cclzInvalidUsage,
                "an earlier call's check found that the ranks disagree: " + failure_);
-  p.slot = static_cast<int>(started_ % slots);
-  exchange_->start(p.slot, mine, peers);
-  ++started_;
-  pending_.push_back(std::move(p));
+  CCLZ_REQUIRE(!stopping_, cclzInvalidUsage, "the communicator is being destroyed");
+  p.number = ++handed_;
+  waiting_.push_back(std::move(p));
   changed_.notify_all();
+}
+
+void DeferredChecks::queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op) {
+  Pending p;
+  p.mine.resize(CheckExchange::kBlockBytes);
+  std::memcpy(p.mine.data(), &mine, sizeof mine);
+  p.peers = peers;
+  p.op = op;
+  std::unique_lock<std::mutex> lock(mutex_);
+  handOver(lock, std::move(p));
+}
+
+std::vector<uint8_t> DeferredChecks::exchangeNow(const void* mine, size_t bytes,
+                                                 const std::vector<int>& peers) {
+  CCLZ_REQUIRE(bytes <= CheckExchange::kBlockBytes, cclzInternalError,
+               "a control exchange carries at most one 64-byte block");
+  Pending p;
+  p.mine.assign(CheckExchange::kBlockBytes, 0);
+  std::memcpy(p.mine.data(), mine, bytes);
+  p.peers = peers;
+  p.op = CollOp::AllGather;  // unused: an answer is not judged here
+  auto answer = std::make_shared<Answer>();
+  p.answer = answer;
+  std::unique_lock<std::mutex> lock(mutex_);
+  handOver(lock, std::move(p));
+  changed_.wait(lock, [&] { return answer->done || !failure_.empty() || stopping_; });
+  CCLZ_REQUIRE(answer->done, cclzInvalidUsage,
+               failure_.empty() ? std::string("the communicator is being destroyed")
+                                : "an earlier call's check found that the ranks disagree: " +
+                                      failure_);
+  std::vector<uint8_t> out(ranks_ * bytes, 0);
+  for (int r : peers)
+    std::memcpy(out.data() + r * bytes, answer->blocks.data() + r * CheckExchange::kBlockBytes,
+                bytes);
+  std::memcpy(out.data() + rank_ * bytes, mine, bytes);
+  return out;
 }
 
 void DeferredChecks::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] {
-    return (pending_.empty() && failure_.empty()) || reported_ || stopping_;
+    return (waiting_.empty() && started_.empty() && failure_.empty()) || reported_ || stopping_;
   });
 }
 
@@ -56,76 +94,111 @@ std::string DeferredChecks::failure() {
   return failure_;
 }
 
+bool DeferredChecks::startWaiting() {
+  bool any = false;
+  for (;;) {
+    Pending* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (waiting_.empty() || started_.size() >= static_cast<size_t>(exchange_->slots()))
+        return any;
+      started_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+      next = &started_.back();  // deque: stays valid while only this thread pops
+      next->slot = static_cast<int>(startedCount_++ % exchange_->slots());
+    }
+    exchange_->start(next->slot, next->mine.data(), next->peers);
+    any = true;
+  }
+}
+
+// The thread starts every exchange handed over while slots are free, then polls the oldest.
+// A check usually arrives within tens of microseconds, so it polls: a yield at first, then
+// sleeps that grow to 1 ms, so that a peer far behind costs no core.
 void DeferredChecks::loop() {
+  using namespace std::chrono;
   try {
     exchange_->onCheckingThread();
   } catch (const std::exception& e) {
     fail(std::string("the checking thread could not start: ") + e.what());
     return;
   }
+  auto pause = microseconds(0);
   for (;;) {
-    Pending p;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      changed_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !started_.empty(); });
       if (stopping_) return;
-      p = pending_.front();  // stays queued, so its slot is not reused, until judged
     }
     std::string verdict;
     try {
-      if (!awaitArrival(p)) return;
-      verdict = judge(p);
+      if (startWaiting()) pause = microseconds(0);
+      Pending* oldest = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!started_.empty()) oldest = &started_.front();
+      }
+      if (!oldest) continue;
+      if (!exchange_->arrived(oldest->slot)) {
+        if (pause.count() == 0) {
+          std::this_thread::yield();
+          pause = microseconds(10);
+        } else {
+          std::this_thread::sleep_for(pause);
+          pause = std::min<microseconds>(pause * 2, milliseconds(1));
+        }
+        continue;
+      }
+      pause = microseconds(0);
+      if (oldest->answer) {
+        const uint8_t* blocks = exchange_->received(oldest->slot);
+        std::lock_guard<std::mutex> lock(mutex_);
+        oldest->answer->blocks.assign(blocks, blocks + ranks_ * CheckExchange::kBlockBytes);
+        oldest->answer->done = true;
+        started_.pop_front();
+        changed_.notify_all();
+        continue;
+      }
+      verdict = judge(*oldest);
+      if (verdict.empty()) {
+        CCLZ_TRACE("deferred check %llu (%s): agreed",
+                   static_cast<unsigned long long>(oldest->number), collOpName(oldest->op));
+        std::lock_guard<std::mutex> lock(mutex_);
+        started_.pop_front();
+        changed_.notify_all();
+        continue;
+      }
+      verdict = std::string(collOpName(oldest->op)) + ": " + verdict;
     } catch (const std::exception& e) {
-      verdict = std::string("its check's exchange failed: ") + e.what();
+      verdict = std::string("a control exchange failed: ") + e.what();
     }
-    if (!verdict.empty()) {
-      fail(std::string(collOpName(p.op)) + ": " + verdict);
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    pending_.pop_front();
-    changed_.notify_all();
+    fail(verdict);
+    return;
   }
-}
-
-// A check usually arrives within tens of microseconds of its call, so the thread polls: a
-// yield at first, then sleeps that grow to 1 ms, so that a peer that is far behind costs no
-// core.
-bool DeferredChecks::awaitArrival(const Pending& p) {
-  using namespace std::chrono;
-  auto pause = microseconds(0);
-  while (!exchange_->arrived(p.slot)) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_) return false;
-    }
-    if (pause.count() == 0) {
-      std::this_thread::yield();
-      pause = microseconds(10);
-    } else {
-      std::this_thread::sleep_for(pause);
-      pause = std::min<microseconds>(pause * 2, milliseconds(1));
-    }
-  }
-  return true;
 }
 
 std::string DeferredChecks::judge(const Pending& p) {
-  const CallDescriptor* received = exchange_->received(p.slot);
-  std::vector<CallDescriptor> all(static_cast<size_t>(p.ranks.back()) + 1);
-  for (int r : p.ranks) all[r] = r == rank_ ? p.mine : received[r];
-  return compareDescriptors(all, p.ranks);
+  const uint8_t* received = exchange_->received(p.slot);
+  std::vector<int> ranks = p.peers;
+  ranks.push_back(rank_);
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<CallDescriptor> all(ranks_);
+  for (int r : ranks)
+    std::memcpy(&all[r], r == rank_ ? p.mine.data() : received + r * CheckExchange::kBlockBytes,
+                sizeof(CallDescriptor));
+  return compareDescriptors(all, ranks);
 }
 
 void DeferredChecks::fail(const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     failure_ = message;
-    pending_.clear();
+    waiting_.clear();
+    started_.clear();
     changed_.notify_all();
   }
   CCLZ_TRACE("deferred check failed: %s", message.c_str());
-  // After failure_ is published: a caller waiting for a slot must not wait for the callback,
+  // After failure_ is published: a caller waiting to hand over must not wait for the callback,
   // which may wait for that caller's call to end (Communicator::failCheck).
   onFailure_(message);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -1,11 +1,17 @@
-// Deferred call checks (CCLZ_CHECK_CALLS=deferred, the default on device communicators; docs/
-// collectives.md, "Checking the call"). A checked call waits for its peers' descriptors before
-// it queues data: on NCCL that is a host synchronization per call (~30 us over NVLink), more
-// than a small collective takes. A deferred check queues the same 64-byte exchange and returns;
-// the call queues its data at once, and a thread of the communicator judges the descriptors when
-// they arrive. A mismatch then becomes the communicator's asynchronous error, and the
-// communicator aborts its transport, which ends the transfers that the mismatch left waiting:
-// an error, not a hang, though the call itself returned success and its output is undefined.
+// Deferred call checks (CCLZ_CHECK_CALLS=deferred, the default on device communicators without
+// asyncCalls; docs/collectives.md, "Checking the call"). A checked call waits for its peers'
+// descriptors before it queues data: on NCCL that is a host synchronization per call (~30 us
+// over NVLink), more than a small collective takes. Even queuing the exchange without waiting
+// costs the caller ~15 us (an NCCL launch and two copies). So a thread of the communicator does
+// every exchange of its control transport, in call order: the caller hands it the descriptor and
+// queues its data at once, and the thread judges the descriptors when they arrive. A mismatch
+// then becomes the communicator's asynchronous error, and the communicator aborts its transport,
+// which ends the transfers the mismatch left waiting: an error, not a hang, though the call
+// itself returned success and its output is undefined.
+//
+// The calls that must wait for an answer (the first call of each op, checked before its data;
+// the adaptive calls' exchange of trial times) go through the same thread with exchangeNow, so
+// that the control transport sees one sequence of exchanges, the same on every rank.
 //
 // Plain C++: the exchange is an interface (the device one in device_check_exchange.cpp), so
 // that the ring of slots, the order and the thread are tested without a GPU.
@@ -26,69 +32,82 @@
 
 namespace cclz {
 
-// Where the descriptors travel: slots() exchanges may be under way at once, each in its own
-// slot, started in order on the caller's thread and polled by the checking thread.
+// Where the blocks travel: up to slots() exchanges under way at once, each in its own slot,
+// started in order and polled, all on the checking thread. A block is kBlockBytes.
 class CheckExchange {
  public:
+  static constexpr size_t kBlockBytes = sizeof(CallDescriptor);
   virtual ~CheckExchange() = default;
   virtual int slots() const = 0;
-  // On the caller's thread: queues the exchange of `mine` with `peers` (every other rank, or the
-  // peer of a send/recv) in `slot`, and returns without waiting for it.
-  virtual void start(int slot, const CallDescriptor& mine, const std::vector<int>& peers) = 0;
-  // On the checking thread, without blocking: whether slot's exchange has arrived. Then
-  // received(slot)[r] is peer r's descriptor (entries of ranks that are not peers are
-  // unspecified). Throws when the exchange failed.
+  // Queues the exchange of `mine` (kBlockBytes) with `peers` (every other rank, or the peer of
+  // a send/recv) in `slot`, and returns without waiting for it.
+  virtual void start(int slot, const uint8_t* mine, const std::vector<int>& peers) = 0;
+  // Without blocking: whether slot's exchange has arrived. Then received(slot) + r * kBlockBytes
+  // is peer r's block (the blocks of ranks that are not peers are unspecified). Throws when the
+  // exchange failed.
   virtual bool arrived(int slot) = 0;
-  virtual const CallDescriptor* received(int slot) = 0;
+  virtual const uint8_t* received(int slot) = 0;
   // Runs first on the checking thread (the device exchange picks its GPU there).
   virtual void onCheckingThread() {}
 };
 
 class DeferredChecks {
  public:
-  // onFailure runs once, on the checking thread, with "<op>: <verdict>" when a check finds
-  // that the ranks disagree (or "<op>: <why>" when an exchange failed); later checks are
+  // onFailure runs once, on the checking thread, with "<op>: <verdict>" when a deferred check
+  // finds that the ranks disagree (or "<op>: <why>" when an exchange failed); later exchanges are
   // dropped.
-  DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank,
+  DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank, int ranks,
                  std::function<void(const std::string&)> onFailure);
-  // Stops the thread; checks still under way are dropped without a verdict.
+  // Stops the thread; exchanges still under way are dropped without a verdict.
   ~DeferredChecks();
   DeferredChecks(const DeferredChecks&) = delete;
   DeferredChecks& operator=(const DeferredChecks&) = delete;
 
-  // Starts this call's check and returns. Waits while every slot holds a check under way; throws
-  // cclzInvalidUsage once a check has failed.
+  // Hands this call's check to the thread and returns. Waits while the thread is a full ring
+  // behind; throws cclzInvalidUsage once a check has failed.
   void queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op);
-  // Returns when every queued check has been judged, or one failed and was reported.
+  // Exchanges `bytes` (at most kBlockBytes) at `mine` with `peers` after every exchange handed
+  // over before, and waits for it. Returns one block of `bytes` per rank, by rank (this rank's
+  // and its peers' filled). Throws cclzInvalidUsage once a check has failed.
+  std::vector<uint8_t> exchangeNow(const void* mine, size_t bytes, const std::vector<int>& peers);
+  // Returns when every exchange handed over has been done, or one failed and was reported.
   void drain();
   // The first failure's message; empty while every check so far agreed.
   std::string failure();
 
  private:
+  struct Answer;  // what exchangeNow waits for
   struct Pending {
-    int slot;
-    CallDescriptor mine;
-    std::vector<int> ranks;  // sorted: this rank and its peers
+    std::vector<uint8_t> mine;  // kBlockBytes
+    std::vector<int> peers;
     CollOp op;
+    uint64_t number;                 // 1, 2, ...: the order of the exchanges
+    std::shared_ptr<Answer> answer;  // exchangeNow's; NULL for a deferred check
+    int slot = -1;                   // once started
   };
   void loop();
-  // Polls `p`'s exchange until it arrives (true) or the checks stop (false).
-  bool awaitArrival(const Pending& p);
-  // The verdict on an arrived exchange: "" when the ranks agree.
+  // Starts what waits while slots are free; true if it started any.
+  bool startWaiting();
+  // The verdict on an arrived deferred check: "" when the ranks agree.
   std::string judge(const Pending& p);
+  // Hands a pending exchange to the thread (mutex_ held by `lock`).
+  void handOver(std::unique_lock<std::mutex>& lock, Pending p);
   void fail(const std::string& message);
 
   std::unique_ptr<CheckExchange> exchange_;
   const int rank_;
+  const int ranks_;
   const std::function<void(const std::string&)> onFailure_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Pending> pending_;  // in the order started; the front is being judged
-  uint64_t started_ = 0;         // checks queued so far; the next takes slot started_ % slots()
+  std::deque<Pending> waiting_;  // handed over, not started (in order)
+  std::deque<Pending> started_;  // started, in order; the front is polled first
+  uint64_t handed_ = 0;          // exchanges handed over so far
+  uint64_t startedCount_ = 0;    // started so far; the next takes slot startedCount_ % slots()
   bool stopping_ = false;
   std::string failure_;
   bool reported_ = false;  // onFailure has returned
-  std::thread thread_;  // last: started once the rest is ready
+  std::thread thread_;     // last: started once the rest is ready
 };
 
 #ifdef CCLZ_HAVE_CUDA

@@ -1,8 +1,9 @@
-// The device side of deferred call checks (deferred_checks.h): each slot is a 64-byte descriptor
+// The device side of deferred call checks (deferred_checks.h): each slot is a 64-byte block
 // copied from pinned host memory to the device, exchanged over the control transport on the
 // control stream, copied back into pinned host memory and followed by an event, which the
-// checking thread polls. The control stream waits for nothing the data path queued, so a check
-// arrives as soon as its peers have queued the same call, whatever transfers are still moving.
+// checking thread polls. All of it on the checking thread. The control stream waits for nothing
+// the data path queued, so a check arrives as soon as its peers' threads have queued the same
+// exchange, whatever transfers are still moving.
 #ifdef CCLZ_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -44,11 +45,11 @@ class DeviceCheckExchange final : public CheckExchange {
   int slots() const override { return kSlots; }
 
   // A slot: [ranks_ descriptors received, by rank][this rank's], alike on the host and device.
-  void start(int slot, const CallDescriptor& mine, const std::vector<int>& peers) override {
-    const uint64_t d = sizeof(CallDescriptor);
+  void start(int slot, const uint8_t* mine, const std::vector<int>& peers) override {
+    const uint64_t d = kBlockBytes;
     uint8_t* host = hostSlots_ + slot * slotBytes();
     uint8_t* dev = deviceSlots_ + slot * slotBytes();
-    std::memcpy(host + ranks_ * d, &mine, d);
+    std::memcpy(host + ranks_ * d, mine, d);
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(dev + ranks_ * d, host + ranks_ * d, d,
                                     cudaMemcpyHostToDevice, stream_));
     const auto stream = reinterpret_cast<cclzStream_t>(stream_);
@@ -73,9 +74,7 @@ class DeviceCheckExchange final : public CheckExchange {
     return true;
   }
 
-  const CallDescriptor* received(int slot) override {
-    return reinterpret_cast<const CallDescriptor*>(hostSlots_ + slot * slotBytes());
-  }
+  const uint8_t* received(int slot) override { return hostSlots_ + slot * slotBytes(); }
 
   // Relaxed capture mode: the thread's event queries must not invalidate a CUDA graph that the
   // caller's thread is capturing in the global mode meanwhile.
@@ -87,7 +86,7 @@ class DeviceCheckExchange final : public CheckExchange {
 
  private:
   static constexpr int kSlots = 64;
-  size_t slotBytes() const { return (static_cast<size_t>(ranks_) + 1) * sizeof(CallDescriptor); }
+  size_t slotBytes() const { return (static_cast<size_t>(ranks_) + 1) * kBlockBytes; }
 
   Transport& control_;
   cudaStream_t stream_;

@@ -12,9 +12,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <set>
-#include <vector>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "codec/device.h"
 #include "collective/device_kernels.h"
@@ -304,7 +307,7 @@ class DeviceEngine final : public Engine {
 
   const void* fetched(int slot) override {
     CCLZ_TRACE("engine: waiting for the frame sizes of slot %d", slot);
-    CCLZ_CUDA_CHECK(cudaEventSynchronize(fetchedEvent_[slot]));
+    waitFor(fetchedEvent_[slot]);
     CCLZ_TRACE("engine: frame sizes of slot %d here", slot);
     return fetchHost_ + slot * fetchBytes_;
   }
@@ -335,7 +338,7 @@ class DeviceEngine final : public Engine {
   }
 
   std::vector<cudaEvent_t*> allEvents() {
-    std::vector<cudaEvent_t*> all = {&start_, &finished_};
+    std::vector<cudaEvent_t*> all = {&start_, &finished_, &idle_};
     for (int s = 0; s < kSlots; ++s) {
       all.push_back(&encoded_[s]);
       all.push_back(&moved_[s]);
@@ -383,9 +386,36 @@ class DeviceEngine final : public Engine {
       cudaFree(areas_[a]);
   }
 
+  void cancelWaitsWhen(const std::atomic<bool>* flag) override { cancel_ = flag; }
+
   void waitIdle() {
-    for (cudaStream_t s : {encode_, move_, decode_, control_})
-      CCLZ_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (cudaStream_t s : {encode_, move_, decode_, control_}) {
+      CCLZ_CUDA_CHECK(cudaEventRecord(idle_, s));
+      waitFor(idle_);
+    }
+  }
+
+  // cudaEventSynchronize, unless cancelWaitsWhen's flag may end the wait: then the event is
+  // polled (a yield, then sleeps up to 100 us) and the flag read between polls.
+  void waitFor(cudaEvent_t event) {
+    if (!cancel_) {
+      CCLZ_CUDA_CHECK(cudaEventSynchronize(event));
+      return;
+    }
+    for (int polls = 0;; ++polls) {
+      const cudaError_t state = cudaEventQuery(event);
+      if (state != cudaErrorNotReady) {
+        CCLZ_CUDA_CHECK(state);
+        return;
+      }
+      CCLZ_REQUIRE(!cancel_->load(), cclzInvalidUsage,
+                   "an earlier call's deferred check found that the ranks disagree: the work "
+                   "this call waits for may never finish, so the communicator was aborted");
+      if (polls < 100)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   int device_ = 0;
@@ -393,6 +423,8 @@ class DeviceEngine final : public Engine {
   cudaStream_t control_ = nullptr;  // the call check's; waits for nothing (Stage::Control)
   cudaStream_t user_ = nullptr, current_ = nullptr;
   cudaEvent_t start_ = nullptr, finished_ = nullptr;
+  cudaEvent_t idle_ = nullptr;                    // waitIdle's, recorded on each stream in turn
+  const std::atomic<bool>* cancel_ = nullptr;     // cancelWaitsWhen
   cudaEvent_t encoded_[kSlots] = {}, moved_[kSlots] = {}, decoded_[kSlots] = {};
   cudaEvent_t fetchedEvent_[kSlots] = {};
   // The host copies of fetch(): one per slot, each as large as one slot's share of the Sizes area.

@@ -6,6 +6,7 @@
 // on the host (toHost).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -133,6 +134,11 @@ class Engine {
   // fetched returns src itself.
   virtual void fetch(int slot, const void* src, uint64_t bytes) = 0;
   virtual const void* fetched(int slot) = 0;
+
+  // The host waits of a call (fetched, and reserve's wait for the streams) give up, throwing
+  // cclzInvalidUsage, once *flag is set: a failed deferred check sets it, because the work they
+  // wait for may never finish (Communicator::failCheck). The host engine never waits.
+  virtual void cancelWaitsWhen(const std::atomic<bool>* flag) { (void)flag; }
 
   // A device decode that rejected its frame, or a device encode that met NaN/Inf, in a collective
   // that has finished; read without waiting and then cleared (never on the host,

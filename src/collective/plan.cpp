@@ -183,6 +183,8 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
 // its peers' filled).
 std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uint64_t d,
                                        const std::vector<int>& peers) {
+  // The checking thread owns the control transport: this exchange waits its turn there.
+  if (comm.checksOnThread()) return comm.deferredChecks().exchangeNow(mine, d, peers);
   Transport& t = comm.transport().control();
   Engine& e = comm.checkEngine();
   const int n = t.size(), me = t.rank();

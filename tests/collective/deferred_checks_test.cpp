@@ -1,7 +1,8 @@
-// Deferred call checks (src/collective/deferred_checks.h) over a fake exchange: the verdict of
-// every check, in order, on the checking thread; slots reused only once judged; a mismatch (or a
-// rank that rejected its arguments) reported once, with later calls refused; an exchange that
-// never arrives does not keep the destructor waiting.
+// Deferred call checks (src/collective/deferred_checks.h) over a fake exchange: every exchange
+// started and judged in order on the checking thread; slots reused only once judged; an exchange
+// that waits for its answer in order with the deferred ones; a mismatch (or a rank that rejected
+// its arguments) reported once, with later calls refused; an exchange that never arrives does
+// not keep the destructor waiting.
 #include "collective/deferred_checks.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -39,12 +41,13 @@ class FakeExchange final : public CheckExchange {
  public:
   explicit FakeExchange(int slots) : slots_(slots), received_(slots) {}
   int slots() const override { return slots_; }
-  void start(int slot, const CallDescriptor&, const std::vector<int>& peers) override {
+  void start(int slot, const uint8_t*, const std::vector<int>& peers) override {
     std::lock_guard<std::mutex> lock(mutex);
     EXPECT_EQ(peers, std::vector<int>{1});
+    EXPECT_EQ(std::this_thread::get_id(), thread.load());
     ASSERT_LT(started, peerCalls.size());
     slotOfCall.push_back(slot);
-    received_[slot][1] = peerCalls[started++];
+    std::memcpy(received_[slot].data() + kBlockBytes, &peerCalls[started++], kBlockBytes);
   }
   bool arrived(int slot) override {
     std::lock_guard<std::mutex> lock(mutex);
@@ -60,7 +63,7 @@ class FakeExchange final : public CheckExchange {
     ADD_FAILURE() << "slot " << slot << " polled with no call in it";
     return true;
   }
-  const CallDescriptor* received(int slot) override { return received_[slot].data(); }
+  const uint8_t* received(int slot) override { return received_[slot].data(); }
   void onCheckingThread() override { thread = std::this_thread::get_id(); }
 
   std::mutex mutex;
@@ -72,7 +75,7 @@ class FakeExchange final : public CheckExchange {
 
  private:
   const int slots_;
-  std::vector<std::array<CallDescriptor, 2>> received_;
+  std::vector<std::array<uint8_t, 2 * kBlockBytes>> received_;
 };
 
 struct Failures {
@@ -93,7 +96,7 @@ TEST(DeferredChecks, AgreeingCallsPassInOrderThroughReusedSlots) {
   FakeExchange& fake = *owned;
   for (int i = 0; i < 10; ++i) fake.peerCalls.push_back(descriptor(100 + i));
   Failures failures;
-  DeferredChecks checks(std::move(owned), 0, failures.callback());
+  DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
   std::thread releaser([&] {
     for (size_t i = 1; i <= 10; ++i) {
       std::this_thread::sleep_for(2ms);
@@ -101,7 +104,24 @@ TEST(DeferredChecks, AgreeingCallsPassInOrderThroughReusedSlots) {
     }
   });
   // The fifth call waits for a slot: the first must be judged before its slot is reused.
-  for (int i = 0; i < 10; ++i) checks.queue(descriptor(100 + i), {1}, CollOp::AllGather);
+  // The third is an exchange with an answer: it returns the peer's block, in its turn.
+  for (int i = 0; i < 10; ++i) {
+    if (i != 2) {
+      checks.queue(descriptor(100 + i), {1}, CollOp::AllGather);
+      continue;
+    }
+    const uint64_t mine = 7;
+    const std::vector<uint8_t> both = checks.exchangeNow(&mine, sizeof mine, {1});
+    ASSERT_EQ(both.size(), 2 * sizeof mine);
+    uint64_t got[2];
+    std::memcpy(got, both.data(), sizeof got);
+    EXPECT_EQ(got[0], 7u);
+    const CallDescriptor peer = descriptor(102);  // the peer's third block: its first 8 bytes
+    uint64_t expected = 0;
+    std::memcpy(&expected, &peer, sizeof expected);
+    EXPECT_EQ(got[1], expected);
+    EXPECT_GE(fake.released.load(), 3u);
+  }
   checks.drain();
   releaser.join();
   EXPECT_EQ(checks.failure(), "");
@@ -118,7 +138,7 @@ TEST(DeferredChecks, AMismatchIsReportedOnceAndLaterCallsAreRefused) {
   FakeExchange& fake = *owned;
   fake.peerCalls = {descriptor(100), descriptor(101), descriptor(102)};
   Failures failures;
-  DeferredChecks checks(std::move(owned), 0, failures.callback());
+  DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
   checks.queue(descriptor(100), {1}, CollOp::AllGather);
   checks.queue(descriptor(999), {1}, CollOp::AllGather);  // the peer passed 101
   checks.queue(descriptor(102), {1}, CollOp::AllGather);
@@ -149,7 +169,7 @@ TEST(DeferredChecks, APeerThatRejectedItsArgumentsFailsTheCheck) {
   rejected.rejected = 1;
   fake.peerCalls = {rejected};
   Failures failures;
-  DeferredChecks checks(std::move(owned), 0, failures.callback());
+  DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
   checks.queue(descriptor(100), {1}, CollOp::AllGather);
   fake.released = 1;
   checks.drain();
@@ -163,13 +183,18 @@ TEST(DeferredChecks, ACallerWaitingForASlotIsRefusedOnFailure) {
   FakeExchange& fake = *owned;
   fake.peerCalls = {descriptor(1), descriptor(2)};
   Failures failures;
-  DeferredChecks checks(std::move(owned), 0, failures.callback());
+  DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
   checks.queue(descriptor(5), {1}, CollOp::AllGather);  // disagrees, once it arrives
   std::thread releaser([&] {
     std::this_thread::sleep_for(20ms);
     fake.released = 1;
   });
-  EXPECT_THROW(checks.queue(descriptor(2), {1}, CollOp::AllGather), Error);
+  // One check may wait beside the one under way; the third hand-over waits for room.
+  EXPECT_THROW(
+      {
+        for (int i = 0; i < 3; ++i) checks.queue(descriptor(2), {1}, CollOp::AllGather);
+      },
+      Error);
   releaser.join();
 }
 
@@ -179,7 +204,7 @@ TEST(DeferredChecks, StopsWhileAnExchangeNeverArrives) {
   fake.peerCalls = {descriptor(1)};
   Failures failures;
   {
-    DeferredChecks checks(std::move(owned), 0, failures.callback());
+    DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
     checks.queue(descriptor(1), {1}, CollOp::AllGather);
     while (true) {
       std::lock_guard<std::mutex> lock(fake.mutex);

@@ -235,6 +235,7 @@ TEST(NcclErrors, DeferredMismatchBecomesTheAsyncErrorWithoutAHang) {
     cclzComm_t comm = makeCheckedComm(nullptr);
     DeviceBytes send(2 * 1024 * 1024), recv(2 * 1024 * 1024 * n);
     cclzCodecConfig_t none = CCLZ_CODEC_CONFIG_INITIALIZER;
+    none.codec = cclzCodecNone;
     cclzCodecConfig_t lossless = CCLZ_CODEC_CONFIG_INITIALIZER;
     lossless.codec = cclzCodecLossless;
     const bool compressed = std::string(kind.name) == "codec";
