@@ -98,7 +98,6 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   engine_ = transport_->memory() == MemoryKind::Device
                 ? makeDeviceEngine(settings_.highPriorityMove, frames)
                 : makeHostEngine();
-  engine_->cancelWaitsWhen(&checkFailed_);
   if (settings_.async) {
     // The check engine's frame areas are never used for frames: plain memory.
     checkEngine_ = makeDeviceEngine(settings_.highPriorityMove, nullptr);
@@ -110,6 +109,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
       CCLZ_TRACE("proxy: thread up on device %d (%s)", device, cudaGetErrorString(set));
     });
   }
+  // Only a deferred check can fail while a call waits on work it queued.
+  if (checksOnThread()) engine_->cancelWaitsWhen(&checkFailed_);
 #else
   CCLZ_REQUIRE(transport_->memory() == MemoryKind::Host, cclzInvalidUsage,
                "a device transport needs a build with CUDA");

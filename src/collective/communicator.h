@@ -119,11 +119,12 @@ class Communicator {
   const char* lastError();
 
  private:
+  // On the checking thread: records a deferred check's failure and aborts the transport.
+  void failCheck(const std::string& message);
+
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Engine> checkEngine_;  // with a proxy only
-  // On the checking thread: records a deferred check's failure and aborts the transport.
-  void failCheck(const std::string& message);
   DoneEvents doneEvents_;                // outlives the proxy: its jobs publish here
   std::unique_ptr<DeferredChecks> deferred_;  // uses the engine and the transport
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first

@@ -114,7 +114,8 @@ bool DeferredChecks::startWaiting() {
 
 // The thread starts every exchange handed over while slots are free, then polls the oldest.
 // A check usually arrives within tens of microseconds, so it polls: a yield at first, then
-// sleeps that grow to 1 ms, so that a peer far behind costs no core.
+// pauses that grow to 1 ms (ended early by a hand-over), so that a peer far behind costs no
+// core.
 void DeferredChecks::loop() {
   using namespace std::chrono;
   try {
@@ -144,7 +145,9 @@ void DeferredChecks::loop() {
           std::this_thread::yield();
           pause = microseconds(10);
         } else {
-          std::this_thread::sleep_for(pause);
+          // A hand-over ends the pause: its exchange starts at once.
+          std::unique_lock<std::mutex> lock(mutex_);
+          changed_.wait_for(lock, pause, [&] { return stopping_ || !waiting_.empty(); });
           pause = std::min<microseconds>(pause * 2, milliseconds(1));
         }
         continue;

@@ -13,7 +13,6 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
-#include <chrono>
 #include <set>
 #include <string>
 #include <thread>
@@ -396,13 +395,14 @@ class DeviceEngine final : public Engine {
   }
 
   // cudaEventSynchronize, unless cancelWaitsWhen's flag may end the wait: then the event is
-  // polled (a yield, then sleeps up to 100 us) and the flag read between polls.
+  // polled with a yield between polls (as the runtime's default spin-wait does) and the flag
+  // read each time.
   void waitFor(cudaEvent_t event) {
     if (!cancel_) {
       CCLZ_CUDA_CHECK(cudaEventSynchronize(event));
       return;
     }
-    for (int polls = 0;; ++polls) {
+    for (;;) {
       const cudaError_t state = cudaEventQuery(event);
       if (state != cudaErrorNotReady) {
         CCLZ_CUDA_CHECK(state);
@@ -411,10 +411,7 @@ class DeviceEngine final : public Engine {
       CCLZ_REQUIRE(!cancel_->load(), cclzInvalidUsage,
                    "an earlier call's deferred check found that the ranks disagree: the work "
                    "this call waits for may never finish, so the communicator was aborted");
-      if (polls < 100)
-        std::this_thread::yield();
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::this_thread::yield();
     }
   }
 
