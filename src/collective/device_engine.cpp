@@ -128,6 +128,7 @@ class DeviceEngine final : public Engine {
   // The move stream waits for the other two; finished_ (pollError) is recorded there.
   cclzStream_t endJoined() override {
     closeDecode();
+    timeline_.close();  // before the join, so that the call's end follows the last span's
     CCLZ_CUDA_CHECK(cudaEventRecord(joined_[0], encode_));
     CCLZ_CUDA_CHECK(cudaEventRecord(joined_[2], decode_));
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, joined_[0]));
@@ -362,6 +363,7 @@ class DeviceEngine final : public Engine {
 
   void finish() {
     closeDecode();
+    timeline_.close();  // before the join, so that the call's end follows the last span's
     cudaStream_t streams[3] = {encode_, move_, decode_};
     for (int i = 0; i < 3; ++i) {
       CCLZ_CUDA_CHECK(cudaEventRecord(joined_[i], streams[i]));

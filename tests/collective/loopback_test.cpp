@@ -550,8 +550,9 @@ TEST(CommSettingsTest, DefaultPieceBytes) {
       EXPECT_EQ(piece % MiB, 0u);
       EXPECT_GE(piece, 4 * MiB);
       EXPECT_LE(piece, cap);
-      if (chunk > 16 * MiB && piece < cap)
+      if (chunk > 16 * MiB && piece < cap) {
         EXPECT_EQ(pieceCount(chunk, piece), 4u) << chunk << " bytes, " << ranks << " ranks";
+      }
     }
   }
 }

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "common/error.h"
 #include "common/trace.h"
@@ -219,9 +221,31 @@ std::string NcclTransport::asyncError() {
   return std::string("NCCL: ") + ncclGetErrorString(state);
 }
 
+void NcclTransport::abortOwn() {
+  if (ncclComm_t comm = comm_.exchange(nullptr)) {
+    const char* which = control_ ? "data" : "control";
+    CCLZ_TRACE("nccl %s: ncclCommAbort", which);
+    const ncclResult_t r = ncclCommAbort(comm);
+    CCLZ_TRACE("nccl %s: ncclCommAbort returned %d", which, static_cast<int>(r));
+  }
+}
+
+// Both communicators at once. An abort frees device memory, and that waits for every kernel on
+// the GPU: aborting one communicator while a kernel of the other waits for a peer that will
+// never come hangs (2x H200, NCCL 2.28: the control communicator first hung on the rank whose
+// data kernel waited for a transfer its peer had rejected). With both abort flags raised
+// together, every kernel of this transport ends and both aborts return.
 void NcclTransport::abort() {
-  if (control_) control_->abort();
-  if (ncclComm_t comm = comm_.exchange(nullptr)) ncclCommAbort(comm);
+  if (!control_) return abortOwn();
+  std::thread control;
+  try {
+    control = std::thread([this] { control_->abortOwn(); });
+  } catch (const std::system_error&) {  // no thread to be had: the data one first, then
+    abortOwn();
+    return control_->abortOwn();
+  }
+  abortOwn();
+  control.join();
 }
 
 }  // namespace cclz

@@ -76,7 +76,7 @@ class NcclTransport final : public Transport {
   std::string asyncError() override;
   // ncclCommAbort, also of a wrapped communicator (the only way to stop its operations): the
   // caller must not use or destroy that ncclComm_t afterwards. The control communicator is
-  // aborted too.
+  // aborted too, at the same time (see the definition for why).
   void abort() override;
 
   ncclComm_t comm() const { return comm_; }
@@ -86,6 +86,7 @@ class NcclTransport final : public Transport {
   // The control communicator's transport: owns comm, splits nothing.
   NcclTransport(ncclComm_t comm, ControlTag);
   void query();
+  void abortOwn();  // this transport's communicator only
   void checkPeer(int peer) const;
   void checkReady() const;
   // CCLZ_TRACE: one line per launch (amount in `unit`: bytes or elements).
