@@ -230,11 +230,11 @@ void NcclTransport::abortOwn() {
   }
 }
 
-// Both communicators at once. An abort frees device memory, and that waits for every kernel on
-// the GPU: aborting one communicator while a kernel of the other waits for a peer that will
-// never come hangs (2x H200, NCCL 2.28: the control communicator first hung on the rank whose
-// data kernel waited for a transfer its peer had rejected). With both abort flags raised
-// together, every kernel of this transport ends and both aborts return.
+// Both communicators at once. Aborting one communicator while a kernel of the other waits for a
+// peer that will never come hangs (2x H200, NCCL 2.28: the control communicator, aborted first,
+// hung on the rank whose data kernel waited for a transfer its peer had rejected; most likely
+// the abort's frees wait for that kernel). With both abort flags raised together, every kernel
+// of this transport ends and both aborts return (bench/results/2026-11-23-s11-abort-h200x2).
 void NcclTransport::abort() {
   if (!control_) return abortOwn();
   std::thread control;
