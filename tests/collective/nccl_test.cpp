@@ -220,74 +220,93 @@ cclzResult_t awaitAsyncError(cclzComm_t comm) {
 // Deferred checks (the default past the first call of an op): the call that disagrees returns
 // at once, its check fails on every rank a little later as the communicator's asynchronous
 // error, the transport is aborted so that the transfers the mismatch left waiting end (the
-// stream drains: no hang), and every later call fails. `kind`: "count" (one rank passes one
-// element fewer), "rejected" (one rank passes host memory and fails at once) or "codec" (one
-// rank sends plain data where the others send lossless frames). `lossless`: the calls that agree
-// send lossless frames, whose calls wait on the host for frame sizes that may never come.
-// `laterCalls` agreed calls follow the mismatched one at once, so that the checking threads may
-// have queued their exchanges, and the stream their transfers, when the check fails.
-void expectDeferredMismatch(const std::string& kind, bool lossless, const char* expected,
-                            int laterCalls = 0) {
+// stream drains: no hang), and every later call fails.
+struct DeferredMismatch {
+  std::string op = "allgather";  // or "reducescatter", "allreduce"
+  // "count" (one rank passes one element fewer), "rejected" (one rank passes host memory and
+  // fails at once) or "codec" (one rank sends plain data where the others use `codec`).
+  std::string kind = "count";
+  cclzCodecType_t codec = cclzCodecNone;  // the calls that agree
+  const char* expected = "count differs";
+  int laterCalls = 0;  // agreed calls right after: exchanges and transfers queued at the failure
+};
+
+void expectDeferredMismatch(const DeferredMismatch& m) {
   if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator checks every call now";
   const int n = worldSize(), me = worldRank();
   cclzComm_t comm = makeCheckedComm(nullptr);
   DeviceBytes send(2 * 1024 * 1024), recv(2 * 1024 * 1024 * n);
   cclzCodecConfig_t none = CCLZ_CODEC_CONFIG_INITIALIZER;
   none.codec = cclzCodecNone;
-  cclzCodecConfig_t losslessConfig = CCLZ_CODEC_CONFIG_INITIALIZER;
-  losslessConfig.codec = cclzCodecLossless;
-  const cclzCodecConfig_t* agreed = lossless ? &losslessConfig : &none;
-  const uint64_t count = 1 << 20;
-  ASSERT_EQ(allGather(comm, send.ptr, recv.ptr, count, agreed), cclzSuccess)
-      << cclzGetLastError(comm);
+  cclzCodecConfig_t agreed = CCLZ_CODEC_CONFIG_INITIALIZER;
+  agreed.codec = m.codec;
+  // 2 MiB of bf16 in the send buffer for every op.
+  const uint64_t count = m.op == "reducescatter" ? (1 << 20) / n : 1 << 20;
+  const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
+  auto call = [&](const void* in, uint64_t c, const cclzCodecConfig_t* codec) {
+    if (m.op == "reducescatter")
+      return cclzReduceScatter(in, recv.ptr, c, cclzBfloat16, cclzSum, comm, codec, stream);
+    if (m.op == "allreduce")
+      return cclzAllReduce(in, recv.ptr, c, cclzBfloat16, cclzSum, comm, codec, stream);
+    return cclzAllGather(in, recv.ptr, c, cclzBfloat16, comm, codec, stream);
+  };
+  ASSERT_EQ(call(send.ptr, count, &agreed), cclzSuccess) << cclzGetLastError(comm);
   const bool odd = me == n - 1;
-  std::vector<uint8_t> hostBuffer(2 * count);
+  std::vector<uint8_t> hostBuffer(2 * 1024 * 1024);
   cclzResult_t r = cclzSuccess;
-  if (kind == "count")
-    r = allGather(comm, send.ptr, recv.ptr, odd ? count - 1 : count, agreed);
-  else if (kind == "codec")
-    r = allGather(comm, send.ptr, recv.ptr, count, odd ? &none : agreed);
+  if (m.kind == "count")
+    r = call(send.ptr, odd ? count - 1 : count, &agreed);
+  else if (m.kind == "codec")
+    r = call(send.ptr, count, odd ? &none : &agreed);
   else
-    r = allGather(comm, odd ? static_cast<void*>(hostBuffer.data()) : send.ptr, recv.ptr, count,
-                  agreed);
+    r = call(odd ? static_cast<void*>(hostBuffer.data()) : send.ptr, count, &agreed);
   // A lossless call may itself meet the failure (its wait for frame sizes gives up) and fail;
   // the other calls return before any verdict.
-  const bool rejects = kind == "rejected" && odd;
-  if (!lossless || (kind == "codec" && odd)) {
+  const bool rejects = m.kind == "rejected" && odd;
+  if (m.codec != cclzCodecLossless || (m.kind == "codec" && odd)) {
     EXPECT_EQ(r, rejects ? cclzInvalidArgument : cclzSuccess) << cclzGetLastError(comm);
   }
-  for (int i = 0; i < laterCalls; ++i) {
-    const cclzResult_t later = allGather(comm, send.ptr, recv.ptr, count, agreed);
+  for (int i = 0; i < m.laterCalls; ++i) {
+    const cclzResult_t later = call(send.ptr, count, &agreed);
     EXPECT_TRUE(later == cclzSuccess || later == cclzInvalidUsage)
         << later << ": " << cclzGetLastError(comm);
   }
   EXPECT_EQ(awaitAsyncError(comm), cclzInvalidUsage);
   std::string message = cclzGetLastError(comm);
-  EXPECT_NE(message.find(expected), std::string::npos) << message;
+  EXPECT_NE(message.find(m.expected), std::string::npos) << message;
   cudaStreamSynchronize(comms().stream);  // returns: the aborted transfers have ended
   cudaGetLastError();
-  EXPECT_EQ(allGather(comm, send.ptr, recv.ptr, count, agreed), cclzInvalidUsage);
+  EXPECT_EQ(call(send.ptr, count, &agreed), cclzInvalidUsage);
   message = cclzGetLastError(comm);
   EXPECT_NE(message.find("deferred check"), std::string::npos) << message;
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
 }
 
-TEST(NcclDeferredCheck, CountOnPlainData) { expectDeferredMismatch("count", false, "count differs"); }
+TEST(NcclDeferredCheck, CountOnPlainData) { expectDeferredMismatch({}); }
 TEST(NcclDeferredCheck, CountOnPlainDataThenMoreCalls) {
-  expectDeferredMismatch("count", false, "count differs", 8);
+  expectDeferredMismatch({.laterCalls = 8});
 }
-
 // These three hung in session 10 (ncclCommAbort of the control communicator never returned on
 // the rank whose data kernel waited for a peer); the transport now aborts both communicators
 // at once (NcclTransport::abort).
 TEST(NcclDeferredCheck, CountOnLosslessFrames) {
-  expectDeferredMismatch("count", true, "count differs");
+  expectDeferredMismatch({.codec = cclzCodecLossless});
 }
 TEST(NcclDeferredCheck, RejectedArguments) {
-  expectDeferredMismatch("rejected", false, "rejected its arguments");
+  expectDeferredMismatch({.kind = "rejected", .expected = "rejected its arguments"});
 }
 TEST(NcclDeferredCheck, PlainDataAgainstLosslessFrames) {
-  expectDeferredMismatch("codec", true, "codec differs");
+  expectDeferredMismatch(
+      {.kind = "codec", .codec = cclzCodecLossless, .expected = "codec differs"});
+}
+// The other ops: fp8 frames through the reduce-scatter's all-to-all, and the all-reduce's two
+// phases (qgrad).
+TEST(NcclDeferredCheck, CountOnFp8ReduceScatter) {
+  expectDeferredMismatch({.op = "reducescatter", .codec = cclzCodecFp8, .laterCalls = 2});
+}
+TEST(NcclDeferredCheck, PlainDataAgainstQgradAllReduce) {
+  expectDeferredMismatch(
+      {.op = "allreduce", .kind = "codec", .codec = cclzCodecQgrad, .expected = "codec differs"});
 }
 
 // Adaptive calls on a device communicator of their own (cclzCommConfig_t.adaptive): each kind's
