@@ -260,11 +260,15 @@ void expectDeferredMismatch(const DeferredMismatch& m) {
     r = call(send.ptr, count, odd ? &none : &agreed);
   else
     r = call(odd ? static_cast<void*>(hostBuffer.data()) : send.ptr, count, &agreed);
-  // A lossless call may itself meet the failure (its wait for frame sizes gives up) and fail;
-  // the other calls return before any verdict.
-  const bool rejects = m.kind == "rejected" && odd;
-  if (m.codec != cclzCodecLossless || (m.kind == "codec" && odd)) {
-    EXPECT_EQ(r, rejects ? cclzInvalidArgument : cclzSuccess) << cclzGetLastError(comm);
+  // The rank that rejected its arguments fails at once. Another call may meet the failure
+  // before it returns and then fails with it: a lossless call's wait for frame sizes gives up,
+  // and a call that queues more NCCL work than NCCL's queue holds blocks until the abort (the
+  // tests' small pieces make the qgrad all-reduce queue 768 operations, 2x H200,
+  // bench/results/2026-11-23-s11-abort-h200x2).
+  if (m.kind == "rejected" && odd) {
+    EXPECT_EQ(r, cclzInvalidArgument) << cclzGetLastError(comm);
+  } else {
+    EXPECT_TRUE(r == cclzSuccess || r == cclzInvalidUsage) << r << ": " << cclzGetLastError(comm);
   }
   for (int i = 0; i < m.laterCalls; ++i) {
     const cclzResult_t later = call(send.ptr, count, &agreed);
