@@ -64,6 +64,7 @@ cclzResult_t collective(const char* function, cclzComm_t comm, CollArgs args,
       args.residualCount = feedback->count;
       args.residualMemory = feedback->memory;
       args.step = &feedback->step;  // marks the call as one with feedback, also at count 0
+      args.residualZero = &feedback->residualZero;
     }
     runCollective(c, args);
   });

@@ -11,4 +11,8 @@ struct cclzFeedback {
   cclzMemoryType_t memory = cclzMemoryHost;
   float* residual = nullptr;  // count floats in `memory`; NULL when count is 0
   uint64_t step = 0;          // the step of the next encode
+  // The residual is known to be all zeros: created, reset, or folded into a plain call's data.
+  // A compressed call clears it, and so does cclzFeedbackGetState (the caller may write it). A
+  // plain call (adaptive calls, plan.cpp) skips its fold while it is set.
+  bool residualZero = true;
 };

@@ -95,6 +95,7 @@ cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t stream) {
                                       reinterpret_cast<cudaStream_t>(stream)));
 #endif
     feedback->step = 0;
+    feedback->residualZero = true;
   });
 }
 
@@ -102,7 +103,10 @@ cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, siz
                                   uint64_t* step) {
   return guarded(__func__, [&] {
     checkFeedback(feedback);
-    if (residual) *residual = feedback->residual;
+    if (residual) {
+      *residual = feedback->residual;
+      feedback->residualZero = false;  // the caller may write through it
+    }
     if (count) *count = feedback->count;
     if (step) *step = feedback->step;
   });

@@ -29,6 +29,7 @@ struct CollArgs {
   uint64_t residualCount = 0;
   cclzMemoryType_t residualMemory = cclzMemoryHost;
   uint64_t* step = nullptr;
+  bool* residualZero = nullptr;  // the state's flag: the residual is known to be all zeros
 
   cclzStream_t stream = nullptr;
 };

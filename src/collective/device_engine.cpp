@@ -279,6 +279,11 @@ class DeviceEngine final : public Engine {
     reduce::storeDevice(acc, count, divisor, dtype, dst, current_);
   }
 
+  void addResidual(void* dst, const void* src, float* residual, uint64_t count,
+                   int dtype) override {
+    reduce::addResidualDevice(dst, src, residual, count, dtype, current_);
+  }
+
   void foldError(float* residual, const void* intended, const void* got, uint64_t count,
                  int dtype, float factor) override {
     reduce::foldDevice(residual, intended, got, count, dtype, factor, current_);

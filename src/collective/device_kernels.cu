@@ -34,6 +34,13 @@ __global__ void foldKernel(float* residual, const void* intended, const void* go
     foldElement(residual, i, intended, got, dtype, factor);
 }
 
+__global__ void addResidualKernel(void* dst, const void* src, float* residual, uint64_t count,
+                                  int dtype) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < count;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    addResidualElement(dst, src, residual, i, dtype);
+}
+
 }  // namespace
 
 void storeDevice(const float* acc, uint64_t count, float divisor, int dtype, void* dst,
@@ -55,6 +62,13 @@ void foldDevice(float* residual, const void* intended, const void* got, uint64_t
   if (!count) return;
   foldKernel<<<gridFor(count), kThreads, 0, stream>>>(residual, intended, got, count, dtype,
                                                       factor);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+void addResidualDevice(void* dst, const void* src, float* residual, uint64_t count, int dtype,
+                       cudaStream_t stream) {
+  if (!count) return;
+  addResidualKernel<<<gridFor(count), kThreads, 0, stream>>>(dst, src, residual, count, dtype);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 

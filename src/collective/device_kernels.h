@@ -14,6 +14,8 @@ void storeDevice(const float* acc, uint64_t count, float divisor, int dtype, voi
                  cudaStream_t stream);
 void accumulateDevice(float* acc, const void* src, uint64_t count, int dtype,
                       cudaStream_t stream);
+void addResidualDevice(void* dst, const void* src, float* residual, uint64_t count, int dtype,
+                       cudaStream_t stream);
 void foldDevice(float* residual, const void* intended, const void* got, uint64_t count,
                 int dtype, float factor, cudaStream_t stream);
 

@@ -50,6 +50,7 @@ enum class Area {
   Decoded,
   Residual,
   CodecScratch,
+  Folded,  // a plain reduce-scatter with error feedback: its data plus the residual
   Count
 };
 
@@ -117,6 +118,10 @@ class Engine {
   virtual void zero(float* acc, uint64_t count) = 0;
   // dst[i] = acc[i] / divisor, rounded to dtype (divisor 1 for a sum, the rank count for avg).
   virtual void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) = 0;
+  // dst[i] = src[i] + residual[i], rounded to dtype, and residual[i] = 0: the error feedback
+  // folded into a call that sends plain data (adaptive calls). In place too.
+  virtual void addResidual(void* dst, const void* src, float* residual, uint64_t count,
+                           int dtype) = 0;
   // residual[i] += factor * (intended[i] - got[i]), intended and got of dtype: the all-reduce's
   // second quantization folded into the error feedback of the shard this rank owns.
   virtual void foldError(float* residual, const void* intended, const void* got, uint64_t count,

@@ -102,6 +102,11 @@ class HostEngine final : public Engine {
     for (uint64_t i = 0; i < count; ++i) reduce::storeElement(acc, i, divisor, dtype, dst);
   }
 
+  void addResidual(void* dst, const void* src, float* residual, uint64_t count,
+                   int dtype) override {
+    for (uint64_t i = 0; i < count; ++i) reduce::addResidualElement(dst, src, residual, i, dtype);
+  }
+
   void foldError(float* residual, const void* intended, const void* got, uint64_t count,
                  int dtype, float factor) override {
     for (uint64_t i = 0; i < count; ++i)

@@ -401,6 +401,51 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   }
 }
 
+// Plain data for a call with error feedback (an adaptive call's choice; plan: the codec none).
+// The residual holds what earlier compressed calls dropped from this rank's data: it is added
+// into the data and zeroed, so that nothing is lost, and the call then moves the sum. Its
+// rounding to the dtype drops at most half a unit in the last place of each value, once. While
+// the residual is known to be zero, the call is the network's collective alone.
+void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  CollArgs run = a;
+  run.codec = nullptr;
+  run.residual = nullptr;
+  run.step = nullptr;
+  run.residualZero = nullptr;
+  const uint64_t stride = frameStride(plan);
+  if (*a.residualZero || !plan.sendElems) {
+    runData(comm, run, plan, stride, nullptr);
+    ++*a.step;
+    return;
+  }
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  dataBytes(run, plan, t.size(), t.rank(), e.memory(), stride, bytes);
+  // The all-reduce adds into its output (a buffer of the send's size), the reduce-scatter into
+  // an area of the engine; either is then the call's send buffer.
+  if (a.op == CollOp::ReduceScatter)
+    bytes[static_cast<int>(Area::Folded)] = plan.sendElems * plan.elemBytes;
+  e.reserve(bytes);
+  e.begin(a.stream);
+  try {
+    e.stage(Stage::Move, kNoSlot);
+    void* folded = a.op == CollOp::AllReduce ? a.recv : e.area(Area::Folded);
+    e.addResidual(folded, a.send, a.residual, plan.sendElems, a.dtype);
+    run.send = folded;
+    if (!runNative(t, run, plan, e.moveStream())) {
+      e.join();  // the pipeline's stages start after the sum
+      runPlan(comm, run, plan, stride);
+    }
+    e.end();
+  } catch (...) {
+    e.abandon();
+    throw;
+  }
+  *a.residualZero = true;
+  ++*a.step;
+}
+
 #ifdef CCLZ_HAVE_CUDA
 // With asyncCalls a call's work is queued later, by the proxy thread, after an event recorded on
 // the caller's stream: a graph captured from that stream would hold the event and nothing else.
@@ -477,6 +522,8 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
   if (a.step) {
     call->step = *a.step;
     call->args.step = &call->step;
+    *a.residualZero = false;  // compressed: the residual takes what the codec drops
+    call->args.residualZero = nullptr;
   }
   CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&call->start, cudaEventDisableTiming));
   try {
@@ -502,10 +549,10 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
 }
 #endif  // CCLZ_HAVE_CUDA
 
-// Whether the tuner chooses this call's path: a compressed call without error feedback (its
-// residual means what the codec dropped) that moves data, on an adaptive communicator.
+// Whether the tuner chooses this call's path: a compressed call that moves data, on an adaptive
+// communicator. With error feedback too: plain data takes the residual along (runPlainFeedback).
 bool adaptable(Communicator& comm, const CollArgs& a, const Plan& plan) {
-  return comm.tuner() && plan.use.config.codec != cclzCodecNone && !a.step && a.count > 0;
+  return comm.tuner() && plan.use.config.codec != cclzCodecNone && a.count > 0;
 }
 
 TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
@@ -516,6 +563,7 @@ TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
   k.peer = a.op == CollOp::Send || a.op == CollOp::Recv ? a.peer : -1;
   k.configHash = configHash(plan.use.config);
   k.sizeClass = Tuner::sizeClass(a.count * plan.elemBytes);
+  k.feedback = a.step != nullptr;  // its plain trials add the residual in: timed apart
   return k;
 }
 
@@ -559,6 +607,7 @@ void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key) {
 void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   if (!adaptable(comm, a, plan)) {
     comm.setLastPath(Path::Compressed, true);
+    if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
     CCLZ_TRACE("%s: data part on the caller's thread", collOpName(a.op));
     runData(comm, a, plan, frameStride(plan), nullptr);
     CCLZ_TRACE("%s: data part queued", collOpName(a.op));
@@ -591,7 +640,12 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   }
   CCLZ_TRACE("%s: data part on the caller's thread, %s%s", collOpName(a.op),
              call.path == Path::Plain ? "plain" : "compressed", call.timed ? ", timed" : "");
-  runData(comm, run, runPlan, frameStride(runPlan), nullptr);
+  if (call.path == Path::Plain && a.step) {
+    runPlainFeedback(comm, a, runPlan);
+  } else {
+    if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
+    runData(comm, run, runPlan, frameStride(runPlan), nullptr);
+  }
   if (watch) {
     watch->stop(a.stream);
     tuner.record(key, call.path, std::move(watch));

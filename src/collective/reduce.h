@@ -30,6 +30,20 @@ CCLZ_HD void accumulateElement(float* acc, uint64_t i, const void* src, int dtyp
   acc[i] = accumulateRn(acc[i], loadAsFloat(src, dtype, i));
 }
 
+// dst[i] = element i of src + residual[i], rounded to dtype; residual[i] = 0. In place (dst ==
+// src) too: element i is read before it is written.
+CCLZ_HD void addResidualElement(void* dst, const void* src, float* residual, uint64_t i,
+                                int dtype) {
+  const float v = addRn(loadAsFloat(src, dtype, i), residual[i]);
+  residual[i] = 0.0f;
+  if (dtype == cclzBfloat16)
+    static_cast<uint16_t*>(dst)[i] = floatToBf16(v);
+  else if (dtype == cclzFloat16)
+    static_cast<uint16_t*>(dst)[i] = floatToHalf(v);
+  else
+    static_cast<float*>(dst)[i] = v;
+}
+
 // residual[i] += factor * (intended[i] - got[i]).
 CCLZ_HD void foldElement(float* residual, uint64_t i, const void* intended, const void* got,
                          int dtype, float factor) {

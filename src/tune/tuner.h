@@ -32,6 +32,7 @@ struct TuneKey {
   int32_t peer = -1;   // send, recv: the other rank (each pair has its own schedule)
   uint64_t configHash = 0;
   uint32_t sizeClass = 0;  // bit width of the call's bytes per rank: one octave per class
+  bool feedback = false;   // a call with error feedback
   auto operator<=>(const TuneKey&) const = default;
 };
 

@@ -53,7 +53,9 @@ std::vector<std::vector<Seen>> runRepeated(const CollCase& c, int n, int calls,
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < calls; ++i) {
       EXPECT_EQ(wrong[r][i], "") << "rank " << r << " call " << i;
-      if (c.op == Coll::AllReduce) EXPECT_EQ(outs[r][i], outs[0][i]) << "rank " << r << " call " << i;
+      if (c.op == Coll::AllReduce) {
+        EXPECT_EQ(outs[r][i], outs[0][i]) << "rank " << r << " call " << i;
+      }
     }
   return seen;
 }
@@ -164,36 +166,102 @@ TEST(LoopbackAdaptive, OffRunsEveryCallThroughTheCodec) {
     }
 }
 
-TEST(LoopbackAdaptive, TheNoneCodecAndFeedbackCallsAreNotTried) {
+TEST(LoopbackAdaptive, TheNoneCodecIsNotTried) {
   const CollCase none{Coll::AllGather, cclzFloat32, codecNamed("none"), 2000, cclzSum};
   for (const auto& rank : runRepeated(none, 2, kTrialCalls + 1))
     for (const Seen& s : rank) EXPECT_EQ(s.decided, 1);
+}
 
-  // Error feedback: the residual holds what the codec dropped, so these calls always compress.
-  const uint64_t count = 4096;
+// One rank's view of one call with error feedback.
+struct FeedbackCall {
+  cclzPath_t path = cclzPathCompressed;
+  std::vector<float> before, after, out;  // the residual before and after; the output
+};
+
+// Calls with error feedback (qgrad int4, fp32) on adaptive loopback ranks: their trials take
+// both paths. A plain call adds the residual into the data and zeroes it, so its output is the
+// exact sum of every rank's data plus residual. A compressed call keeps what it drops in the
+// residual: output plus the residuals after equals data plus the residuals before, to fp32
+// rounding. Either way nothing is lost.
+void expectFeedbackKeptOnBothPaths(Coll op) {
+  constexpr int n = 2;
+  const uint64_t recvCount = 4096;
+  const uint64_t sendCount = op == Coll::ReduceScatter ? recvCount * n : recvCount;
+  const uint64_t outCount = op == Coll::ReduceScatter ? recvCount : sendCount;
+  const int calls = kTrialCalls + 3;
+  std::vector<std::vector<float>> in(n, std::vector<float>(sendCount));
+  for (int r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < sendCount; ++i)
+      in[r][i] = static_cast<float>(static_cast<int>((i * 37 + r * 11) % 101) - 50) / 64.0f;
+  std::vector<std::vector<FeedbackCall>> seen(n, std::vector<FeedbackCall>(calls));
   onRanks(
-      2,
-      [&](cclzComm_t comm, int) {
+      n,
+      [&](cclzComm_t comm, int r) {
         cclzFeedback_t fb = nullptr;
-        ASSERT_EQ(cclzFeedbackCreate(&fb, count, cclzMemoryHost), cclzSuccess);
-        std::vector<float> in(count, 0.25f), out(count);
+        ASSERT_EQ(cclzFeedbackCreate(&fb, sendCount, cclzMemoryHost), cclzSuccess);
+        float* residual = nullptr;  // read through, not asked for again: asking marks it written
+        ASSERT_EQ(cclzFeedbackGetState(fb, &residual, nullptr, nullptr), cclzSuccess);
         cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
         config.codec = cclzCodecQgrad;
         config.bits = 4;
-        for (int i = 0; i < kTrialCalls + 2; ++i) {
-          ASSERT_EQ(cclzAllReduceFeedback(in.data(), out.data(), count, cclzFloat32, cclzSum, comm,
-                                          &config, fb, nullptr),
-                    cclzSuccess)
-              << cclzGetLastError(comm);
-          cclzPath_t path = cclzPathPlain;
+        for (int i = 0; i < calls; ++i) {
+          FeedbackCall& c = seen[r][i];
+          c.before.assign(residual, residual + sendCount);
+          c.out.assign(outCount, -1.0f);
+          const cclzResult_t result =
+              op == Coll::ReduceScatter
+                  ? cclzReduceScatterFeedback(in[r].data(), c.out.data(), recvCount, cclzFloat32,
+                                              cclzSum, comm, &config, fb, nullptr)
+                  : cclzAllReduceFeedback(in[r].data(), c.out.data(), sendCount, cclzFloat32,
+                                          cclzSum, comm, &config, fb, nullptr);
+          ASSERT_EQ(result, cclzSuccess) << cclzGetLastError(comm);
+          c.after.assign(residual, residual + sendCount);
           int decided = 0;
-          cclzCommGetLastPath(comm, &path, &decided);
-          EXPECT_EQ(path, cclzPathCompressed) << "call " << i;
-          EXPECT_EQ(decided, 1) << "call " << i;
+          ASSERT_EQ(cclzCommGetLastPath(comm, &c.path, &decided), cclzSuccess);
         }
+        uint64_t step = 0;
+        ASSERT_EQ(cclzFeedbackGetState(fb, nullptr, nullptr, &step), cclzSuccess);
+        EXPECT_EQ(step, static_cast<uint64_t>(calls));  // every call advances the step
         cclzFeedbackDestroy(fb);
       },
       std::chrono::seconds(60), nullptr, adaptiveSettings());
+  int plain = 0, compressed = 0;
+  for (int i = 0; i < calls; ++i) {
+    const cclzPath_t path = seen[0][i].path;
+    (path == cclzPathPlain ? plain : compressed)++;
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(seen[r][i].path, path) << "call " << i;
+      if (path == cclzPathPlain) {
+        EXPECT_EQ(seen[r][i].after, std::vector<float>(sendCount, 0.0f)) << "call " << i;
+      }
+    }
+    for (int r = 0; r < n; ++r)
+      for (uint64_t k = 0; k < outCount; ++k) {
+        const uint64_t at = (op == Coll::ReduceScatter ? r * recvCount : 0) + k;
+        float sent = 0, kept = 0;  // data plus residual before, over the ranks; residual after
+        for (int q = 0; q < n; ++q) {
+          sent += in[q][at] + seen[q][i].before[at];
+          kept += seen[q][i].after[at];
+        }
+        const float got = seen[r][i].out[k];
+        if (path == cclzPathPlain) {
+          ASSERT_EQ(got, (in[0][at] + seen[0][i].before[at]) + (in[1][at] + seen[1][i].before[at]))
+              << "call " << i << " rank " << r << " element " << k;
+        } else {
+          ASSERT_NEAR(got + kept, sent, 1e-5f)
+              << "call " << i << " rank " << r << " element " << k;
+        }
+      }
+  }
+  EXPECT_GT(plain, 0);
+  EXPECT_GT(compressed, 0);
+}
+
+TEST(LoopbackAdaptive, FeedbackAllReducesKeepTheResidualOnBothPaths) {
+  expectFeedbackKeptOnBothPaths(Coll::AllReduce);
+}
+TEST(LoopbackAdaptive, FeedbackReduceScattersKeepTheResidualOnBothPaths) {
+  expectFeedbackKeptOnBothPaths(Coll::ReduceScatter);
 }
 
 TEST(CommSettingsTest, AdaptiveFromTheEnvironmentAndTheConfig) {

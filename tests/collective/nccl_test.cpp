@@ -355,6 +355,82 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
 }
 
+// Calls with error feedback (qgrad int4, fp32, device state) on an adaptive communicator: the
+// trials take both paths. A plain call adds the residual into the data and zeroes it; a
+// compressed one keeps what it drops there. Either way the output plus every rank's residual
+// after equals every rank's data plus residual before (to fp32 rounding in NCCL's order).
+TEST(NcclAdaptive, FeedbackCallsKeepTheResidualOnBothPaths) {
+  if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator runs every call compressed";
+  const int n = worldSize(), me = worldRank();
+  cclzUniqueId id{};
+  if (me == 0) {
+    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
+  commConfig.adaptive = 1;
+  cclzComm_t comm = nullptr;
+  ASSERT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &commConfig), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
+  cclzCodecConfig_t codec = CCLZ_CODEC_CONFIG_INITIALIZER;
+  codec.codec = cclzCodecQgrad;
+  codec.bits = 4;
+  const int calls = 6 + 3;  // 2 * Tuner::kTrialPairs, then settled
+  for (const bool scatter : {false, true}) {
+    SCOPED_TRACE(scatter ? "reduce-scatter" : "all-reduce");
+    const uint64_t recvCount = 1 << 16, sendCount = scatter ? recvCount * n : recvCount;
+    const uint64_t outCount = scatter ? recvCount : sendCount;
+    std::vector<float> in(sendCount);
+    for (uint64_t i = 0; i < sendCount; ++i)
+      in[i] = static_cast<float>(static_cast<int>((i * 37 + me * 11) % 101) - 50) / 64.0f;
+    cclzFeedback_t fb = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fb, sendCount, cclzMemoryDevice), cclzSuccess);
+    float* residual = nullptr;  // read through, not asked for again: asking marks it written
+    ASSERT_EQ(cclzFeedbackGetState(fb, &residual, nullptr, nullptr), cclzSuccess);
+    DeviceBytes send(sendCount * 4, reinterpret_cast<const uint8_t*>(in.data()));
+    DeviceBytes recv(outCount * 4);
+    int plain = 0, compressed = 0;
+    for (int i = 0; i < calls; ++i) {
+      std::vector<float> before(sendCount), after(sendCount), out(outCount);
+      ASSERT_EQ(cudaMemcpy(before.data(), residual, sendCount * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      const cclzResult_t r =
+          scatter ? cclzReduceScatterFeedback(send.ptr, recv.ptr, recvCount, cclzFloat32, cclzSum,
+                                              comm, &codec, fb, stream)
+                  : cclzAllReduceFeedback(send.ptr, recv.ptr, sendCount, cclzFloat32, cclzSum,
+                                          comm, &codec, fb, stream);
+      ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+      cclzPath_t path = cclzPathCompressed;
+      int decided = -1;
+      ASSERT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(after.data(), residual, sendCount * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(out.data(), recv.ptr, outCount * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      (path == cclzPathPlain ? plain : compressed)++;
+      if (path == cclzPathPlain) {
+        EXPECT_EQ(after, std::vector<float>(sendCount, 0.0f)) << "call " << i;
+      }
+      std::vector<float> sent(sendCount), kept(sendCount);
+      for (uint64_t k = 0; k < sendCount; ++k) sent[k] = in[k] + before[k];
+      MPI_Allreduce(MPI_IN_PLACE, sent.data(), static_cast<int>(sendCount), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      MPI_Allreduce(after.data(), kept.data(), static_cast<int>(sendCount), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      const uint64_t first = scatter ? me * recvCount : 0;
+      for (uint64_t k = 0; k < outCount; ++k)
+        ASSERT_NEAR(out[k] + kept[first + k], sent[first + k], 1e-4f)
+            << "call " << i << ", element " << k << ", path " << path;
+    }
+    EXPECT_GT(plain, 0);
+    EXPECT_GT(compressed, 0);
+    cclzFeedbackDestroy(fb);
+  }
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
+}
+
 // CCLZ_TIMELINE=1 (collective/timeline.h) on a communicator of its own: an fp8 all-gather of
 // several pieces prints one line per stage and slot, each span inside the call, encode, move and
 // decode all present, and the call's end line last.
