@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   int feedback = 1;
   app.add_option("--feedback", feedback,
-                 "qgrad: 1 times the error-feedback encode (cclzEncodeFeedback), 0 the plain one")
+                 "qgrad: 1 uses error feedback (codec: cclzEncodeFeedback; all-reduce and "
+                 "reduce-scatter: the *Feedback calls, one state per size), 0 does not")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
   app.add_option("--fp8-format", opt.fp8Format, "fp8: grid of the codes")

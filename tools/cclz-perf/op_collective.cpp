@@ -325,15 +325,35 @@ std::pair<double, double> timeBatches(const Options& opt, Buffers& b, const Cont
   return {median(cclzUs), median(baseUs)};
 }
 
+// The error-feedback state of a row's calls (qgrad with --feedback 1), or none.
+struct RowFeedback {
+  cclzFeedback_t state = nullptr;
+  RowFeedback(bool wanted, uint64_t count, bool gpu) {
+    if (wanted)
+      PERF_CCLZ_CHECK(
+          cclzFeedbackCreate(&state, count, gpu ? cclzMemoryDevice : cclzMemoryHost));
+  }
+  ~RowFeedback() { cclzFeedbackDestroy(state); }
+  RowFeedback(const RowFeedback&) = delete;
+  RowFeedback& operator=(const RowFeedback&) = delete;
+};
+
 cclzResult_t callCclz(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
-                      const cclzCodecConfig_t* config, const Buffers& b) {
+                      const cclzCodecConfig_t* config, const Buffers& b,
+                      cclzFeedback_t feedback) {
   auto stream = static_cast<cclzStream_t>(b.stream);
   switch (s.kind) {
     case Kind::AllGather:
       return cclzAllGather(b.send, b.recv, s.count, dtype, comm, config, stream);
     case Kind::ReduceScatter:
+      if (feedback)
+        return cclzReduceScatterFeedback(b.send, b.recv, s.count, dtype, op, comm, config,
+                                         feedback, stream);
       return cclzReduceScatter(b.send, b.recv, s.count, dtype, op, comm, config, stream);
     case Kind::AllReduce:
+      if (feedback)
+        return cclzAllReduceFeedback(b.send, b.recv, s.count, dtype, op, comm, config, feedback,
+                                     stream);
       return cclzAllReduce(b.send, b.recv, s.count, dtype, op, comm, config, stream);
     case Kind::AllToAll:
       return cclzAllToAll(b.send, b.recv, s.count, dtype, comm, config, stream);
@@ -449,6 +469,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     const bool reduces = kind == Kind::ReduceScatter || kind == Kind::AllReduce;
     const cclzCodecConfig_t config = codecConfig(opt);
     const bool lossy = opt.lossy();
+    const bool withFeedback = opt.codec == "qgrad" && opt.feedback && reduces;
     // The codec none over NCCL reduces with NCCL itself (plain data needs no pipeline): its sums,
     // like the baseline's, round in the dtype at every step and are checked within that.
     const double tolerance = reduces ? coll::networkTolerance(opt.dtype, ranks) : 0;
@@ -456,7 +477,9 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     if (rank == 0) {
       fmt::print("# cclz-perf: op {}, {} ranks, device {}, dtype {}, codec {}{}, piece {}\n",
                  opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,
-                 opt.codec == "qgrad" ? fmt::format(" (int{})", opt.bits ? opt.bits : 4) : "",
+                 opt.codec == "qgrad" ? fmt::format(" (int{}{})", opt.bits ? opt.bits : 4,
+                                                    withFeedback ? ", error feedback" : "")
+                                      : "",
                  opt.pieceBytes ? fmt::format("{} B", opt.pieceBytes)
                                 : std::string("per call (cclzCommGetPieceBytes)"));
       const std::string timing =
@@ -497,12 +520,14 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       coll::Reference ref;
       if (opt.check) ref = coll::makeReference(s, opt.dtype, redOp, input);
       Buffers b = makeBuffers(s, std::move(input), gpu, stream);
+      const RowFeedback feedback(withFeedback, s.sendElems, gpu);
       const bool checkHere = opt.check && (s.kind != Kind::SendRecv || s.peer >= 0);
       row.checked = opt.check;
 
       const Contender cclz{
           [&] {
-            PERF_CCLZ_CHECK_COMM(callCclz(s, opt.dtype, redOp, comm, &config, b), comm);
+            PERF_CCLZ_CHECK_COMM(
+                callCclz(s, opt.dtype, redOp, comm, &config, b, feedback.state), comm);
           },
           [&] {
             if (!checkHere) return;
@@ -587,6 +612,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                                            : nlohmann::json()},
                        {"check", r.checked},
                        {"path", r.path},
+                       {"feedback", withFeedback},
                        {"adaptive", opt.adaptive == 1   ? "on"
                                     : opt.adaptive == 0 ? "off"
                                                         : "default"},
