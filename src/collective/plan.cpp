@@ -405,36 +405,56 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
 // The residual holds what earlier compressed calls dropped from this rank's data: it is added
 // into the data and zeroed, so that nothing is lost, and the call then moves the sum. Its
 // rounding to the dtype drops at most half a unit in the last place of each value, once. While
-// the residual is known to be zero, the call is the network's collective alone.
-void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan) {
+// the residual is known to be zero there is nothing to add.
+//
+// addResidualForPlain queues the addition and returns the buffer to send: the all-reduce adds
+// into its output buffer and reduces in place; the reduce-scatter into an engine area, which
+// only the engine's streams touch (so that calls on other streams cannot overwrite it early).
+// It runs before a plain trial's timing starts: once a kind is settled on plain data the
+// residual stays zero, so what the trials compare is the call without it.
+const void* addResidualForPlain(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  if (*a.residualZero || !plan.sendElems) return a.send;
+  Engine& e = comm.engine();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  if (a.op == CollOp::ReduceScatter)
+    bytes[static_cast<int>(Area::Folded)] = plan.sendElems * plan.elemBytes;
+  e.reserve(bytes);
+  void* folded = a.op == CollOp::AllReduce ? a.recv : e.area(Area::Folded);
+  e.begin(a.stream);
+  try {
+    e.stage(Stage::Move, kNoSlot);
+    e.addResidual(folded, a.send, a.residual, plan.sendElems, a.dtype);
+    e.end();
+  } catch (...) {
+    e.abandon();
+    throw;
+  }
+  *a.residualZero = true;
+  return folded;
+}
+
+// The plain call itself, from `send` (addResidualForPlain's buffer). From an engine area it
+// runs on the engine's streams; otherwise as any plain call.
+void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan, const void* send) {
   CollArgs run = a;
   run.codec = nullptr;
   run.residual = nullptr;
   run.step = nullptr;
   run.residualZero = nullptr;
+  run.send = send;
   const uint64_t stride = frameStride(plan);
-  if (*a.residualZero || !plan.sendElems) {
-    runData(comm, run, plan, stride, nullptr);
-    ++*a.step;
-    return;
-  }
-  Transport& t = comm.transport();
+  ++*a.step;
   Engine& e = comm.engine();
+  if (send == a.send || send == a.recv) return runData(comm, run, plan, stride, nullptr);
+  Transport& t = comm.transport();
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(run, plan, t.size(), t.rank(), e.memory(), stride, bytes);
-  // The all-reduce adds into its output (a buffer of the send's size), the reduce-scatter into
-  // an area of the engine; either is then the call's send buffer.
-  if (a.op == CollOp::ReduceScatter)
-    bytes[static_cast<int>(Area::Folded)] = plan.sendElems * plan.elemBytes;
   e.reserve(bytes);
   e.begin(a.stream);
   try {
     e.stage(Stage::Move, kNoSlot);
-    void* folded = a.op == CollOp::AllReduce ? a.recv : e.area(Area::Folded);
-    e.addResidual(folded, a.send, a.residual, plan.sendElems, a.dtype);
-    run.send = folded;
     if (!runNative(t, run, plan, e.moveStream())) {
-      e.join();  // the pipeline's stages start after the sum
+      e.join();  // the pipeline's stages start after the addition
       runPlan(comm, run, plan, stride);
     }
     e.end();
@@ -442,8 +462,6 @@ void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan) {
     e.abandon();
     throw;
   }
-  *a.residualZero = true;
-  ++*a.step;
 }
 
 #ifdef CCLZ_HAVE_CUDA
@@ -633,6 +651,8 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
     runPlan.use.config = noneConfig();
     runPlan.use.codec = &codecFor(cclzCodecNone);
   }
+  const bool plainFeedback = call.path == Path::Plain && a.step;
+  const void* send = plainFeedback ? addResidualForPlain(comm, a, runPlan) : a.send;
   std::unique_ptr<Stopwatch> watch;
   if (call.timed) {
     watch = makeStopwatch(comm.transport().memory());
@@ -640,8 +660,8 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   }
   CCLZ_TRACE("%s: data part on the caller's thread, %s%s", collOpName(a.op),
              call.path == Path::Plain ? "plain" : "compressed", call.timed ? ", timed" : "");
-  if (call.path == Path::Plain && a.step) {
-    runPlainFeedback(comm, a, runPlan);
+  if (plainFeedback) {
+    runPlainFeedback(comm, a, runPlan, send);
   } else {
     if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
     runData(comm, run, runPlan, frameStride(runPlan), nullptr);
