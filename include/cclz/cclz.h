@@ -290,7 +290,9 @@ cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t stream);
 
 /* The state, for checkpoints and inspection: *residual (may be NULL) receives the residual's
  * address (count floats in the state's memory, 16-byte aligned; the caller may read or overwrite it
- * between encodes), *count and *step (may be NULL) the element count and the next encode's step. */
+ * between encodes), *count and *step (may be NULL) the element count and the next encode's step.
+ * Asking for the residual's address makes the next plain adaptive call add the residual in even
+ * if cclz knew it to be zero (the caller may have written it). */
 cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, size_t* count,
                                   uint64_t* step);
 
@@ -366,8 +368,9 @@ typedef struct {
    * plain data, timed, and the ranks agree on the faster, the codec only where it wins by more
    * than 3%; later calls of that kind take it. Results are then those of plain NCCL/MPI (exact)
    * on the calls that run plain. The trials cost one host synchronization per kind, at its 7th
-   * call. Calls with error feedback, calls being captured into a CUDA graph before their kind is
-   * settled, and every call of an asyncCalls communicator run compressed.
+   * call. A call with error feedback that runs plain adds the residual into its data first and
+   * zeroes it. Calls being captured into a CUDA graph before their kind is settled, and every
+   * call of an asyncCalls communicator, run compressed.
    * 0: every call runs through its codec. CCLZ_ADAPTIVE_DEFAULT (the initializer's): the
    * environment's CCLZ_ADAPTIVE (0 or 1) if set, else 1. */
   int adaptive;
