@@ -581,7 +581,7 @@ TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
   k.peer = a.op == CollOp::Send || a.op == CollOp::Recv ? a.peer : -1;
   k.configHash = configHash(plan.use.config);
   k.sizeClass = Tuner::sizeClass(a.count * plan.elemBytes);
-  k.feedback = a.step != nullptr;  // its plain trials add the residual in: timed apart
+  k.feedback = a.step != nullptr;  // a kind of its own: its plain calls may add the residual
   return k;
 }
 
