@@ -80,8 +80,8 @@ class DeferredChecks {
   struct Pending {
     std::vector<uint8_t> mine;  // kBlockBytes
     std::vector<int> peers;
-    CollOp op;
-    uint64_t number;                 // 1, 2, ...: the order of the exchanges
+    CollOp op = CollOp::AllGather;
+    uint64_t number = 0;             // 1, 2, ...: the order of the exchanges
     std::shared_ptr<Answer> answer;  // exchangeNow's; NULL for a deferred check
     int slot = -1;                   // once started
   };
