@@ -313,22 +313,30 @@ TEST(NcclDeferredCheck, PlainDataAgainstQgradAllReduce) {
       {.op = "allreduce", .kind = "codec", .codec = cclzCodecQgrad, .expected = "codec differs"});
 }
 
+// An adaptive device communicator of the test's own (NULL, with a failure, if it cannot be made).
+cclzComm_t makeAdaptiveComm() {
+  const int n = worldSize(), me = worldRank();
+  cclzUniqueId id{};
+  if (me == 0) {
+    EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.adaptive = 1;
+  cclzComm_t comm = nullptr;
+  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  return comm;
+}
+
 // Adaptive calls on a device communicator of their own (cclzCommConfig_t.adaptive): each kind's
 // first calls alternate the codec and plain data, every output is right on either path, every
 // rank reports the same path for each call, and the kinds are settled after their trials.
 TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator runs every call compressed";
   const int n = worldSize(), me = worldRank();
-  cclzUniqueId id{};
-  if (me == 0) {
-    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-  }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
-  config.adaptive = 1;
-  cclzComm_t comm = nullptr;
-  ASSERT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
-      << cclzGetLastError(nullptr);
+  cclzComm_t comm = makeAdaptiveComm();
+  ASSERT_NE(comm, nullptr);
   const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
   const int trials = 6, calls = trials + 2;  // 2 * Tuner::kTrialPairs
   for (const CollCase& c : adaptiveCases()) {
@@ -362,16 +370,8 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
 TEST(NcclAdaptive, FeedbackCallsKeepTheResidualOnBothPaths) {
   if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator runs every call compressed";
   const int n = worldSize(), me = worldRank();
-  cclzUniqueId id{};
-  if (me == 0) {
-    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-  }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
-  commConfig.adaptive = 1;
-  cclzComm_t comm = nullptr;
-  ASSERT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &commConfig), cclzSuccess)
-      << cclzGetLastError(nullptr);
+  cclzComm_t comm = makeAdaptiveComm();
+  ASSERT_NE(comm, nullptr);
   const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
   cclzCodecConfig_t codec = CCLZ_CODEC_CONFIG_INITIALIZER;
   codec.codec = cclzCodecQgrad;
