@@ -444,8 +444,8 @@ void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan, c
   run.send = send;
   const uint64_t stride = frameStride(plan);
   ++*a.step;
-  Engine& e = comm.engine();
   if (send == a.send || send == a.recv) return runData(comm, run, plan, stride, nullptr);
+  Engine& e = comm.engine();
   Transport& t = comm.transport();
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(run, plan, t.size(), t.rank(), e.memory(), stride, bytes);
