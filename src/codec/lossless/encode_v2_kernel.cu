@@ -542,7 +542,12 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
       encodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
     }
   } else {
-    encodeKernel<D, false><<<blocks, kThreads, 0, stream>>>(args);
+    // As many blocks as are resident at once; the warps loop over the chunks. Against one chunk
+    // per warp: bf16 256 MiB 1255 -> 1325-1354 GB/s, the same from 4 to 64 MiB and for fp32
+    // (bench/results/2026-11-23-s12-lossless-grid-h200). The decoder measured the other way.
+    const unsigned resident = std::min<unsigned>(
+        blocks, static_cast<unsigned>(multiprocessorCount()) * kEncodeBlocksPerSM);
+    encodeKernel<D, false><<<resident, kThreads, 0, stream>>>(args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
