@@ -343,7 +343,9 @@ typedef struct {
 
 /* Reductions. The numbering is NCCL's (ncclSum = 0, ncclAvg = 4). Sums are computed in fp32 over
  * the decoded contributions, in rank order (so every rank of an all-reduce gets the same bits);
- * avg divides that sum by the rank count before rounding to the dtype. */
+ * avg divides that sum by the rank count before rounding to the dtype. The codec none (and an
+ * adaptive call that runs plain data) reduces with the network's own collective instead
+ * (ncclAllReduce, MPI_Allreduce, ...), which rounds to the dtype at every step in its own order. */
 typedef enum CCLZ_ENUM_INT { cclzSum = 0, cclzAvg = 4 } cclzRedOp_t;
 
 /* How a communicator behaves, chosen in code when it is created (the *Config creators below),

@@ -238,8 +238,8 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
 
 // The codec none over a transport with collectives of its own: plain data gains nothing from the
 // pipeline, and the network's tuned algorithm is what the caller would get without cclz. False
-// where the transport has no such collective for the call (MPI's reductions of 16-bit floats,
-// messages above its int counts): the pipeline runs instead.
+// where the transport has no such collective for the call (MPI: messages above its int counts,
+// overlapping buffers it cannot take): the pipeline runs instead.
 // Queued on `stream`: the caller's own, or the engine's move stream for a proxy's job.
 bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t stream) {
   const int n = t.size();

@@ -61,11 +61,12 @@ inline int ringPrev(int r, int n) { return (r + n - 1) % n; }
 // what is wrong (first bad element, values). *nmse receives the normalized mean squared error
 // against the float64 reference where the op computes values (NAN otherwise).
 // networkRounding: the reduction of plain data was the network's own (the codec none over NCCL
-// runs ncclReduceScatter/ncclAllReduce), which rounds to the dtype after every step in an order
-// of its choosing: its sums are checked within 2(n + 1) roundings instead of byte for byte.
+// runs ncclReduceScatter/ncclAllReduce, over MPI MPI_Reduce_scatter_block/MPI_Allreduce), which
+// rounds to the dtype after every step in an order of its choosing: its sums are checked within
+// 2(n + 1) roundings instead of byte for byte.
 std::string checkOutput(const CollCase& c, int n, int me, const std::vector<uint8_t>& out,
                         double* nmse = nullptr, bool networkRounding = false);
-// Whether a device (NCCL) communicator runs case c through the network's own reduction.
+// Whether an NCCL or MPI communicator runs case c through the network's own reduction.
 inline bool networkReduces(const CollCase& c) {
   return c.codec.codec == cclzCodecNone &&
          (c.op == Coll::ReduceScatter || c.op == Coll::AllReduce);

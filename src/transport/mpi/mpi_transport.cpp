@@ -6,7 +6,10 @@
 #include <climits>
 #include <string>
 
+#include "common/dtype.h"
 #include "common/error.h"
+#include "common/float_bits.h"
+#include "common/float_rn.h"
 
 namespace cclz {
 namespace {
@@ -26,6 +29,38 @@ std::string mpiText(int code) {
     if (rc_ != MPI_SUCCESS) CCLZ_FAIL(cclzSystemError, #call " failed: " + mpiText(rc_)); \
   } while (0)
 
+// MPI's user-defined sums of 16-bit floats: inout[i] = in[i] + inout[i] in fp32, rounded to the
+// dtype to nearest even (NaN stays NaN). Commutative, as the float addition is.
+template <int Dtype>
+void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float s = addRn(loadAsFloat(a, Dtype, i), loadAsFloat(b, Dtype, i));
+    b[i] = Dtype == cclzBfloat16 ? floatToBf16(s) : floatToHalf(s);
+  }
+}
+
+// Divides count elements of dtype at data by n, in place, each rounded once.
+void divideInPlace(void* data, uint64_t count, int dtype, int n) {
+  const float d = static_cast<float>(n);
+  auto* h = static_cast<uint16_t*>(data);
+  auto* f = static_cast<float*>(data);
+  for (uint64_t i = 0; i < count; ++i) {
+    const float v = divRn(loadAsFloat(data, dtype, i), d);
+    if (dtype == cclzFloat32)
+      f[i] = v;
+    else
+      h[i] = dtype == cclzBfloat16 ? floatToBf16(v) : floatToHalf(v);
+  }
+}
+
+bool overlaps(const void* a, uint64_t aBytes, const void* b, uint64_t bBytes) {
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  return x < y + bBytes && y < x + aBytes;
+}
+
 }  // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm) {
@@ -40,12 +75,17 @@ MpiTransport::MpiTransport(MPI_Comm comm) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  CCLZ_MPI_CHECK(MPI_Op_create(&sum16<cclzBfloat16>, 1, &bf16Sum_));
+  CCLZ_MPI_CHECK(MPI_Op_create(&sum16<cclzFloat16>, 1, &fp16Sum_));
 }
 
 MpiTransport::~MpiTransport() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (bf16Sum_ != MPI_OP_NULL) MPI_Op_free(&bf16Sum_);
+  if (fp16Sum_ != MPI_OP_NULL) MPI_Op_free(&fp16Sum_);
 }
 
 void MpiTransport::checkPeer(int peer) const {
@@ -111,6 +151,54 @@ void MpiTransport::allGather(const void* send, void* recv, uint64_t bytes, cclzS
   CCLZ_REQUIRE(!inGroup_, cclzInternalError, "allGather inside a group");
   const int count = messageCount(bytes);
   CCLZ_MPI_CHECK(MPI_Allgather(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_));
+}
+
+bool MpiTransport::sumOf(int dtype, MPI_Datatype* type, MPI_Op* op) const {
+  if (dtype == cclzFloat32) {
+    *type = MPI_FLOAT, *op = MPI_SUM;
+  } else if (dtype == cclzBfloat16 || dtype == cclzFloat16) {
+    *type = MPI_UINT16_T, *op = dtype == cclzBfloat16 ? bf16Sum_ : fp16Sum_;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool MpiTransport::reduceScatter(const void* send, void* recv, uint64_t count, int dtype,
+                                 bool average, cclzStream_t) {
+  MPI_Datatype type;
+  MPI_Op op;
+  const uint64_t bytes = count * dtypeSize(static_cast<cclzDataType_t>(dtype));
+  // MPI's in-place reduce-scatter keeps the result at the buffer's start, NCCL's (and cclz's) at
+  // the rank's own chunk: overlapping buffers take the pipeline.
+  if (!sumOf(dtype, &type, &op) || count > static_cast<uint64_t>(INT_MAX) ||
+      overlaps(send, bytes * size_, recv, bytes))
+    return false;
+  CCLZ_REQUIRE(comm_ != MPI_COMM_NULL, cclzInvalidUsage, "the communicator was aborted");
+  CCLZ_REQUIRE(!inGroup_, cclzInternalError, "reduceScatter inside a group");
+  if (count == 0) return true;
+  CCLZ_MPI_CHECK(
+      MPI_Reduce_scatter_block(send, recv, static_cast<int>(count), type, op, comm_));
+  if (average) divideInPlace(recv, count, dtype, size_);
+  return true;
+}
+
+bool MpiTransport::allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
+                             cclzStream_t) {
+  MPI_Datatype type;
+  MPI_Op op;
+  const uint64_t bytes = count * dtypeSize(static_cast<cclzDataType_t>(dtype));
+  const bool inPlace = send == recv;
+  if (!sumOf(dtype, &type, &op) || count > static_cast<uint64_t>(INT_MAX) ||
+      (!inPlace && overlaps(send, bytes, recv, bytes)))
+    return false;
+  CCLZ_REQUIRE(comm_ != MPI_COMM_NULL, cclzInvalidUsage, "the communicator was aborted");
+  CCLZ_REQUIRE(!inGroup_, cclzInternalError, "allReduce inside a group");
+  if (count == 0) return true;
+  CCLZ_MPI_CHECK(MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, static_cast<int>(count), type,
+                               op, comm_));
+  if (average) divideInPlace(recv, count, dtype, size_);
+  return true;
 }
 
 uint64_t MpiTransport::maxMessageBytes() const { return static_cast<uint64_t>(INT_MAX); }
