@@ -13,6 +13,6 @@ struct cclzFeedback {
   uint64_t step = 0;          // the step of the next encode
   // The residual is known to be all zeros: created, reset, or folded into a plain call's data.
   // A compressed call clears it, and so does cclzFeedbackGetState (the caller may write it). A
-  // plain call (adaptive calls, plan.cpp) skips its fold while it is set.
+  // plain call (adaptive calls, collective/adaptive_path.cpp) skips its fold while it is set.
   bool residualZero = true;
 };

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/collectives.h"
-#include "collective/pipeline.h"
+#include "collective/plan.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/trace.h"
@@ -39,21 +38,15 @@ bool isDeviceMemory(const void* p) {
 
 bool reduces(CollOp op) { return op == CollOp::ReduceScatter || op == CollOp::AllReduce; }
 
+}  // namespace
+
 cclzCodecConfig_t noneConfig() {
   cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
   c.codec = cclzCodecNone;
   return c;
 }
 
-// Everything validation learns about a call.
-struct Plan {
-  CodecUse use{};
-  uint64_t elemBytes = 0;
-  uint64_t pieceElems = 1;
-  uint64_t sendElems = 0;  // elements of the send buffer
-  uint64_t recvElems = 0;  // elements of the receive buffer
-  std::vector<Span> chunks;  // per rank (see pipeline.h)
-};
+namespace {
 
 void checkBuffer(const Transport& t, const void* p, uint64_t elems, uint64_t elemBytes,
                  const char* what) {
@@ -176,6 +169,8 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
   return d;
 }
 
+}  // namespace
+
 // Sends `d` bytes at `mine` to `peers` and receives theirs, over the control transport on the
 // control stage, which waits for nothing the data path queued, so that the one host wait (the
 // bytes coming back) covers this exchange alone: one all-gather when the peers are every other
@@ -222,6 +217,8 @@ std::vector<int> peersOf(const CollArgs& a, int n, int me) {
   return peers;
 }
 
+namespace {
+
 // The call check: this rank's descriptor against its peers' (a 64-byte exchange). Returns the
 // verdict ("" when the call agrees everywhere).
 std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
@@ -235,6 +232,8 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
   std::sort(ranks.begin(), ranks.end());
   return compareDescriptors(all, ranks);
 }
+
+}  // namespace
 
 // The codec none over a transport with collectives of its own: plain data gains nothing from the
 // pipeline, and the network's tuned algorithm is what the caller would get without cclz. False
@@ -322,6 +321,8 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   }
 }
 
+namespace {
+
 // The largest f(count) over the piece sizes of this call: whole pieces and each chunk's last,
 // shorter one (a codec's sizes need not grow with the count: lossless picks its chunking by it).
 template <typename F>
@@ -331,6 +332,8 @@ uint64_t worstPiece(const Plan& plan, F&& f) {
     if (c.count % plan.pieceElems) worst = std::max(worst, f(c.count % plan.pieceElems));
   return worst;
 }
+
+}  // namespace
 
 // The bytes of one frame slot.
 uint64_t frameStride(const Plan& plan) {
@@ -401,68 +404,7 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   }
 }
 
-// Plain data for a call with error feedback (an adaptive call's choice; plan: the codec none).
-// The residual holds what earlier compressed calls dropped from this rank's data: it is added
-// into the data and zeroed, so that nothing is lost, and the call then moves the sum. Its
-// rounding to the dtype drops at most half a unit in the last place of each value, once. While
-// the residual is known to be zero there is nothing to add.
-//
-// addResidualForPlain queues the addition and returns the buffer to send: the all-reduce adds
-// into its output buffer and reduces in place; the reduce-scatter into an engine area, which
-// only the engine's streams touch (so that calls on other streams cannot overwrite it early).
-// It runs before a plain trial's timing starts: once a kind is settled on plain data the
-// residual stays zero, so what the trials compare is the call without it.
-const void* addResidualForPlain(Communicator& comm, const CollArgs& a, const Plan& plan) {
-  if (*a.residualZero || !plan.sendElems) return a.send;
-  Engine& e = comm.engine();
-  uint64_t bytes[static_cast<int>(Area::Count)] = {};
-  if (a.op == CollOp::ReduceScatter)
-    bytes[static_cast<int>(Area::Folded)] = plan.sendElems * plan.elemBytes;
-  e.reserve(bytes);
-  void* folded = a.op == CollOp::AllReduce ? a.recv : e.area(Area::Folded);
-  e.begin(a.stream);
-  try {
-    e.stage(Stage::Move, kNoSlot);
-    e.addResidual(folded, a.send, a.residual, plan.sendElems, a.dtype);
-    e.end();
-  } catch (...) {
-    e.abandon();
-    throw;
-  }
-  *a.residualZero = true;
-  return folded;
-}
-
-// The plain call itself, from `send` (addResidualForPlain's buffer). From an engine area it
-// runs on the engine's streams; otherwise as any plain call.
-void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan, const void* send) {
-  CollArgs run = a;
-  run.codec = nullptr;
-  run.residual = nullptr;
-  run.step = nullptr;
-  run.residualZero = nullptr;
-  run.send = send;
-  const uint64_t stride = frameStride(plan);
-  ++*a.step;
-  if (send == a.send || send == a.recv) return runData(comm, run, plan, stride, nullptr);
-  Engine& e = comm.engine();
-  Transport& t = comm.transport();
-  uint64_t bytes[static_cast<int>(Area::Count)] = {};
-  dataBytes(run, plan, t.size(), t.rank(), e.memory(), stride, bytes);
-  e.reserve(bytes);
-  e.begin(a.stream);
-  try {
-    e.stage(Stage::Move, kNoSlot);
-    if (!runNative(t, run, plan, e.moveStream())) {
-      e.join();  // the pipeline's stages start after the addition
-      runPlan(comm, run, plan, stride);
-    }
-    e.end();
-  } catch (...) {
-    e.abandon();
-    throw;
-  }
-}
+namespace {
 
 #ifdef CCLZ_HAVE_CUDA
 // With asyncCalls a call's work is queued later, by the proxy thread, after an event recorded on
@@ -566,111 +508,6 @@ void queueCall(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t
       }});
 }
 #endif  // CCLZ_HAVE_CUDA
-
-// Whether the tuner chooses this call's path: a compressed call that moves data, on an adaptive
-// communicator. With error feedback too: plain data takes the residual along (runPlainFeedback).
-bool adaptable(Communicator& comm, const CollArgs& a, const Plan& plan) {
-  return comm.tuner() && plan.use.config.codec != cclzCodecNone && a.count > 0;
-}
-
-TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
-  TuneKey k;
-  k.op = static_cast<uint8_t>(a.op);
-  k.dtype = static_cast<uint8_t>(a.dtype);
-  k.codec = static_cast<uint8_t>(plan.use.config.codec);
-  k.peer = a.op == CollOp::Send || a.op == CollOp::Recv ? a.peer : -1;
-  k.configHash = configHash(plan.use.config);
-  k.sizeClass = Tuner::sizeClass(a.count * plan.elemBytes);
-  k.feedback = a.step != nullptr;  // a kind of its own: its plain calls may add the residual
-  return k;
-}
-
-bool capturing(Communicator& comm, cclzStream_t stream) {
-#ifdef CCLZ_HAVE_CUDA
-  if (comm.transport().memory() != MemoryKind::Device) return false;
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status));
-  return status != cudaStreamCaptureStatusNone;
-#else
-  (void)comm, (void)stream;
-  return false;
-#endif
-}
-
-// Settles a key whose trials are over: every rank's (or, for send/recv, both peers') fastest
-// times, exchanged, then the same verdict everywhere (tune/tuner.h).
-void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key) {
-  Transport& t = comm.transport();
-  const int n = t.size(), me = t.rank();
-  const TrialTimes mine = comm.tuner()->measured(key);
-  const std::vector<int> peers = peersOf(a, n, me);
-  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
-  std::vector<int> ranks = peers;
-  ranks.push_back(me);
-  std::sort(ranks.begin(), ranks.end());
-  std::vector<TrialTimes> times;
-  for (int r : ranks) {
-    TrialTimes rt;
-    std::memcpy(&rt, bytes.data() + r * sizeof rt, sizeof rt);
-    times.push_back(rt);
-  }
-  comm.tuner()->settle(key, times);
-  CCLZ_TRACE("%s: settled on %s (compressed %.1f us, plain %.1f us here)", collOpName(a.op),
-             comm.tuner()->settledOr(key) == Path::Plain ? "plain" : "compressed",
-             mine.compressed * 1e6, mine.plain * 1e6);
-}
-
-// The data part on the caller's thread, through the codec or as plain data (the tuner's choice),
-// timed when it is one of the trials.
-void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
-  if (!adaptable(comm, a, plan)) {
-    comm.setLastPath(Path::Compressed, true);
-    if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
-    CCLZ_TRACE("%s: data part on the caller's thread", collOpName(a.op));
-    runData(comm, a, plan, frameStride(plan), nullptr);
-    CCLZ_TRACE("%s: data part queued", collOpName(a.op));
-    return;
-  }
-  Tuner& tuner = *comm.tuner();
-  const TuneKey key = tuneKey(a, plan);
-  Tuner::Call call;
-  if (capturing(comm, a.stream)) {
-    call.path = tuner.settledOr(key);
-  } else {
-    call = tuner.next(key);
-    if (call.settling) {
-      settleKey(comm, a, key);
-      call = tuner.next(key);
-    }
-  }
-  comm.setLastPath(call.path, call.decided);
-  CollArgs run = a;
-  Plan runPlan = plan;
-  if (call.path == Path::Plain) {  // the same call through the codec none, already validated
-    run.codec = nullptr;
-    runPlan.use.config = noneConfig();
-    runPlan.use.codec = &codecFor(cclzCodecNone);
-  }
-  const bool plainFeedback = call.path == Path::Plain && a.step;
-  const void* send = plainFeedback ? addResidualForPlain(comm, a, runPlan) : a.send;
-  std::unique_ptr<Stopwatch> watch;
-  if (call.timed) {
-    watch = makeStopwatch(comm.transport().memory());
-    watch->start(a.stream);
-  }
-  CCLZ_TRACE("%s: data part on the caller's thread, %s%s", collOpName(a.op),
-             call.path == Path::Plain ? "plain" : "compressed", call.timed ? ", timed" : "");
-  if (plainFeedback) {
-    runPlainFeedback(comm, a, runPlan, send);
-  } else {
-    if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
-    runData(comm, run, runPlan, frameStride(runPlan), nullptr);
-  }
-  if (watch) {
-    watch->stop(a.stream);
-    tuner.record(key, call.path, std::move(watch));
-  }
-}
 
 }  // namespace
 

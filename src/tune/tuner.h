@@ -10,7 +10,8 @@
 // exchanged, and the key keeps the path that is faster on the slowest rank, compressed only when
 // it is faster by more than kMargin (plain data is exact, and costs nothing to encode). Every rank
 // makes the same calls in the same order, so every rank schedules and settles alike; this class
-// holds the schedule and the verdict, the caller (collective/plan.cpp) runs, times and exchanges.
+// holds the schedule and the verdict, the caller (collective/adaptive_path.cpp) runs, times and
+// exchanges.
 #pragma once
 
 #include <compare>

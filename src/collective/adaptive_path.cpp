@@ -1,0 +1,193 @@
+// Adaptive calls (cclzCommConfig_t.adaptive; docs/collectives.md, "Adaptive calls"): the tuner
+// (src/tune) alternates a kind's first calls between the codec and plain data, times them, and
+// settles every rank on the faster path at once. Calls with error feedback that run plain data
+// take the residual along, so that nothing the codec dropped is lost.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "collective/plan.h"
+#include "common/error.h"
+#include "common/trace.h"
+#include "tune/stopwatch.h"
+#include "tune/tuner.h"
+
+#ifdef CCLZ_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "codec/device.h"
+#endif
+
+namespace cclz {
+namespace {
+
+// Plain data for a call with error feedback (an adaptive call's choice; plan: the codec none).
+// The residual holds what earlier compressed calls dropped from this rank's data: it is added
+// into the data and zeroed, so that nothing is lost, and the call then moves the sum. Its
+// rounding to the dtype drops at most half a unit in the last place of each value, once. While
+// the residual is known to be zero there is nothing to add.
+//
+// addResidualForPlain queues the addition and returns the buffer to send: the all-reduce adds
+// into its output buffer and reduces in place; the reduce-scatter into an engine area, which
+// only the engine's streams touch (so that calls on other streams cannot overwrite it early).
+// It runs before a plain trial's timing starts: once a kind is settled on plain data the
+// residual stays zero, so what the trials compare is the call without it.
+const void* addResidualForPlain(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  if (*a.residualZero || !plan.sendElems) return a.send;
+  Engine& e = comm.engine();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  if (a.op == CollOp::ReduceScatter)
+    bytes[static_cast<int>(Area::Folded)] = plan.sendElems * plan.elemBytes;
+  e.reserve(bytes);
+  void* folded = a.op == CollOp::AllReduce ? a.recv : e.area(Area::Folded);
+  e.begin(a.stream);
+  try {
+    e.stage(Stage::Move, kNoSlot);
+    e.addResidual(folded, a.send, a.residual, plan.sendElems, a.dtype);
+    e.end();
+  } catch (...) {
+    e.abandon();
+    throw;
+  }
+  *a.residualZero = true;
+  return folded;
+}
+
+// The plain call itself, from `send` (addResidualForPlain's buffer). From an engine area it
+// runs on the engine's streams; otherwise as any plain call.
+void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan, const void* send) {
+  CollArgs run = a;
+  run.codec = nullptr;
+  run.residual = nullptr;
+  run.step = nullptr;
+  run.residualZero = nullptr;
+  run.send = send;
+  const uint64_t stride = frameStride(plan);
+  ++*a.step;
+  if (send == a.send || send == a.recv) return runData(comm, run, plan, stride, nullptr);
+  Engine& e = comm.engine();
+  Transport& t = comm.transport();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  dataBytes(run, plan, t.size(), t.rank(), e.memory(), stride, bytes);
+  e.reserve(bytes);
+  e.begin(a.stream);
+  try {
+    e.stage(Stage::Move, kNoSlot);
+    if (!runNative(t, run, plan, e.moveStream())) {
+      e.join();  // the pipeline's stages start after the addition
+      runPlan(comm, run, plan, stride);
+    }
+    e.end();
+  } catch (...) {
+    e.abandon();
+    throw;
+  }
+}
+
+// Whether the tuner chooses this call's path: a compressed call that moves data, on an adaptive
+// communicator. With error feedback too: plain data takes the residual along (runPlainFeedback).
+bool adaptable(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  return comm.tuner() && plan.use.config.codec != cclzCodecNone && a.count > 0;
+}
+
+TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
+  TuneKey k;
+  k.op = static_cast<uint8_t>(a.op);
+  k.dtype = static_cast<uint8_t>(a.dtype);
+  k.codec = static_cast<uint8_t>(plan.use.config.codec);
+  k.peer = a.op == CollOp::Send || a.op == CollOp::Recv ? a.peer : -1;
+  k.configHash = configHash(plan.use.config);
+  k.sizeClass = Tuner::sizeClass(a.count * plan.elemBytes);
+  k.feedback = a.step != nullptr;  // a kind of its own: its plain calls may add the residual
+  return k;
+}
+
+bool capturing(Communicator& comm, cclzStream_t stream) {
+#ifdef CCLZ_HAVE_CUDA
+  if (comm.transport().memory() != MemoryKind::Device) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status));
+  return status != cudaStreamCaptureStatusNone;
+#else
+  (void)comm, (void)stream;
+  return false;
+#endif
+}
+
+// Settles a key whose trials are over: every rank's (or, for send/recv, both peers') fastest
+// times, exchanged, then the same verdict everywhere (tune/tuner.h).
+void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key) {
+  Transport& t = comm.transport();
+  const int n = t.size(), me = t.rank();
+  const TrialTimes mine = comm.tuner()->measured(key);
+  const std::vector<int> peers = peersOf(a, n, me);
+  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
+  std::vector<int> ranks = peers;
+  ranks.push_back(me);
+  std::sort(ranks.begin(), ranks.end());
+  std::vector<TrialTimes> times;
+  for (int r : ranks) {
+    TrialTimes rt;
+    std::memcpy(&rt, bytes.data() + r * sizeof rt, sizeof rt);
+    times.push_back(rt);
+  }
+  comm.tuner()->settle(key, times);
+  CCLZ_TRACE("%s: settled on %s (compressed %.1f us, plain %.1f us here)", collOpName(a.op),
+             comm.tuner()->settledOr(key) == Path::Plain ? "plain" : "compressed",
+             mine.compressed * 1e6, mine.plain * 1e6);
+}
+
+}  // namespace
+
+void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  if (!adaptable(comm, a, plan)) {
+    comm.setLastPath(Path::Compressed, true);
+    if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
+    CCLZ_TRACE("%s: data part on the caller's thread", collOpName(a.op));
+    runData(comm, a, plan, frameStride(plan), nullptr);
+    CCLZ_TRACE("%s: data part queued", collOpName(a.op));
+    return;
+  }
+  Tuner& tuner = *comm.tuner();
+  const TuneKey key = tuneKey(a, plan);
+  Tuner::Call call;
+  if (capturing(comm, a.stream)) {
+    call.path = tuner.settledOr(key);
+  } else {
+    call = tuner.next(key);
+    if (call.settling) {
+      settleKey(comm, a, key);
+      call = tuner.next(key);
+    }
+  }
+  comm.setLastPath(call.path, call.decided);
+  CollArgs run = a;
+  Plan runPlan = plan;
+  if (call.path == Path::Plain) {  // the same call through the codec none, already validated
+    run.codec = nullptr;
+    runPlan.use.config = noneConfig();
+    runPlan.use.codec = &codecFor(cclzCodecNone);
+  }
+  const bool plainFeedback = call.path == Path::Plain && a.step;
+  const void* send = plainFeedback ? addResidualForPlain(comm, a, runPlan) : a.send;
+  std::unique_ptr<Stopwatch> watch;
+  if (call.timed) {
+    watch = makeStopwatch(comm.transport().memory());
+    watch->start(a.stream);
+  }
+  CCLZ_TRACE("%s: data part on the caller's thread, %s%s", collOpName(a.op),
+             call.path == Path::Plain ? "plain" : "compressed", call.timed ? ", timed" : "");
+  if (plainFeedback) {
+    runPlainFeedback(comm, a, runPlan, send);
+  } else {
+    if (a.residualZero) *a.residualZero = false;  // the residual takes what the codec drops
+    runData(comm, run, runPlan, frameStride(runPlan), nullptr);
+  }
+  if (watch) {
+    watch->stop(a.stream);
+    tuner.record(key, call.path, std::move(watch));
+  }
+}
+
+}  // namespace cclz
