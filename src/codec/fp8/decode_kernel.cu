@@ -1,6 +1,8 @@
 // The fp8 decode and decode-and-accumulate on the device, one pass: frames without rotation or
 // smoothing (the E4M3/E5M2 default) take 16 codes per lane (decodePlain), the others one warp per
 // 256-value tile (the rotation's butterflies span the warp).
+#include <algorithm>
+
 #include "codec/fp8/device.cuh"
 
 namespace cclz::fp8 {
@@ -46,6 +48,7 @@ __device__ __forceinline__ float unpackHalfWord(uint32_t w) {
 // (decode-and-accumulate), or takes a fused first or last step of a sum (ReduceStep). The plain
 // accumulate keeps its own instantiation, with none of the fused steps' branches and registers.
 constexpr int kStore = 0, kAccumulate = 1, kReduce = 2;
+constexpr int kDecodeBlocksPerSM = 4;  // the decode kernel's launch bound
 
 // One sum of the reduction, rounded as reduce::storeElement rounds it, into the dtype's bits.
 template <int Dtype>
@@ -480,7 +483,7 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
 template <int Dtype, int Mode>
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers (77 without the bound cost the general
 // path, INT8's, 9% in the first device run).
-__global__ void __launch_bounds__(kThreads, 4)
+__global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
     decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, ReduceStep r,
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
@@ -527,14 +530,32 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
+// The decode's grid: two plain tiles a warp (the general path's loop takes whatever grid it
+// gets). A plain decode (kStore) into bf16 or fp16 takes at most the blocks that are resident at
+// once, and its warps loop: every block checks the header and builds its code table before it
+// decodes, and at one step per warp that preamble was most of a block's time. Measured
+// (bench/results/2026-11-23-s12-fp8-grid-h200), 256 MiB: bf16 1702 -> 2320 GB/s, fp16 1702 ->
+// 2314, INT8 716 -> 874. Into fp32 (twice the bytes written) it measured slower (1601 -> 1410), as
+// did decode-and-accumulate (1632 -> 1362): those keep the full grid.
+unsigned decodeGrid(int mode, int dtype, uint64_t count) {
+  const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
+  if (mode != kStore || dtype == cclzFloat32) return blocks;
+  static const unsigned resident = [] {
+    int device = 0, sms = 0;
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return static_cast<unsigned>(kDecodeBlocksPerSM * sms);
+  }();
+  return std::min(blocks, resident);
+}
+
 }  // namespace
 
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
                   const ReduceStep* reduce, DeviceStatus* status, cudaStream_t stream) {
-  // Two plain tiles a warp (the general path's loop takes whatever grid it gets).
-  const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
   const ReduceStep r = reduce ? *reduce : ReduceStep{};
   const int mode = !reduce ? kStore : (r.fromZero || r.store) ? kReduce : kAccumulate;
+  const unsigned blocks = decodeGrid(mode, dtype, count);
 #define CCLZ_FP8_DECODE(DT, MODE) \
   decodeKernel<DT, MODE><<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, r, status)
 #define CCLZ_FP8_DECODE_DTYPE(DT)        \
