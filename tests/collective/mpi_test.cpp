@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "coll_cases.h"
 #include "coll_runner.h"
 #include "mpi_world.h"
+#include "support/data.h"
 
 namespace cclz::test {
 namespace {
@@ -82,6 +84,45 @@ TEST(MpiErrors, MismatchFailsOnEveryRankAndCommSurvives) {
       << cclzGetLastError(theComm());
   EXPECT_EQ(out[0], 0x3f80 + (n == 2 ? 0x80 : n == 3 ? 0xC0 : 0x100))  // 1.0 * n in bf16
       << "n = " << n;
+}
+
+// The codec none in place. The all-reduce (send == recv) runs MPI_Allreduce with MPI_IN_PLACE
+// (passing the buffer twice is an error OpenMPI reports: the test fails then) and rounds as the
+// network does. The reduce-scatter (recv = the rank's chunk of send) is one MPI cannot take in
+// place (its result would land at the buffer's start; aliased buffers are not allowed), so it
+// runs the pipeline and gives the exact fp32 sums.
+TEST(MpiInPlace, NoneReductionsInPlace) {
+  const int n = worldSize(), me = worldRank();
+  const cclzCodecConfig_t none = codecNamed("none").config();
+  for (int dtype : {cclzBfloat16, cclzFloat32}) {
+    for (cclzRedOp_t op : {cclzSum, cclzAvg}) {
+      const CollCase ar{Coll::AllReduce, dtype, codecNamed("none"), 2500, op};
+      SCOPED_TRACE(ar.name());
+      std::vector<uint8_t> buf = makeInput(ar, n, me);
+      ASSERT_EQ(cclzAllReduce(buf.data(), buf.data(), ar.count, static_cast<cclzDataType_t>(dtype),
+                              op, theComm(), &none, nullptr),
+                cclzSuccess)
+          << cclzGetLastError(theComm());
+      EXPECT_EQ(checkOutput(ar, n, me, buf, nullptr, true), "");
+      std::vector<uint8_t> all(buf.size() * n);
+      MPI_Allgather(buf.data(), static_cast<int>(buf.size()), MPI_BYTE, all.data(),
+                    static_cast<int>(buf.size()), MPI_BYTE, MPI_COMM_WORLD);
+      for (int r = 0; r < n; ++r)
+        EXPECT_TRUE(std::equal(buf.begin(), buf.end(), all.begin() + r * buf.size()))
+            << "rank " << r << " differs from rank " << me;
+
+      const CollCase rs{Coll::ReduceScatter, dtype, codecNamed("none"), 1001, op};
+      std::vector<uint8_t> in = makeInput(rs, n, me);
+      const size_t chunk = rs.count * elementSize(dtype);
+      ASSERT_EQ(cclzReduceScatter(in.data(), in.data() + me * chunk, rs.count,
+                                  static_cast<cclzDataType_t>(dtype), op, theComm(), &none,
+                                  nullptr),
+                cclzSuccess)
+          << cclzGetLastError(theComm());
+      const std::vector<uint8_t> mine(in.begin() + me * chunk, in.begin() + (me + 1) * chunk);
+      EXPECT_EQ(checkOutput(rs, n, me, mine), "");
+    }
+  }
 }
 
 TEST(MpiErrors, RejectedArgumentsFailEveryRank) {
