@@ -87,7 +87,7 @@ TEST(MpiErrors, MismatchFailsOnEveryRankAndCommSurvives) {
 }
 
 // The codec none in place. The all-reduce (send == recv) runs MPI_Allreduce with MPI_IN_PLACE
-// (passing the buffer twice is an error OpenMPI reports: the test fails then) and rounds as the
+// (passing the buffer twice is an error that aborts the job under OpenMPI) and rounds as the
 // network does. The reduce-scatter (recv = the rank's chunk of send) is one MPI cannot take in
 // place (its result would land at the buffer's start; aliased buffers are not allowed), so it
 // runs the pipeline and gives the exact fp32 sums.
