@@ -26,7 +26,8 @@ def main(path, top=5):
         col = names.index(n)
         print(f"  most {n[6:]} samples:")
         for r in sorted(data, key=lambda r: -number(r[col]))[:top]:
-            print(f"    {100 * number(r[col]) / (totals[n] or 1):5.1f}%  x{number(r[execd]):<9.0f} {r[src][:70]}")
+            share = 100 * number(r[col]) / (totals[n] or 1)
+            print(f"    {share:5.1f}%  x{number(r[execd]):<9.0f} {r[src][:70]}")
     weights = sorted((number(r[execd]) for r in data), reverse=True)
     total, covered, hot = sum(weights) or 1, 0, 0
     for w in weights:

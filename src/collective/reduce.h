@@ -16,13 +16,7 @@ namespace cclz::reduce {
 
 // Element i of dst (dtype) = acc / divisor, rounded to nearest even.
 CCLZ_HD void storeElement(const float* acc, uint64_t i, float divisor, int dtype, void* dst) {
-  const float v = divRn(acc[i], divisor);
-  if (dtype == cclzBfloat16)
-    static_cast<uint16_t*>(dst)[i] = floatToBf16(v);
-  else if (dtype == cclzFloat16)
-    static_cast<uint16_t*>(dst)[i] = floatToHalf(v);
-  else
-    static_cast<float*>(dst)[i] = v;
+  storeFromFloat(dst, dtype, i, divRn(acc[i], divisor));
 }
 
 // acc[i] += element i of src (dtype).
@@ -36,12 +30,7 @@ CCLZ_HD void addResidualElement(void* dst, const void* src, float* residual, uin
                                 int dtype) {
   const float v = addRn(loadAsFloat(src, dtype, i), residual[i]);
   residual[i] = 0.0f;
-  if (dtype == cclzBfloat16)
-    static_cast<uint16_t*>(dst)[i] = floatToBf16(v);
-  else if (dtype == cclzFloat16)
-    static_cast<uint16_t*>(dst)[i] = floatToHalf(v);
-  else
-    static_cast<float*>(dst)[i] = v;
+  storeFromFloat(dst, dtype, i, v);
 }
 
 // residual[i] += factor * (intended[i] - got[i]).

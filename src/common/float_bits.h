@@ -74,4 +74,14 @@ CCLZ_HD float loadAsFloat(const void* data, int dtype, uint64_t i) {
   return static_cast<const float*>(data)[i];
 }
 
+// Element i of a bf16, fp16 or fp32 array = v, rounded to the dtype to nearest even.
+CCLZ_HD void storeFromFloat(void* data, int dtype, uint64_t i, float v) {
+  if (dtype == cclzBfloat16)
+    static_cast<uint16_t*>(data)[i] = floatToBf16(v);
+  else if (dtype == cclzFloat16)
+    static_cast<uint16_t*>(data)[i] = floatToHalf(v);
+  else
+    static_cast<float*>(data)[i] = v;
+}
+
 }  // namespace cclz

@@ -33,26 +33,17 @@ std::string mpiText(int code) {
 // dtype to nearest even (NaN stays NaN). Commutative, as the float addition is.
 template <int Dtype>
 void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
   for (int i = 0; i < *len; ++i) {
-    const float s = addRn(loadAsFloat(a, Dtype, i), loadAsFloat(b, Dtype, i));
-    b[i] = Dtype == cclzBfloat16 ? floatToBf16(s) : floatToHalf(s);
+    const float sum = addRn(loadAsFloat(in, Dtype, i), loadAsFloat(inout, Dtype, i));
+    storeFromFloat(inout, Dtype, i, sum);
   }
 }
 
 // Divides count elements of dtype at data by n, in place, each rounded once.
 void divideInPlace(void* data, uint64_t count, int dtype, int n) {
   const float d = static_cast<float>(n);
-  auto* h = static_cast<uint16_t*>(data);
-  auto* f = static_cast<float*>(data);
-  for (uint64_t i = 0; i < count; ++i) {
-    const float v = divRn(loadAsFloat(data, dtype, i), d);
-    if (dtype == cclzFloat32)
-      f[i] = v;
-    else
-      h[i] = dtype == cclzBfloat16 ? floatToBf16(v) : floatToHalf(v);
-  }
+  for (uint64_t i = 0; i < count; ++i)
+    storeFromFloat(data, dtype, i, divRn(loadAsFloat(data, dtype, i), d));
 }
 
 bool overlaps(const void* a, uint64_t aBytes, const void* b, uint64_t bBytes) {
