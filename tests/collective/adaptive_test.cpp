@@ -75,9 +75,9 @@ TEST(LoopbackAdaptive, TrialsAlternateThenEveryRankSettlesOnTheSamePath) {
       EXPECT_EQ(seen[r][i].path, seen[0][kTrialCalls].path) << "rank " << r << " call " << i;
     }
   }
-  // On the host the loopback moves plain data with one memcpy, while the codec runs the CPU
-  // reference over many 4 KiB pieces: plain must win by far.
-  EXPECT_EQ(seen[0][kTrialCalls].path, cclzPathPlain);
+  // Which path wins is a measurement, not asserted here: on a loaded machine (CI runs the tests
+  // in parallel on two cores) a descheduled rank thread can make either path's trials slow. The
+  // verdict on given times is tested with fake stopwatches in tests/tune/tuner_test.cpp.
 }
 
 TEST(LoopbackAdaptive, LossyReductionsStayRightAndIdenticalAcrossRanksOnBothPaths) {
