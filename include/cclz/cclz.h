@@ -185,8 +185,9 @@ typedef struct {
   /* Fp8, adaptive rotation: a row is rotated when the mean over its groups of
    * floor(log2(peak-to-average power)) is at least this, 1..8; 0 picks 4. */
   int fp8RotateThreshold;
-  /* Fp8: fine-scale candidates searched per 64-value block, 1..32 (1: the smallest scale that
-   * does not saturate, no search); 0 picks 32 for E4M3/E5M2, 1 for INT8. */
+  /* Fp8: the fine-scale search window per 64-value block, 1..32 codes from the smallest scale
+   * that does not saturate (1: that scale, no search); E4M3 tries the grid-aligned codes of the
+   * window (8 of 32), E5M2 and INT8 every code. 0 picks 32 for E4M3/E5M2, 1 for INT8. */
   int fp8ScaleCandidates;
   /* Lossless: payload format version, 1 or 2; 0 picks the default (2). Version 2 (static codes,
    * one GPU warp per chunk; docs/formats.md) takes chunkElems 1024, 2048 or 4096 (0 picks 4096)

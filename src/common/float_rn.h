@@ -3,6 +3,8 @@
 // fused multiply-add and give other bits than the host (which builds with -ffp-contract=off).
 #pragma once
 
+#include <cmath>
+
 #include "common/float_bits.h"
 #include "common/hd.h"
 
@@ -34,6 +36,15 @@ CCLZ_HD float divRn(float a, float b) {
   return __fdiv_rn(a, b);
 #else
   return a / b;
+#endif
+}
+
+// a * b + c with one rounding (a fused multiply-add on both sides: std::fma is exact on the host).
+CCLZ_HD float fmaRn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
 #endif
 }
 

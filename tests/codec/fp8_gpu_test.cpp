@@ -49,6 +49,10 @@ const std::vector<GpuSetup>& setups() {
   static const std::vector<GpuSetup> s = {
       {"default", cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0},
       {"row768", cclzFp8E4M3, 768, 0, cclzFp8RotateNever, 0},
+      // Rows longer than the encoder holds in registers (1024 bf16/fp16 values): encoded in
+      // segments of 1024, the last one partial for 1536.
+      {"row4096", cclzFp8E4M3, 4096, 0, cclzFp8RotateNever, 0},
+      {"e5m2_row1536_k8", cclzFp8E5M2, 1536, 0, cclzFp8RotateNever, 8},
       {"adaptive", cclzFp8E4M3, 768, 0, cclzFp8RotateAdaptive, 0},
       {"always_h16", cclzFp8E4M3, 256, 16, cclzFp8RotateAlways, 0},
       {"always_h256_k5", cclzFp8E4M3, 1024, 256, cclzFp8RotateAlways, 5},

@@ -1,15 +1,17 @@
 // The fp8 encode on the device: one warp per row, two passes over the row, each lane holding 8
 // consecutive values (a 16-byte vector of bf16/fp16) per 256-value tile; a bf16/fp16 row of up to
-// 1024 values is read once and held in registers, a longer one is read again by the second pass
-// (from L1/L2). Where the row length or the smoothing is decided from the data, the sampling
-// kernels (sample_kernel.cu) run first on the same stream.
+// 1024 values is read once and held in registers, a longer one is read in segments of 1024 by
+// each pass (the second time from L2) and each segment encoded as a held row; fp32 rows and
+// rotated or smoothed long rows are read tile by tile in each pass. Where the row length or the
+// smoothing is decided from the data, the sampling kernels (sample_kernel.cu) run first on the
+// same stream.
 #include "codec/fp8/device.cuh"
 
 namespace cclz::fp8 {
 namespace {
 
-constexpr uint32_t kNoCandidate = 0xFFFFFFFFu;
 constexpr uint32_t kHeldTiles = 4;  // encode: rows of up to 1024 bf16/fp16 values held in registers
+constexpr uint32_t kHeldElems = kHeldTiles * kTileElems;
 
 // ---- Encode's fast paths. Each gives the bits of the format.h helper it stands for (the GPU tests
 // compare the frames with the CPU reference byte for byte); they only compute them with fewer
@@ -31,15 +33,12 @@ __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint
   __syncwarp();
 }
 
-// startCode(grid, coarse, a) from the table: the smallest k whose scale fits a. The first guess
-// may be rough (a fast division): the corrections move it to that k from either side.
-__device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float coarse, float a,
+// startCodeFrom(grid, coarse, a, need) from the table: the smallest k whose scale fits a, for
+// coarse > 0 and a > 0.
+__device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float a, float need,
                                                   const ScaleTable& t) {
-  if (coarse == 0.0f || a == 0.0f) return 0;
   const float top = gridTop(grid);
-  const uint32_t nb = floatToBits(__fdividef(a, top * coarse));
-  const int e = static_cast<int>(nb >> 23) - 127;
-  int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
+  int k = static_cast<int>(floorFineCode(need));
   while (k > 0 && mulRn(a, t.sInv[k - 1].y) <= top) --k;
   while (k < 255 && !(mulRn(a, t.sInv[k].y) <= top)) ++k;
   return static_cast<uint32_t>(k);
@@ -67,13 +66,44 @@ __device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTa
     q[0] = q01.x, q[1] = q01.y;
     q[2] = roundMagnitude2(grid, mulRn(t[2], inv), 0.0f).x;
   }
-  float e = 0.0f;
+  float d[3];
 #pragma unroll
-  for (int j = 0; j < 3; ++j) {
-    const float d = subRn(t[j], mulRn(q[j], s));
-    e = j == 0 ? mulRn(d, d) : addRn(e, mulRn(d, d));
+  for (int j = 0; j < 3; ++j) d[j] = fmaRn(q[j], -s, t[j]);
+  return fmaRn(d[2], d[2], fmaRn(d[1], d[1], mulRn(d[0], d[0])));
+}
+
+// The smallest candidateKey of the block's candidates that lane `slot` of its kLanes takes
+// (format.h, chooseFineCode; kNoCandidateKey if none): E4M3's 8 grid-aligned candidates,
+// candidate 0 = k0 and candidate i + 1 = ratioCode(need, i), candidate j * kLanes + slot in step
+// j, branch-free (a candidate outside the window reads the table at k0 and is dropped); other
+// grids every code k0 + slot + j * kLanes up to last.
+template <uint32_t kLanes>
+__device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleTable& table,
+                                                     const float* t, float need, uint32_t k0,
+                                                     uint32_t last, uint32_t slot) {
+  uint32_t best = kNoCandidateKey;
+  if (numScaleRatios(grid) == 0) {  // uniform
+    for (uint32_t k = k0 + slot; k <= last; k += kLanes) {
+      const uint32_t key = candidateKey(candidateErrorFast(grid, table, k, t), k);
+      best = min(best, key);
+    }
+    return best;
   }
-  return e;
+  constexpr uint32_t kCandidates = kMaxScaleRatios + 1;
+  static_assert(kCandidates % kLanes == 0, "every lane takes as many candidates");
+#pragma unroll
+  for (uint32_t j = 0; j < kCandidates / kLanes; ++j) {
+    // Candidate j * kLanes + slot's ratio: compile-time constants and selects.
+    float ratio = 1.0f;
+#pragma unroll
+    for (uint32_t s = 0; s < kLanes; ++s)
+      if (slot == s && j * kLanes + s > 0) ratio = scaleRatio(j * kLanes + s - 1);
+    const uint32_t k = j == 0 && slot == 0 ? k0 : nearestFineCode(mulRn(need, ratio));
+    const bool inWindow = k >= k0 && k <= last;
+    const uint32_t key = candidateKey(candidateErrorFast(kE4M3, table, inWindow ? k : k0, t), k);
+    best = min(best, inWindow ? key : kNoCandidateKey);
+  }
+  return best;
 }
 
 // The codes of 8 finite values on an E4M3/E5M2 grid, 4 to a word: quantize(grid, v[j]) by the
@@ -133,7 +163,9 @@ __device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_
 // row length and the smoothing decision the sampling kernels left in `choice`, patches the
 // header with them, and leaves the side data's unused slots to the memset that preceded it.
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers.
-template <int Dtype, bool Chosen>
+// kLong: rows may be longer than kHeldElems (false where the host knows they are not: the
+// segment loops then compile away, which the held rows measured 3-5% faster without).
+template <int Dtype, bool Chosen, bool kLong>
 __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
@@ -177,19 +209,21 @@ __global__ void __launch_bounds__(kThreads, 4)
     const bool mayRotate = p.policy != kRotateNever && n >= h;
 
     // NOTE: a bf16/fp16 row of up to kHeldTiles tiles is read from HBM once, all its loads in
-    // flight together (64 bytes per lane), and held in registers for both passes; longer rows
-    // (and fp32) read each tile in each pass, the second time from L1/L2.
-    const bool held = kCanHold && n <= kHeldTiles * kTileElems;  // uniform
+    // flight together (64 bytes per lane), and held in registers for both passes; longer plain
+    // rows are read so a segment at a time in each pass, the second time from L2; fp32 and
+    // longer rotated or smoothed rows tile by tile in each pass.
+    const bool held = kCanHold && n <= kHeldElems;  // uniform
     uint4 raw[kHeldTiles];
-    if constexpr (kCanHold) {
-      if (held) {
+    // The lane's words of the row's elements s0 .. s0 + kHeldElems (0 past the row's end).
+    auto loadSegment = [&](uint32_t s0) {
 #pragma unroll
-        for (uint32_t t = 0; t < kHeldTiles; ++t) {
-          const uint32_t first = t * kTileElems + lane * kLaneElems;
-          raw[t] = loadRaw8<Dtype>(src, begin + first, validIn(first, n), vector);
-        }
+      for (uint32_t t = 0; t < kHeldTiles; ++t) {
+        const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
+        raw[t] = loadRaw8<Dtype>(src, begin + first, validIn(first, n), vector);
       }
-    }
+    };
+    if constexpr (kCanHold)
+      if (held) loadSegment(0);
     // The lane's 8 values of the tile at t0 (its elements first.. of the row).
     auto tileValues = [&](uint32_t t0, uint32_t first, uint32_t valid, float* v) {
       if constexpr (kCanHold) {
@@ -202,10 +236,17 @@ __global__ void __launch_bounds__(kThreads, 4)
       load8<Dtype>(src, begin + first, valid, vector, v);
     };
 
-    // A held row that is neither smoothed nor rotated: pass 1 and the top-3 work on the raw
-    // words' magnitude bits (format.h, "Top-3 and maxima on bf16/fp16 magnitude bits").
-    bool plainHeld = false;
-    if constexpr (kCanHold) plainHeld = held && !mayRotate && !smoothed;  // uniform
+    // A bf16/fp16 row that is neither smoothed nor rotated: pass 1 and the top-3 work on the raw
+    // words' magnitude bits (format.h, "Top-3 and maxima on bf16/fp16 magnitude bits"). A held
+    // row is read once; a longer one (segmented) is read in segments of kHeldElems, once for
+    // pass 1 and again (from L2) for pass 2, each segment encoded as a held row is.
+    bool plainHeld = false, segmented = false;
+    if constexpr (kCanHold) {
+      plainHeld = held && !mayRotate && !smoothed;           // uniform
+      segmented = kLong && !held && !mayRotate && !smoothed;  // uniform
+    }
+    // Segments of the held (or segmented) row's passes: 1 unless segmented.
+    const uint32_t segments = kLong && segmented ? (n + kHeldElems - 1) / kHeldElems : 1;
 
     // Pass 1: finiteness, the row's largest |value|, and, where the row may be rotated, the
     // adaptive statistic and the largest |value| after rotation.
@@ -213,22 +254,30 @@ __global__ void __launch_bounds__(kThreads, 4)
     float rowMax = 0.0f, rotatedMax = 0.0f;
     uint32_t statistic = 0;
     if constexpr (kCanHold) {
-      if (plainHeld) {
+      if (plainHeld || segmented) {
         // NOTE: 8 instructions per lane-tile (4 masks, 2 three-way 16x2 maxima) instead of ~80
         // (unpack, finiteness test and max per value), and one REDUX for the warp's maximum.
-        uint32_t m = 0;
+        uint32_t laneMax = 0;
+        for (uint32_t i = 0; i < segments; ++i) {
+          if (segmented) loadSegment(i * kHeldElems);
+          uint32_t m = 0;
 #pragma unroll
-        for (uint32_t t = 0; t < kHeldTiles; ++t)  // missing values were loaded as 0
-          m = __vimax3_u16x2(__vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
-                             raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
-        uint32_t laneMax = max(m & 0xFFFFu, m >> 16);
-        finite = laneMax < kFirstNonFinite<Dtype>;
-        if (!finite) laneMax = largestFiniteBits<Dtype>(raw);  // rare: NaN or Inf in the lane
+          for (uint32_t t = 0; t < kHeldTiles; ++t)  // missing values were loaded as 0
+            m = __vimax3_u16x2(
+                __vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
+                raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
+          uint32_t segmentMax = max(m & 0xFFFFu, m >> 16);
+          if (segmentMax >= kFirstNonFinite<Dtype>) {  // rare: NaN or Inf in the lane
+            finite = false;
+            segmentMax = largestFiniteBits<Dtype>(raw);
+          }
+          laneMax = max(laneMax, segmentMax);
+        }
         finite = __all_sync(kFullMask, finite);
         rowMax = halfWordAsFloat<Dtype>(__reduce_max_sync(kFullMask, laneMax));
       }
     }
-    for (uint32_t t0 = 0; !plainHeld && t0 < n; t0 += kTileElems) {
+    for (uint32_t t0 = 0; !plainHeld && !segmented && t0 < n; t0 += kTileElems) {
       const uint32_t first = t0 + lane * kLaneElems;
       float v[kLaneElems];
       tileValues(t0, first, validIn(first, n), v);
@@ -254,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, 4)
           rotatedMax = maxf(rotatedMax, absf(whole ? y[j] : v[j]));
       }
     }
-    if (!plainHeld) {
+    if (!plainHeld && !segmented) {
       finite = __all_sync(kFullMask, finite);
       rowMax = warpMax(rowMax);
     }
@@ -284,18 +333,14 @@ __global__ void __launch_bounds__(kThreads, 4)
         mergeTop3(t, o);
       }
     };
-    // The first smallest error of the lanes' candidates over lane groups of `lanes` (kNoCandidate:
-    // a lane without one), as the reference's sequential loop picks it.
-    auto firstSmallest = [&](float& bestErr, uint32_t& best, int lanes) {
+    // The smallest key over lane groups of `lanes` (aligned, a power of two up to 8).
+    auto smallestKey = [&](uint32_t key, int lanes) {
 #pragma unroll
       for (int d = 1; d < 8; d <<= 1) {
         if (d >= lanes) break;
-        const float oe = __shfl_xor_sync(kFullMask, bestErr, d);
-        const uint32_t ok = __shfl_xor_sync(kFullMask, best, d);
-        const bool takeOther = ok != kNoCandidate && (best == kNoCandidate || oe < bestErr ||
-                                                      (oe == bestErr && ok < best));
-        if (takeOther) bestErr = oe, best = ok;
+        key = min(key, __shfl_xor_sync(kFullMask, key, d));
       }
+      return key;
     };
     // Codes of the lane's 8 values at element `first` of the row with fine-scale code k (the
     // table holds k), and the block's fine scale from its first lane.
@@ -329,98 +374,107 @@ __global__ void __launch_bounds__(kThreads, 4)
     };
     __syncwarp();  // the previous row's last reads of the table are done
 
-    bool done = false;
-    if constexpr (kCanHold) {
-      if (held && !rotate) {  // uniform
-        // NOTE: the held row's pass 2 in three phases, so that each block's scale is searched by
-        // 2 lanes (16 candidates each) rather than 8 (4 each): the start code once per row and
-        // lane instead of once per tile, one merge step instead of three, and the scale table
-        // only over the codes the row's blocks can use.
-        // Phase 1: the top-3 of every block (block 4t + lane / 8 of the row, in tile t).
-        // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
-        // top[t]), k0 by the reference's startCode (no table needed).
-        const uint32_t mine = (lane & 7) >> 1;
-        float t3[3];
-        if (plainHeld && finite) {  // uniform
-          // NOTE: on magnitude bits, tiles 2p and 2p + 1 in the halves of one triple: the
-          // butterfly's 3 shuffles and 7 min/max per step serve two tiles (~35 instructions per
-          // lane-tile instead of ~75). Tiles past the row's end were loaded as 0, as load8 reads.
-          uint32_t pairTop[kHeldTiles / 2][3];
+    // Pass 2 of a held row or of one segment (elements s0 .. s0 + sn - 1) of a segmented row,
+    // from raw.
+    auto encodeSegment = [&](uint32_t s0, uint32_t sn) {
+      // NOTE: in three phases, so that each block's scale is searched by 2 lanes (4 E4M3
+      // candidates each) rather than 8 (1 each): the start code once per segment and lane
+      // instead of once per tile, one merge step instead of three, and the scale table only over
+      // the codes the segment's blocks can use.
+      // Phase 1: the top-3 of every block (block 4t + lane / 8 of the segment, in tile t).
+      // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
+      // top[t]), k0 by the reference's startCodeFrom (no table needed).
+      const uint32_t mine = (lane & 7) >> 1;
+      float t3[3];
+      if ((plainHeld || segmented) && finite) {  // uniform
+        // NOTE: on magnitude bits, tiles 2p and 2p + 1 in the halves of one triple: the
+        // butterfly's 3 shuffles and 7 min/max per step serve two tiles (~35 instructions per
+        // lane-tile instead of ~75). Tiles past the row's end were loaded as 0, as load8 reads.
+        uint32_t pairTop[kHeldTiles / 2][3];
 #pragma unroll
-          for (uint32_t q = 0; q < kHeldTiles / 2; ++q) {
-            const uint4 ra = raw[2 * q], rb = raw[2 * q + 1];
-            const uint32_t a[4] = {ra.x & kMagnitudeBits, ra.y & kMagnitudeBits,
-                                   ra.z & kMagnitudeBits, ra.w & kMagnitudeBits};
-            const uint32_t b[4] = {rb.x & kMagnitudeBits, rb.y & kMagnitudeBits,
-                                   rb.z & kMagnitudeBits, rb.w & kMagnitudeBits};
-            top3of8Pair(a, b, pairTop[q]);
+        for (uint32_t q = 0; q < kHeldTiles / 2; ++q) {
+          const uint4 ra = raw[2 * q], rb = raw[2 * q + 1];
+          const uint32_t a[4] = {ra.x & kMagnitudeBits, ra.y & kMagnitudeBits,
+                                 ra.z & kMagnitudeBits, ra.w & kMagnitudeBits};
+          const uint32_t b[4] = {rb.x & kMagnitudeBits, rb.y & kMagnitudeBits,
+                                 rb.z & kMagnitudeBits, rb.w & kMagnitudeBits};
+          top3of8Pair(a, b, pairTop[q]);
 #pragma unroll
-            for (int d = 1; d < 8; d <<= 1) {
-              const uint32_t o[3] = {__shfl_xor_sync(kFullMask, pairTop[q][0], d),
-                                     __shfl_xor_sync(kFullMask, pairTop[q][1], d),
-                                     __shfl_xor_sync(kFullMask, pairTop[q][2], d)};
-              mergeTop3x2(pairTop[q], o);
-            }
-          }
-#pragma unroll
-          for (int j = 0; j < 3; ++j) {
-            const uint32_t w = mine < 2 ? pairTop[0][j] : pairTop[1][j];
-            t3[j] = halfWordAsFloat<Dtype>((mine & 1) ? w >> 16 : w & 0xFFFFu);
-          }
-        } else {
-          float top[kHeldTiles][3];
-#pragma unroll
-          for (uint32_t t = 0; t < kHeldTiles; ++t) {
-            top[t][0] = top[t][1] = top[t][2] = 0.0f;
-            if (t * kTileElems < n) {  // uniform
-              const uint32_t first = t * kTileElems + lane * kLaneElems;
-              float v[kLaneElems];
-              tileValues(t * kTileElems, first, validIn(first, n), v);
-              if constexpr (Chosen)
-                if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
-              blockTop3(v, top[t]);
-            }
-          }
-#pragma unroll
-          for (int j = 0; j < 3; ++j)
-            t3[j] =
-                mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
-        }
-        const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < n;
-        const uint32_t k0 = exists ? startCode(p.grid, c, t3[0]) : 0u;
-        const bool search = exists && p.candidates > 1 && c != 0.0f && t3[0] != 0.0f;
-        const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
-        // The scale table over [lo, hi]: every candidate and every block's code (block 0 of the
-        // row always exists, so lo <= hi).
-        const uint32_t lo = __reduce_min_sync(kFullMask, exists ? k0 : 255u);
-        const uint32_t hi = __reduce_max_sync(kFullMask, exists ? last : 0u);
-        for (uint32_t k = lo + lane; k <= hi; k += 32) {
-          const BlockScale sc = blockScale(c, k);
-          table.sInv[k] = make_float2(sc.s, sc.inv);
-        }
-        __syncwarp();
-        float bestErr = 0.0f;
-        uint32_t best = kNoCandidate;
-        if (search) {
-          for (uint32_t k = k0 + (lane & 1); k <= last; k += 2) {
-            const float e = candidateErrorFast(p.grid, table, k, t3);
-            if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
+          for (int d = 1; d < 8; d <<= 1) {
+            const uint32_t o[3] = {__shfl_xor_sync(kFullMask, pairTop[q][0], d),
+                                   __shfl_xor_sync(kFullMask, pairTop[q][1], d),
+                                   __shfl_xor_sync(kFullMask, pairTop[q][2], d)};
+            mergeTop3x2(pairTop[q], o);
           }
         }
-        firstSmallest(bestErr, best, 2);
-        const uint32_t kBlock = search ? best : k0;
-        // Phase 3: the codes, tile by tile; each lane fetches its block's code from the searchers.
+#pragma unroll
+        for (int j = 0; j < 3; ++j) {
+          const uint32_t w = mine < 2 ? pairTop[0][j] : pairTop[1][j];
+          t3[j] = halfWordAsFloat<Dtype>((mine & 1) ? w >> 16 : w & 0xFFFFu);
+        }
+      } else {
+        float top[kHeldTiles][3];
 #pragma unroll
         for (uint32_t t = 0; t < kHeldTiles; ++t) {
-          if (t * kTileElems < n) {  // uniform
-            const uint32_t k = __shfl_sync(kFullMask, kBlock, (lane & ~7u) + 2 * t);
-            const uint32_t first = t * kTileElems + lane * kLaneElems, valid = validIn(first, n);
+          top[t][0] = top[t][1] = top[t][2] = 0.0f;
+          if (t * kTileElems < sn) {  // uniform
+            const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
             float v[kLaneElems];
-            tileValues(t * kTileElems, first, valid, v);
+            unpackRaw8<Dtype>(raw[t], v);
             if constexpr (Chosen)
-              if (smoothed) smooth8(v, dst + l.smooth + first, valid);
-            quantizeStore(first, valid, v, k);
+              if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
+            blockTop3(v, top[t]);
           }
+        }
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+          t3[j] =
+              mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
+      }
+      const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < sn;
+      const bool nonzero = exists && c != 0.0f && t3[0] != 0.0f;
+      const float need = nonzero ? fineScaleNeeded(p.grid, c, t3[0]) : 0.0f;
+      const uint32_t k0 = nonzero ? startCodeFrom(p.grid, c, t3[0], need) : 0u;
+      const bool search = nonzero && p.candidates > 1;
+      const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
+      // The scale table over [lo, hi]: every candidate and every block's code (block 0 of the
+      // segment always exists, so lo <= hi).
+      const uint32_t lo = __reduce_min_sync(kFullMask, exists ? k0 : 255u);
+      const uint32_t hi = __reduce_max_sync(kFullMask, exists ? last : 0u);
+      for (uint32_t k = lo + lane; k <= hi; k += 32) {
+        const BlockScale sc = blockScale(c, k);
+        table.sInv[k] = make_float2(sc.s, sc.inv);
+      }
+      __syncwarp();
+      uint32_t key = kNoCandidateKey;
+      if (search) key = searchCandidates<2>(p.grid, table, t3, need, k0, last, lane & 1);
+      key = smallestKey(key, 2);
+      const uint32_t kBlock = search ? key & 0xFFu : k0;
+      // Phase 3: the codes, tile by tile; each lane fetches its block's code from the searchers.
+#pragma unroll
+      for (uint32_t t = 0; t < kHeldTiles; ++t) {
+        if (t * kTileElems < sn) {  // uniform
+          const uint32_t k = __shfl_sync(kFullMask, kBlock, (lane & ~7u) + 2 * t);
+          const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
+          const uint32_t valid = validIn(first, n);
+          float v[kLaneElems];
+          unpackRaw8<Dtype>(raw[t], v);
+          if constexpr (Chosen)
+            if (smoothed) smooth8(v, dst + l.smooth + first, valid);
+          quantizeStore(first, valid, v, k);
+        }
+      }
+    };
+    bool done = false;
+    if constexpr (kCanHold) {
+      if ((held && !rotate) || segmented) {  // uniform; a held row is one segment
+        for (uint32_t i = 0; i < segments; ++i) {
+          const uint32_t s0 = i * kHeldElems;
+          if (segmented) {
+            loadSegment(s0);
+            __syncwarp();  // the previous segment's last reads of the table are done
+          }
+          encodeSegment(s0, n - s0 < kHeldElems ? n - s0 : kHeldElems);
         }
         done = true;
       }
@@ -447,21 +501,18 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
       float t[3];
       blockTop3(v, t);
-      const uint32_t k0 = startCodeFast(p.grid, c, t[0], table);
-      // NOTE: the candidates are spread over the block's 8 lanes (at most 4 each), then the
-      // first smallest error wins, as in the reference's sequential loop.
-      const bool search = p.candidates > 1 && c != 0.0f && t[0] != 0.0f;
-      float bestErr = 0.0f;
-      uint32_t best = kNoCandidate;
-      if (search) {
-        const uint32_t last = lastCandidate(k0, p.candidates);
-        for (uint32_t k = k0 + (lane & 7); k <= last; k += 8) {
-          const float e = candidateErrorFast(p.grid, table, k, t);
-          if (best == kNoCandidate || e < bestErr) bestErr = e, best = k;
-        }
-      }
-      firstSmallest(bestErr, best, 8);
-      quantizeStore(first, valid, v, search ? best : k0);
+      const bool nonzero = c != 0.0f && t[0] != 0.0f;
+      const float need = nonzero ? fineScaleNeeded(p.grid, c, t[0]) : 0.0f;
+      const uint32_t k0 = nonzero ? startCodeFast(p.grid, t[0], need, table) : 0u;
+      // NOTE: the candidates are spread over the block's 8 lanes (1 each for E4M3, at most 4
+      // each otherwise), then the smallest key wins, as in the reference.
+      const bool search = p.candidates > 1 && nonzero;
+      uint32_t key = kNoCandidateKey;
+      if (search)
+        key = searchCandidates<8>(p.grid, table, t, need, k0, lastCandidate(k0, p.candidates),
+                                  lane & 7);
+      key = smallestKey(key, 8);
+      quantizeStore(first, valid, v, search ? key & 0xFFu : k0);
     }
     if (lane == 0) {
       *reinterpret_cast<float*>(dst + l.coarse + 4 * r) = c;
@@ -513,8 +564,12 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   const unsigned blocks = gridFor(l.rowSlots);
   const ScratchParts parts = scratchParts(p, count);
   if (parts.bytes == 0) {  // nothing to decide on the device: the one-pass encode alone
-    encodeKernel<Dtype, false><<<blocks, kThreads, 0, stream>>>(
-        p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+    if (p.rowElems > kHeldElems)
+      encodeKernel<Dtype, false, true><<<blocks, kThreads, 0, stream>>>(
+          p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+    else
+      encodeKernel<Dtype, false, false><<<blocks, kThreads, 0, stream>>>(
+          p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
     return;
   }
   CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(scratch) % 16 == 0, cclzInvalidArgument,
@@ -538,8 +593,13 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
     launchSmoothKernel(Dtype, src, count, vector, p.shape == kShapeCaller ? p.rowElems : 0u,
                        static_cast<uint32_t>(parts.levelWords), parts.sample != 0, choice, levels,
                        dst + l.smooth, stream);
-  encodeKernel<Dtype, true><<<blocks, kThreads, 0, stream>>>(p, l, header, src, count, vector, dst,
-                                                             encodedBytesOut, status, choice);
+  // The row length is the caller's, or chosen on the device (up to kAutoMaxRowElems).
+  if (p.shape == kShapeCaller && p.rowElems <= kHeldElems)
+    encodeKernel<Dtype, true, false><<<blocks, kThreads, 0, stream>>>(
+        p, l, header, src, count, vector, dst, encodedBytesOut, status, choice);
+  else
+    encodeKernel<Dtype, true, true><<<blocks, kThreads, 0, stream>>>(
+        p, l, header, src, count, vector, dst, encodedBytesOut, status, choice);
 }
 
 }  // namespace

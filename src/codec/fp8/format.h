@@ -1,7 +1,8 @@
 // The fp8 frame (docs/formats.md, "fp8"): layout constants and the scalar helpers the CPU
 // reference and the kernels share, so that both compute the same bits. Every helper is IEEE fp32
 // with each operation rounded on its own: the mulRn/addRn/subRn wrappers keep nvcc from fusing a
-// multiply and an add into an FMA, which would round differently from the CPU.
+// multiply and an add into an FMA, which would round differently from the CPU; where an FMA is
+// meant (candidateError), fmaRn asks for one on both sides.
 #pragma once
 
 #include <cmath>
@@ -207,8 +208,8 @@ CCLZ_HD float magnitudeValue(uint32_t grid, uint32_t m) {
 }
 
 // magnitudeValue(grid, magnitudeCode(grid, v)) for a finite v >= 0, computed without building
-// the code: the scale search evaluates it for 3 values x 32 candidates per block, so it is on the
-// encoder's critical path. The same rounding (nearest even, saturating), so the same value.
+// the code: the scale search evaluates it for 3 values x up to 32 candidates per block, so it is
+// on the encoder's critical path. The same rounding (nearest even, saturating), so the same value.
 CCLZ_HD float roundMagnitude(uint32_t grid, float v) {
   if (grid == kInt8) return v >= 126.0f ? 126.0f : roundEven(v);
   const uint32_t mant = grid == kE4M3 ? 3 : 2, bias = grid == kE4M3 ? 7 : 15;
@@ -273,54 +274,113 @@ CCLZ_HD BlockScale blockScale(float coarse, uint32_t k) {
   return BlockScale{s, s > 0.0f ? reciprocal(s) : 0.0f};
 }
 
+// The largest fine code k with f(k) <= x (0 where x < f(0) = 2^-7, 255 where x >= 2): x's
+// exponent and top 5 mantissa bits.
+CCLZ_HD uint32_t floorFineCode(float x) {
+  const uint32_t b = floatToBits(x);
+  const int e = static_cast<int>(b >> 23) - 127;
+  return e < -7 ? 0u : e > 0 ? 255u : (static_cast<uint32_t>(e + 7) << 5) | ((b >> 18) & 31u);
+}
+
+// The fine code nearest to x > 0 (ties to the larger; clamped to 0..255 as floorFineCode): the
+// fine scales are the fp32 values with 5 mantissa bits, so x rounded to 5 mantissa bits (a carry
+// out of the mantissa moves the exponent, and the code with it).
+CCLZ_HD uint32_t nearestFineCode(float x) {
+  return floorFineCode(bitsToFloat(floatToBits(x) + (1u << 17)));
+}
+
+// need = a / (top * coarse): the fine scale at which a lands on the grid's top (in (0, ~1]).
+CCLZ_HD float fineScaleNeeded(uint32_t grid, float coarse, float a) {
+  return divRn(a, mulRn(gridTop(grid), coarse));
+}
+
 // The smallest k at which the block's largest |value| a does not exceed the grid's top
-// (docs/formats.md, "Choosing k"). v(k) = a * inv(k) does not increase with k, so a guess from
-// the exponents, corrected one code at a time, finds the same k as a search from 0 would.
-CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
-  if (coarse == 0.0f || a == 0.0f) return 0;
+// (docs/formats.md, "Choosing k"), for coarse > 0 and a > 0 with need = fineScaleNeeded(grid,
+// coarse, a). v(k) = a * inv(k) does not increase with k, so the guess floorFineCode(need),
+// corrected one code at a time, gives the same k as a search from 0.
+CCLZ_HD uint32_t startCodeFrom(uint32_t grid, float coarse, float a, float need) {
   const float top = gridTop(grid);
   auto fits = [&](uint32_t k) { return mulRn(a, blockScale(coarse, k).inv) <= top; };
-  // need = a / (top * coarse) in (0, ~1]; its exponent and top 5 mantissa bits are the guess.
-  const uint32_t nb = floatToBits(a / mulRn(top, coarse));
-  const int e = static_cast<int>(nb >> 23) - 127;  // floor(log2 need)
-  int k = e < -7 ? 0 : e > 0 ? 255 : ((e + 7) << 5) | static_cast<int>((nb >> 18) & 31u);
+  int k = static_cast<int>(floorFineCode(need));
   while (k > 0 && fits(static_cast<uint32_t>(k - 1))) --k;
   while (k < 255 && !fits(static_cast<uint32_t>(k))) ++k;
   return static_cast<uint32_t>(k);
 }
-
-// Squared error of |value| t after quantizing with scale (s, inv).
-CCLZ_HD float squaredError(uint32_t grid, float t, BlockScale sc) {
-  const float d = subRn(t, mulRn(roundMagnitude(grid, mulRn(t, sc.inv)), sc.s));
-  return mulRn(d, d);
+CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
+  if (coarse == 0.0f || a == 0.0f) return 0;
+  return startCodeFrom(grid, coarse, a, fineScaleNeeded(grid, coarse, a));
 }
 
-// The search's error of candidate k for the block's three largest magnitudes t[0] >= t[1] >= t[2].
+// The search's error of candidate k for the block's three largest magnitudes t[0] >= t[1] >= t[2]:
+// d_j = t_j - q(t_j * inv) * s by one fused multiply-add each, then d0^2 + d1^2 + d2^2 by a
+// multiply and two fused multiply-adds, in that order.
 CCLZ_HD float candidateError(uint32_t grid, float coarse, uint32_t k, const float* t) {
   const BlockScale sc = blockScale(coarse, k);
-  float e = squaredError(grid, t[0], sc);
-  e = addRn(e, squaredError(grid, t[1], sc));
-  return addRn(e, squaredError(grid, t[2], sc));
+  float d[3];
+  for (int j = 0; j < 3; ++j) d[j] = fmaRn(roundMagnitude(grid, mulRn(t[j], sc.inv)), -sc.s, t[j]);
+  return fmaRn(d[2], d[2], fmaRn(d[1], d[1], mulRn(d[0], d[0])));
 }
 
-// Fine-scale candidates of a block: k0 .. last.
+// A candidate's rank: its error's bits (the error is >= 0 or +Inf, so the bits order as the
+// values) with the low 8 replaced by the code. The block takes the smallest: the smallest error
+// on 15 mantissa bits, then the smallest code. One unsigned minimum per candidate, the same in any
+// order, so the kernels can split the candidates over lanes and merge with a min.
+CCLZ_HD uint32_t candidateKey(float err, uint32_t k) { return (floatToBits(err) & ~0xFFu) | k; }
+constexpr uint32_t kNoCandidateKey = 0xFFFFFFFFu;  // above every key
+
+// The search window of a block: k0 .. last.
 CCLZ_HD uint32_t lastCandidate(uint32_t k0, uint32_t candidates) {
   const uint32_t last = k0 + candidates - 1;
   return last < 255 ? last : 255;
 }
 
-// The block's fine-scale code: the first candidate with the smallest error.
-CCLZ_HD uint32_t chooseFineCode(uint32_t grid, float coarse, const float* t, uint32_t candidates) {
-  const uint32_t k0 = startCode(grid, coarse, t[0]);
-  if (coarse == 0.0f || t[0] == 0.0f) return k0;
-  const uint32_t last = lastCandidate(k0, candidates);
-  uint32_t best = k0;
-  float bestErr = candidateError(grid, coarse, k0, t);
-  for (uint32_t k = k0 + 1; k <= last; ++k) {
-    const float e = candidateError(grid, coarse, k, t);
-    if (e < bestErr) bestErr = e, best = k;
+// The grid-aligned candidates (E4M3): the fine scale that puts the block's largest value a on
+// grid point g is need * top / g, so for each grid value g with top / 2 < g < top, the code
+// nearest to need * R, R = top / g (fp32, rounded to nearest); with k0 (a at the top) that is 8
+// codes where the window has 32. The block's 2nd and 3rd largest values seldom prefer another
+// (bench/results/2026-11-23-fp8-eight-candidates). E5M2's grid is too coarse for that (its 2nd
+// and 3rd values decide more often: grid-aligned codes gave 9-12% more top-3 error on Gaussian
+// blocks in a study not kept in the tests): it searches every code of the window, as INT8 does.
+constexpr uint32_t kMaxScaleRatios = 7;
+CCLZ_HD uint32_t numScaleRatios(uint32_t grid) { return grid == kE4M3 ? kMaxScaleRatios : 0u; }
+// Ratio i: 448 / g for g = 416, 384, 352, 320, 288, 256, 240 (largest first).
+CCLZ_HD float scaleRatio(uint32_t i) {
+  switch (i) {
+    case 0: return 0x1.13b13cp+0f;
+    case 1: return 0x1.2aaaaap+0f;
+    case 2: return 0x1.45d174p+0f;
+    case 3: return 0x1.666666p+0f;
+    case 4: return 0x1.8e38e4p+0f;
+    case 5: return 0x1.c00000p+0f;
+    default: return 0x1.dddddep+0f;
   }
-  return best;
+}
+// Candidate i + 1 of a grid-aligned search (candidate 0 is k0).
+CCLZ_HD uint32_t ratioCode(float need, uint32_t i) {
+  return nearestFineCode(mulRn(need, scaleRatio(i)));
+}
+
+// The block's fine-scale code (docs/formats.md, "Choosing k"): the candidate in the window with the
+// smallest key. The candidates are the grid-aligned ones for E4M3, every code of the window for
+// E5M2 and INT8.
+CCLZ_HD uint32_t chooseFineCode(uint32_t grid, float coarse, const float* t, uint32_t candidates) {
+  if (coarse == 0.0f || t[0] == 0.0f) return 0;
+  const float need = fineScaleNeeded(grid, coarse, t[0]);
+  const uint32_t k0 = startCodeFrom(grid, coarse, t[0], need);
+  if (candidates == 1) return k0;
+  const uint32_t last = lastCandidate(k0, candidates);
+  uint32_t best = candidateKey(candidateError(grid, coarse, k0, t), k0);
+  auto consider = [&](uint32_t k) {
+    if (k < k0 || k > last) return;
+    const uint32_t key = candidateKey(candidateError(grid, coarse, k, t), k);
+    best = key < best ? key : best;
+  };
+  if (numScaleRatios(grid) == 0) {
+    for (uint32_t k = k0 + 1; k <= last; ++k) consider(k);
+  } else {
+    for (uint32_t i = 0; i < numScaleRatios(grid); ++i) consider(ratioCode(need, i));
+  }
+  return best & 0xFFu;
 }
 
 // Keeps t[0] >= t[1] >= t[2] the three largest of the magnitudes offered.
