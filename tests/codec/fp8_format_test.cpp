@@ -190,6 +190,59 @@ TEST(Fp8Format, ScaleSearchInvariants) {
   }
 }
 
+// startCodeNear, from three inverses, gives startCodeFrom's code or declines; on blocks of every
+// magnitude and on maxima placed at the fine scales' edges (where rounding decides) it seldom
+// declines.
+TEST(Fp8Format, StartCodeNearIsStartCodeFromOrDeclines) {
+  uint64_t state = 17;
+  for (uint32_t grid : {kE4M3, kE5M2, kInt8}) {
+    int trials = 0, declined = 0;
+    auto check = [&](float c, float a) {
+      const float need = fineScaleNeeded(grid, c, a);
+      const uint32_t f = floorFineCode(need);
+      const uint32_t k = startCodeNear(grid, a, f, [&](uint32_t j) { return blockScale(c, j).inv; });
+      ++trials;
+      if (k == kNoStartCode) {
+        ++declined;
+        return;
+      }
+      ASSERT_EQ(k, startCodeFrom(grid, c, a, need)) << "grid " << grid << " c " << c << " a " << a;
+    };
+    for (int trial = 0; trial < 20000; ++trial) {
+      const float rowMax = static_cast<float>(
+          std::ldexp(1.0 + test::uniformFrom(state), int(test::uniformFrom(state) * 60) - 30));
+      const float c = coarseScale(grid, rowMax);
+      check(c, rowMax * static_cast<float>(std::ldexp(1.0 + test::uniformFrom(state),
+                                                      -1 - int(test::uniformFrom(state) * 7))));
+      // a where need is a fine scale, and one ulp either side of it.
+      const float edge = mulRn(mulRn(gridTop(grid), c), fineScale(1 + trial % 253));
+      for (float a : {std::nextafter(edge, 0.0f), edge, std::nextafter(edge, 1e30f)})
+        if (a > 0.0f && a <= rowMax) check(c, a);
+    }
+    EXPECT_LT(declined * 20, trials) << "grid " << grid << ": declined " << declined << " of "
+                                     << trials;
+  }
+}
+
+// Four codes with any byte in any position: a code of magnitude 0 (0x00 or 0x80) becomes 0x00,
+// every other code is kept.
+TEST(Fp8Format, ClearZeroSignsKeepsEveryCodeButNegativeZero) {
+  uint64_t state = 19;
+  for (uint32_t position = 0; position < 4; ++position)
+    for (uint32_t b = 0; b < 256; ++b)
+      for (int trial = 0; trial < 16; ++trial) {
+        uint32_t word = static_cast<uint32_t>(test::uniformFrom(state) * 4294967296.0);
+        if (trial == 0) word = 0x80808080u;
+        word = (word & ~(0xFFu << (8 * position))) | (b << (8 * position));
+        uint32_t want = 0;
+        for (uint32_t j = 0; j < 4; ++j) {
+          const uint32_t code = (word >> (8 * j)) & 0xFFu;
+          want |= ((code & 0x7Fu) == 0 ? 0u : code) << (8 * j);
+        }
+        ASSERT_EQ(clearZeroSigns(word), want) << std::hex << word;
+      }
+}
+
 // floorFineCode(x) is the largest code whose fine scale does not exceed x, clamped to 0..255.
 TEST(Fp8Format, FloorFineCodeIsTheLargestScaleNotAbove) {
   uint64_t state = 13;

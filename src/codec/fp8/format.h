@@ -232,6 +232,14 @@ CCLZ_HD uint8_t quantize(uint32_t grid, float v) {
   return static_cast<uint8_t>(m == 0 ? 0u : (m | ((u >> 24) & 0x80u)));
 }
 
+// Four codes in a word, as a conversion that keeps the sign of a value rounded to zero gives them
+// (0x80: the NaN code here), with every such code made 0x00, as quantize codes zero. A byte's
+// magnitude plus 0x7F sets its top bit exactly when the magnitude is not zero (no carry leaves the
+// byte), so the sign survives there only.
+CCLZ_HD uint32_t clearZeroSigns(uint32_t word) {
+  return word & (((word & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) | 0x7F7F7F7Fu);
+}
+
 // The code of an element that is NaN or Inf (bits u).
 CCLZ_HD uint8_t specialCode(uint32_t u) {
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return kCodeNaN;
@@ -306,6 +314,20 @@ CCLZ_HD uint32_t startCodeFrom(uint32_t grid, float coarse, float a, float need)
   while (k < 255 && !fits(static_cast<uint32_t>(k))) ++k;
   return static_cast<uint32_t>(k);
 }
+// startCodeFrom from the inverses of three codes (inv(k) = blockScale(coarse, k).inv, for
+// k = f - 1 .. f + 1, f = floorFineCode(need)): need lies in [f(f), f(f + 1)), so k0 is f or f + 1
+// unless rounding moves it, and a table lookup or two decide it. Returns kNoStartCode where the
+// three do not decide (k0 elsewhere, or f at the ends of the codes): the caller then calls
+// startCodeFrom.
+constexpr uint32_t kNoStartCode = 0xFFFFFFFFu;
+template <typename Inverse>
+CCLZ_HD uint32_t startCodeNear(uint32_t grid, float a, uint32_t f, Inverse inv) {
+  const float top = gridTop(grid);
+  if (f == 0 || f >= 254 || mulRn(a, inv(f - 1)) <= top) return kNoStartCode;
+  if (mulRn(a, inv(f)) <= top) return f;
+  return mulRn(a, inv(f + 1)) <= top ? f + 1 : kNoStartCode;
+}
+
 CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
   if (coarse == 0.0f || a == 0.0f) return 0;
   return startCodeFrom(grid, coarse, a, fineScaleNeeded(grid, coarse, a));
