@@ -452,9 +452,10 @@ cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * all-gather's sendcount, a reduce-scatter's recvcount, an all-reduce's count / ranks, an
  * all-to-all's count per peer, a send's count; times the element size). CCLZ_PIECE_BYTES if it
  * was set when comm was created; else a quarter of chunkBytes rounded up to whole MiB, at least
- * 4 MiB and at most max(4 MiB, 64 MiB / ranks) (docs/collectives.md, "The algorithms"). The
- * communicator's scratch grows with it: up to about 6 x piece x ranks bytes of frames, and for
- * reductions three fp32 accumulators of a piece. */
+ * 4 MiB and at most max(4 MiB, 64 MiB / ranks) (docs/collectives.md, "The algorithms"); an fp8
+ * call with fp8RowElems then cuts it to whole rows. The communicator's scratch grows with it: up
+ * to about 6 x piece x ranks bytes of frames, and for reductions three fp32 accumulators of a
+ * piece. */
 /* How comm's last collective that got past its checks ran (cclzCommConfig_t.adaptive):
  * cclzPathCompressed through its codec, cclzPathPlain as plain data. *decided = 1 when its kind's
  * trials are over (always 1 on a communicator that is not adaptive), 0 while it was one of them.

@@ -62,6 +62,15 @@ class Codec {
   // receiver knows a frame's size before it arrives (the collectives then exchange no sizes).
   virtual bool fixedFrameSize() const { return false; }
 
+  // The elements a frame codes as one unit, with scales of their own (the fp8 codec's rows): the
+  // collectives cut their pipeline pieces at multiples of it, so that no unit straddles two
+  // frames and the result does not depend on the piece size. 1 where the codec has no such unit
+  // or chooses it from the data.
+  virtual uint64_t pieceAlignment(const cclzCodecConfig_t& config) const {
+    (void)config;
+    return 1;
+  }
+
   // True when the codec has an error-feedback encode (encodeFeedbackHost / encodeFeedbackDevice).
   virtual bool hasFeedback() const { return false; }
 

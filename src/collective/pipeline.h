@@ -32,6 +32,10 @@ uint64_t pieceCount(uint64_t count, uint64_t pieceElems);
 uint64_t defaultPieceBytes(uint64_t chunkBytes, int ranks);
 // The piece a communicator uses for such a call: settingBytes (CCLZ_PIECE_BYTES) if not 0.
 uint64_t pieceBytesFor(uint64_t settingBytes, uint64_t chunkBytes, int ranks);
+// A piece of pieceElems cut to whole units of `unit` elements (Codec::pieceAlignment): rounded
+// down to a multiple of unit, or up to one unit where it holds less; at most `largest` (the
+// largest block, which then goes in one piece), and at least 1.
+uint64_t wholeUnits(uint64_t pieceElems, uint64_t unit, uint64_t largest);
 
 struct Pipeline {
   Transport& t;

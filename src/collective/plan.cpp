@@ -145,7 +145,8 @@ Plan makePlan(Communicator& comm, const CollArgs& a) {
   for (const Span& c : plan.chunks) largest = std::max(largest, c.count);
   const uint64_t pieceBytes =
       pieceBytesFor(comm.settings().pieceBytes, largest * plan.elemBytes, t.size());
-  plan.pieceElems = std::max<uint64_t>(1, std::min(pieceBytes / plan.elemBytes, largest));
+  plan.pieceElems = wholeUnits(std::max<uint64_t>(1, pieceBytes / plan.elemBytes),
+                               plan.use.codec->pieceAlignment(plan.use.config), largest);
   return plan;
 }
 
@@ -521,6 +522,11 @@ uint64_t defaultPieceBytes(uint64_t chunkBytes, int ranks) {
 
 uint64_t pieceBytesFor(uint64_t settingBytes, uint64_t chunkBytes, int ranks) {
   return settingBytes ? settingBytes : defaultPieceBytes(chunkBytes, ranks);
+}
+
+uint64_t wholeUnits(uint64_t pieceElems, uint64_t unit, uint64_t largest) {
+  const uint64_t whole = unit > 1 ? std::max(unit, pieceElems - pieceElems % unit) : pieceElems;
+  return std::max<uint64_t>(1, std::min(whole, largest));
 }
 
 void runCollective(Communicator& comm, const CollArgs& a) {

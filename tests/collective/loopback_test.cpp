@@ -3,8 +3,9 @@
 // checked against the reference on every rank; all-reduce outputs must be bit-identical across
 // ranks. Also: a rank with different arguments or rejected arguments makes every rank fail (and
 // nobody hangs), a corrupted frame on the wire is reported by its receiver, error feedback keeps
-// what it did not send, and variable-size frames over a transport that must be told sizes (as
-// NCCL must) announce them ahead (LoopbackExactSizes).
+// what it did not send, variable-size frames over a transport that must be told sizes (as
+// NCCL must) announce them ahead (LoopbackExactSizes), and pieces keep the caller's fp8 rows
+// whole (LoopbackPieces).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -554,6 +555,64 @@ TEST(CommSettingsTest, DefaultPieceBytes) {
         EXPECT_EQ(pieceCount(chunk, piece), 4u) << chunk << " bytes, " << ranks << " ranks";
       }
     }
+  }
+}
+
+TEST(CommSettingsTest, PiecesAreWholeUnits) {
+  EXPECT_EQ(wholeUnits(2048, 1, 1u << 20), 2048u);     // no unit
+  EXPECT_EQ(wholeUnits(2048, 768, 1u << 20), 1536u);   // two rows of 768
+  EXPECT_EQ(wholeUnits(2048, 1024, 1u << 20), 2048u);  // already whole
+  EXPECT_EQ(wholeUnits(500, 768, 1u << 20), 768u);     // at least one row
+  EXPECT_EQ(wholeUnits(2048, 768, 1000), 1000u);       // the largest block in one piece
+  EXPECT_EQ(wholeUnits(2048, 768, 0), 1u);             // nothing to send: still one element
+  EXPECT_EQ(wholeUnits(0, 1, 0), 1u);
+}
+
+// With the caller's fp8 rows, a piece holds whole rows (Codec::pieceAlignment), so that every row
+// keeps its own scales however the call is cut: the output is the same with small pieces (2048
+// bf16 values, 2.67 rows of 768, cut to 2 rows) as with one piece for the whole block.
+TEST(LoopbackPieces, Fp8RowsNeverStraddleTwoPieces) {
+  constexpr uint64_t kRow = 768, kRows = 13;
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = cclzCodecFp8;
+  config.fp8RowElems = static_cast<int>(kRow);
+  // Rows of very different magnitudes, so that a row's coarse scale decides its codes.
+  auto value = [&](int rank, uint64_t i) {
+    const double wave = std::sin(0.37 * static_cast<double>(i) + rank);
+    return floatToBf16(static_cast<float>(std::ldexp(wave, static_cast<int>((i / kRow) % 7) * 3)));
+  };
+  for (Coll op : {Coll::AllGather, Coll::ReduceScatter}) {
+    const int n = 3;
+    const uint64_t block = kRows * kRow;  // an all-gather's sendcount, a reduce-scatter's recvcount
+    const uint64_t inCount = op == Coll::AllGather ? block : block * n;
+    const uint64_t outCount = op == Coll::AllGather ? block * n : block;
+    auto run = [&](uint64_t pieceBytes) {
+      CommSettings settings = testSettings();
+      settings.pieceBytes = pieceBytes;
+      std::vector<std::vector<uint16_t>> out(n, std::vector<uint16_t>(outCount));
+      onRanks(
+          n,
+          [&](cclzComm_t comm, int r) {
+            std::vector<uint16_t> in(inCount);
+            for (uint64_t i = 0; i < inCount; ++i) in[i] = value(r, i);
+            size_t piece = 0;
+            cclzCommGetPieceBytes(comm, block * 2, &piece);
+            EXPECT_EQ(piece, pieceBytes);
+            const cclzResult_t result =
+                op == Coll::AllGather
+                    ? cclzAllGather(in.data(), out[r].data(), block, cclzBfloat16, comm, &config,
+                                    nullptr)
+                    : cclzReduceScatter(in.data(), out[r].data(), block, cclzBfloat16, cclzSum,
+                                        comm, &config, nullptr);
+            EXPECT_EQ(result, cclzSuccess) << cclzGetLastError(comm);
+          },
+          std::chrono::seconds(60), nullptr, settings);
+      return out;
+    };
+    const auto cut = run(kTestPieceBytes), whole = run(block * 2);
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(cut[r], whole[r]) << (op == Coll::AllGather ? "all-gather" : "reduce-scatter")
+                                  << ", rank " << r;
   }
 }
 

@@ -91,6 +91,12 @@ class Fp8Codec final : public Codec {
     return fp8::maxEncodedBytes(p, count);
   }
 
+  // The caller's rows: each has its own coarse scale, rotation and fine scales. Rows chosen from
+  // the data (fp8RowElems 0) are not known on the host.
+  uint64_t pieceAlignment(const cclzCodecConfig_t& c) const override {
+    return c.fp8RowElems > 0 ? static_cast<uint64_t>(c.fp8RowElems) : 1u;
+  }
+
   // The frame's size is its layout's (docs/formats.md, "fp8"): the collectives need no size
   // exchange.
   bool fixedFrameSize() const override { return true; }
