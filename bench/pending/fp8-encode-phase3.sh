@@ -12,7 +12,9 @@ nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader |
 t0=$SECONDS
 rm -rf /tmp/new && mkdir -p /tmp/new
 tar --exclude=./build-device --exclude=./.git -cf - . | tar -xf - -C /tmp/new
-(cd /tmp/new && patch -p1 <bench/pending/fp8-encode-phase3.patch) >>"$sum" 2>&1 || { echo "patch failed" >>"$sum"; cat "$sum"; exit 1; }
+apply() { if command -v git >/dev/null; then git apply "$1"; else patch -p1 <"$1"; fi; }
+(cd /tmp/new && apply bench/pending/fp8-encode-phase3.patch) >>"$sum" 2>&1 ||
+  { echo "patch failed" >>"$sum"; cat "$sum"; exit 1; }
 cfg() { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
     -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" "${@:3}"; }
 ( cfg /tmp/new /tmp/new/build >/tmp/new.log 2>&1 && ninja -C /tmp/new/build -j10 cclz-perf codec_gpu_tests >>/tmp/new.log 2>&1; echo "new build: $?" >>"$sum" ) &
