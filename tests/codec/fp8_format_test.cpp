@@ -200,7 +200,8 @@ TEST(Fp8Format, StartCodeNearIsStartCodeFromOrDeclines) {
     auto check = [&](float c, float a) {
       const float need = fineScaleNeeded(grid, c, a);
       const uint32_t f = floorFineCode(need);
-      const uint32_t k = startCodeNear(grid, a, f, [&](uint32_t j) { return blockScale(c, j).inv; });
+      auto inverse = [&](uint32_t j) { return blockScale(c, j).inv; };
+      const uint32_t k = startCodeNear(grid, a, f, inverse);
       ++trials;
       if (k == kNoStartCode) {
         ++declined;
