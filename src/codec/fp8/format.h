@@ -314,18 +314,18 @@ CCLZ_HD uint32_t startCodeFrom(uint32_t grid, float coarse, float a, float need)
   while (k < 255 && !fits(static_cast<uint32_t>(k))) ++k;
   return static_cast<uint32_t>(k);
 }
-// startCodeFrom from the inverses of three codes (inv(k) = blockScale(coarse, k).inv, for
-// k = f - 1 .. f + 1, f = floorFineCode(need)): need lies in [f(f), f(f + 1)), so k0 is f or f + 1
-// unless rounding moves it, and a table lookup or two decide it. Returns kNoStartCode where the
-// three do not decide (k0 elsewhere, or f at the ends of the codes): the caller then calls
-// startCodeFrom.
+// startCodeFrom from the inverses of three codes around guess = floorFineCode(need) (inv(k) =
+// blockScale(coarse, k).inv for k = guess - 1 .. guess + 1): need lies in [fineScale(guess),
+// fineScale(guess + 1)), so k0 is guess or guess + 1 unless rounding moves it, and a table lookup
+// or two decide it. Returns kNoStartCode where the three do not decide (k0 elsewhere, or guess at
+// the ends of the codes): the caller then calls startCodeFrom.
 constexpr uint32_t kNoStartCode = 0xFFFFFFFFu;
 template <typename Inverse>
-CCLZ_HD uint32_t startCodeNear(uint32_t grid, float a, uint32_t f, Inverse inv) {
+CCLZ_HD uint32_t startCodeNear(uint32_t grid, float a, uint32_t guess, Inverse inv) {
   const float top = gridTop(grid);
-  if (f == 0 || f >= 254 || mulRn(a, inv(f - 1)) <= top) return kNoStartCode;
-  if (mulRn(a, inv(f)) <= top) return f;
-  return mulRn(a, inv(f + 1)) <= top ? f + 1 : kNoStartCode;
+  if (guess == 0 || guess >= 254 || mulRn(a, inv(guess - 1)) <= top) return kNoStartCode;
+  if (mulRn(a, inv(guess)) <= top) return guess;
+  return mulRn(a, inv(guess + 1)) <= top ? guess + 1 : kNoStartCode;
 }
 
 CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
