@@ -108,7 +108,8 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleT
 
 // The codes of 8 finite values on an E4M3/E5M2 grid, 4 to a word: quantize(grid, v[j]) by the
 // hardware's conversion (nearest even, saturating), with a value that rounds to zero coded 0x00
-// whatever its sign, as quantize does.
+// whatever its sign, as quantize does (clearZeroSigns: 3 instructions a word where __vcmpeq4 took
+// 5).
 __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uint32_t* packed) {
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
@@ -117,7 +118,7 @@ __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uin
     const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[4 * w + 2], v[4 * w + 3]),
                                                  __NV_SATFINITE, fp8Kind(grid));
     const uint32_t word = lo | (hi << 16);
-    packed[w] = word & ~__vcmpeq4(word & 0x7F7F7F7Fu, 0u);
+    packed[w] = clearZeroSigns(word);
   }
 }
 
@@ -342,10 +343,10 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
       return key;
     };
-    // Codes of the lane's 8 values at element `first` of the row with fine-scale code k (the
-    // table holds k), and the block's fine scale from its first lane.
-    auto quantizeStore = [&](uint32_t first, uint32_t valid, const float* v, uint32_t k) {
-      const float inv = table.sInv[k].y;
+    // Codes of the lane's 8 values at element `first` of the row, scaled by their block's inverse
+    // scale (blockScale(c, k).inv of the block's code k).
+    uint8_t* const rowCodes = dst + l.codes + begin;
+    auto storeCodes = [&](uint32_t first, uint32_t valid, const float* v, float inv) {
       uint32_t packed[2] = {0, 0};
       if (fast) {
         float scaled[kLaneElems];
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, 4)
           packed[j / 4] |= code << (8 * (j % 4));
         }
       }
-      uint8_t* codes = dst + l.codes + begin + first;
+      uint8_t* codes = rowCodes + first;
       if (valid == kLaneElems) {
         *reinterpret_cast<uint2*>(codes) = make_uint2(packed[0], packed[1]);
       } else {
@@ -369,8 +370,10 @@ __global__ void __launch_bounds__(kThreads, 4)
         for (uint32_t j = 0; j < kLaneElems; ++j)  // unrolled: the arrays stay in registers
           if (j < valid) codes[j] = static_cast<uint8_t>(packed[j / 4] >> (8 * (j % 4)));
       }
-      if ((lane & 7) == 0 && valid > 0)
-        dst[l.fine + (begin + first) / kBlockElems] = static_cast<uint8_t>(k);
+    };
+    // The fine-scale code k of the block whose first element is `first` of the row.
+    auto storeFine = [&](uint32_t first, uint32_t k) {
+      dst[l.fine + (begin + first) / kBlockElems] = static_cast<uint8_t>(k);
     };
     __syncwarp();  // the previous row's last reads of the table are done
 
@@ -431,37 +434,59 @@ __global__ void __launch_bounds__(kThreads, 4)
           t3[j] =
               mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
       }
-      const bool exists = mine * kTileElems + (lane >> 3) * kBlockElems < sn;
+      const uint32_t blockFirst = s0 + mine * kTileElems + (lane >> 3) * kBlockElems;
+      const bool exists = blockFirst < s0 + sn;
       const bool nonzero = exists && c != 0.0f && t3[0] != 0.0f;
       const float need = nonzero ? fineScaleNeeded(p.grid, c, t3[0]) : 0.0f;
-      const uint32_t k0 = nonzero ? startCodeFrom(p.grid, c, t3[0], need) : 0u;
+      const uint32_t f = floorFineCode(need);
       const bool search = nonzero && p.candidates > 1;
-      const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
-      // The scale table over [lo, hi]: every candidate and every block's code (block 0 of the
-      // segment always exists, so lo <= hi).
-      const uint32_t lo = __reduce_min_sync(kFullMask, exists ? k0 : 255u);
-      const uint32_t hi = __reduce_max_sync(kFullMask, exists ? last : 0u);
-      for (uint32_t k = lo + lane; k <= hi; k += 32) {
-        const BlockScale sc = blockScale(c, k);
-        table.sInv[k] = make_float2(sc.s, sc.inv);
+      // The scale table over [lo, hi]: the codes around each nonzero block's guess f, where its
+      // start code k0 nearly always is (f or f + 1, startCodeNear), and the window after them. A
+      // block of zeros needs none (its codes are 0 with any scale: it takes inv = 0 below).
+      // NOTE: the start code by two or three table lookups instead of startCodeFrom's 1-3 IEEE
+      // reciprocals (~110 instructions per lane and segment on the profile of round 8).
+      uint32_t lo = __reduce_min_sync(kFullMask, nonzero ? (f > 0 ? f - 1 : 0u) : 255u);
+      uint32_t hi = __reduce_max_sync(
+          kFullMask, nonzero ? lastCandidate(f + 1, search ? p.candidates : 1u) : 0u);
+      auto fillTable = [&] {
+        for (uint32_t k = lo + lane; k <= hi; k += 32) {
+          const BlockScale sc = blockScale(c, k);
+          table.sInv[k] = make_float2(sc.s, sc.inv);
+        }
+        __syncwarp();
+      };
+      fillTable();
+      uint32_t k0 = 0;
+      if (nonzero) {
+        k0 = startCodeNear(p.grid, t3[0], f, [&](uint32_t k) { return table.sInv[k].y; });
+        if (k0 == kNoStartCode) k0 = startCodeFrom(p.grid, c, t3[0], need);  // rare
       }
-      __syncwarp();
+      const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
+      // Where rounding put a start code outside the guesses, the table grows to its window.
+      if (__any_sync(kFullMask, nonzero && (k0 < lo || last > hi))) {
+        lo = __reduce_min_sync(kFullMask, nonzero ? k0 : 255u);
+        hi = __reduce_max_sync(kFullMask, nonzero ? last : 0u);
+        fillTable();
+      }
       uint32_t key = kNoCandidateKey;
       if (search) key = searchCandidates<2>(p.grid, table, t3, need, k0, last, lane & 1);
       key = smallestKey(key, 2);
       const uint32_t kBlock = search ? key & 0xFFu : k0;
-      // Phase 3: the codes, tile by tile; each lane fetches its block's code from the searchers.
+      const float invBlock = nonzero ? table.sInv[kBlock].y : 0.0f;
+      if ((lane & 1) == 0 && exists) storeFine(blockFirst, kBlock);
+      // Phase 3: the codes, tile by tile; each lane fetches its block's inverse scale from the
+      // searchers (one shuffle, where a code would cost a table read too).
 #pragma unroll
       for (uint32_t t = 0; t < kHeldTiles; ++t) {
         if (t * kTileElems < sn) {  // uniform
-          const uint32_t k = __shfl_sync(kFullMask, kBlock, (lane & ~7u) + 2 * t);
+          const float inv = __shfl_sync(kFullMask, invBlock, (lane & ~7u) + 2 * t);
           const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
           const uint32_t valid = validIn(first, n);
           float v[kLaneElems];
           unpackRaw8<Dtype>(raw[t], v);
           if constexpr (Chosen)
             if (smoothed) smooth8(v, dst + l.smooth + first, valid);
-          quantizeStore(first, valid, v, k);
+          storeCodes(first, valid, v, inv);
         }
       }
     };
@@ -512,7 +537,9 @@ __global__ void __launch_bounds__(kThreads, 4)
         key = searchCandidates<8>(p.grid, table, t, need, k0, lastCandidate(k0, p.candidates),
                                   lane & 7);
       key = smallestKey(key, 8);
-      quantizeStore(first, valid, v, search ? key & 0xFFu : k0);
+      const uint32_t k = search ? key & 0xFFu : k0;
+      storeCodes(first, valid, v, table.sInv[k].y);
+      if ((lane & 7) == 0 && valid > 0) storeFine(first, k);
     }
     if (lane == 0) {
       *reinterpret_cast<float*>(dst + l.coarse + 4 * r) = c;
