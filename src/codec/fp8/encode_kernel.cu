@@ -98,7 +98,10 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleT
 #pragma unroll
     for (uint32_t s = 0; s < kLanes; ++s)
       if (slot == s && j * kLanes + s > 0) ratio = scaleRatio(j * kLanes + s - 1);
-    const uint32_t k = j == 0 && slot == 0 ? k0 : nearestFineCode(mulRn(need, ratio));
+    // NOTE: computed in every lane and then selected: as a branch it was a divergence region
+    // (the two lanes of a block take different sides) where both sides ran anyway.
+    const uint32_t nearest = nearestFineCode(mulRn(need, ratio));
+    const uint32_t k = j == 0 && slot == 0 ? k0 : nearest;
     const bool inWindow = k >= k0 && k <= last;
     const uint32_t key = candidateKey(candidateErrorFast(kE4M3, table, inWindow ? k : k0, t), k);
     best = min(best, inWindow ? key : kNoCandidateKey);
@@ -126,6 +129,14 @@ __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uin
 constexpr uint32_t kMagnitudeBits = 0x7FFF7FFFu;
 template <int Dtype>
 constexpr uint32_t kFirstNonFinite = Dtype == cclzBfloat16 ? 0x7F80u : 0x7C00u;
+
+// How encodeSegment is compiled: kFull, a whole segment of finite values of a plain row on the
+// grid kGrid (E4M3 or E5M2), or any segment (kGrid unused: the row's grid).
+template <bool Full, uint32_t Grid>
+struct SegmentKind {
+  static constexpr bool kFull = Full;
+  static constexpr uint32_t kGrid = Grid;
+};
 
 // The largest finite magnitude bits of a held lane's 16 words (0 if none).
 template <int Dtype>
@@ -217,6 +228,13 @@ __global__ void __launch_bounds__(kThreads, 4)
     uint4 raw[kHeldTiles];
     // The lane's words of the row's elements s0 .. s0 + kHeldElems (0 past the row's end).
     auto loadSegment = [&](uint32_t s0) {
+      if (vector && s0 + kHeldElems <= n) {  // uniform: one test per segment, not one per tile
+#pragma unroll
+        for (uint32_t t = 0; t < kHeldTiles; ++t)
+          raw[t] = loadRaw8<Dtype>(src, begin + s0 + t * kTileElems + lane * kLaneElems,
+                                   kLaneElems, true);
+        return;
+      }
 #pragma unroll
       for (uint32_t t = 0; t < kHeldTiles; ++t) {
         const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
@@ -346,19 +364,20 @@ __global__ void __launch_bounds__(kThreads, 4)
     // Codes of the lane's 8 values at element `first` of the row, scaled by their block's inverse
     // scale (blockScale(c, k).inv of the block's code k).
     uint8_t* const rowCodes = dst + l.codes + begin;
-    auto storeCodes = [&](uint32_t first, uint32_t valid, const float* v, float inv) {
+    auto storeCodes = [&](uint32_t grid, uint32_t first, uint32_t valid, const float* v,
+                          float inv, bool fastCodes) {
       uint32_t packed[2] = {0, 0};
-      if (fast) {
+      if (fastCodes) {
         float scaled[kLaneElems];
 #pragma unroll
         for (uint32_t j = 0; j < kLaneElems; ++j) scaled[j] = mulRn(v[j], inv);
-        quantize8Fast(p.grid, scaled, packed);
+        quantize8Fast(grid, scaled, packed);
       } else {
 #pragma unroll
         for (uint32_t j = 0; j < kLaneElems; ++j) {
           const uint32_t u = floatToBits(v[j]);
           const uint32_t code =
-              isFiniteBits(u) ? quantize(p.grid, mulRn(v[j], inv)) : specialCode(u);
+              isFiniteBits(u) ? quantize(grid, mulRn(v[j], inv)) : specialCode(u);
           packed[j / 4] |= code << (8 * (j % 4));
         }
       }
@@ -378,18 +397,25 @@ __global__ void __launch_bounds__(kThreads, 4)
     __syncwarp();  // the previous row's last reads of the table are done
 
     // Pass 2 of a held row or of one segment (elements s0 .. s0 + sn - 1) of a segmented row,
-    // from raw.
-    auto encodeSegment = [&](uint32_t s0, uint32_t sn) {
+    // from raw. `kind` is a SegmentKind: the common case, a whole segment of kHeldElems finite
+    // values of a plain row on an E4M3 or E5M2 grid (every block exists, every lane holds 8
+    // values), is compiled apart for each grid.
+    // NOTE: without the tests that hold for it, the full segment's code is straight: each of them
+    // was a divergence region (BSSY, branch, BSYNC), ~14% of the encode's instructions and most of
+    // its instruction-fetch stalls (ncu, round 11).
+    auto encodeSegment = [&](auto kind, uint32_t s0, uint32_t sn) {
+      constexpr bool kFull = decltype(kind)::kFull;
+      const uint32_t grid = kFull ? decltype(kind)::kGrid : p.grid;
       // NOTE: in three phases, so that each block's scale is searched by 2 lanes (4 E4M3
       // candidates each) rather than 8 (1 each): the start code once per segment and lane
       // instead of once per tile, one merge step instead of three, and the scale table only over
       // the codes the segment's blocks can use.
       // Phase 1: the top-3 of every block (block 4t + lane / 8 of the segment, in tile t).
       // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
-      // top[t]), k0 by the reference's startCodeFrom (no table needed).
+      // top[t]), k0 from the scale table (startCodeNear).
       const uint32_t mine = (lane & 7) >> 1;
       float t3[3];
-      if ((plainHeld || segmented) && finite) {  // uniform
+      if (kFull || ((plainHeld || segmented) && finite)) {  // uniform
         // NOTE: on magnitude bits, tiles 2p and 2p + 1 in the halves of one triple: the
         // butterfly's 3 shuffles and 7 min/max per step serve two tiles (~35 instructions per
         // lane-tile instead of ~75). Tiles past the row's end were loaded as 0, as load8 reads.
@@ -435,9 +461,9 @@ __global__ void __launch_bounds__(kThreads, 4)
               mine == 0 ? top[0][j] : mine == 1 ? top[1][j] : mine == 2 ? top[2][j] : top[3][j];
       }
       const uint32_t blockFirst = s0 + mine * kTileElems + (lane >> 3) * kBlockElems;
-      const bool exists = blockFirst < s0 + sn;
+      const bool exists = kFull || blockFirst < s0 + sn;
       const bool nonzero = exists && c != 0.0f && t3[0] != 0.0f;
-      const float need = nonzero ? fineScaleNeeded(p.grid, c, t3[0]) : 0.0f;
+      const float need = nonzero ? fineScaleNeeded(grid, c, t3[0]) : 0.0f;
       const uint32_t f = floorFineCode(need);
       const bool search = nonzero && p.candidates > 1;
       // The scale table over [lo, hi]: the codes around each nonzero block's guess f, where its
@@ -458,8 +484,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       fillTable();
       uint32_t k0 = 0;
       if (nonzero) {
-        k0 = startCodeNear(p.grid, t3[0], f, [&](uint32_t k) { return table.sInv[k].y; });
-        if (k0 == kNoStartCode) k0 = startCodeFrom(p.grid, c, t3[0], need);  // rare
+        k0 = startCodeNear(grid, t3[0], f, [&](uint32_t k) { return table.sInv[k].y; });
+        if (k0 == kNoStartCode) k0 = startCodeFrom(grid, c, t3[0], need);  // rare
       }
       const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
       // Where rounding put a start code outside the guesses, the table grows to its window.
@@ -469,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         fillTable();
       }
       uint32_t key = kNoCandidateKey;
-      if (search) key = searchCandidates<2>(p.grid, table, t3, need, k0, last, lane & 1);
+      if (search) key = searchCandidates<2>(grid, table, t3, need, k0, last, lane & 1);
       key = smallestKey(key, 2);
       const uint32_t kBlock = search ? key & 0xFFu : k0;
       const float invBlock = nonzero ? table.sInv[kBlock].y : 0.0f;
@@ -478,15 +504,15 @@ __global__ void __launch_bounds__(kThreads, 4)
       // searchers (one shuffle, where a code would cost a table read too).
 #pragma unroll
       for (uint32_t t = 0; t < kHeldTiles; ++t) {
-        if (t * kTileElems < sn) {  // uniform
+        if (kFull || t * kTileElems < sn) {  // uniform
           const float inv = __shfl_sync(kFullMask, invBlock, (lane & ~7u) + 2 * t);
           const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
-          const uint32_t valid = validIn(first, n);
+          const uint32_t valid = kFull ? kLaneElems : validIn(first, n);
           float v[kLaneElems];
           unpackRaw8<Dtype>(raw[t], v);
-          if constexpr (Chosen)
+          if constexpr (Chosen && !kFull)
             if (smoothed) smooth8(v, dst + l.smooth + first, valid);
-          storeCodes(first, valid, v, inv);
+          storeCodes(grid, first, valid, v, inv, kFull || fast);
         }
       }
     };
@@ -499,7 +525,14 @@ __global__ void __launch_bounds__(kThreads, 4)
             loadSegment(s0);
             __syncwarp();  // the previous segment's last reads of the table are done
           }
-          encodeSegment(s0, n - s0 < kHeldElems ? n - s0 : kHeldElems);
+          const uint32_t sn = n - s0 < kHeldElems ? n - s0 : kHeldElems;
+          const bool plainWhole = sn == kHeldElems && finite && (plainHeld || segmented);
+          if (plainWhole && p.grid == kE4M3)  // uniform
+            encodeSegment(SegmentKind<true, kE4M3>{}, s0, sn);
+          else if (plainWhole && p.grid == kE5M2)
+            encodeSegment(SegmentKind<true, kE5M2>{}, s0, sn);
+          else
+            encodeSegment(SegmentKind<false, 0>{}, s0, sn);
         }
         done = true;
       }
@@ -538,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 4)
                                   lane & 7);
       key = smallestKey(key, 8);
       const uint32_t k = search ? key & 0xFFu : k0;
-      storeCodes(first, valid, v, table.sInv[k].y);
+      storeCodes(p.grid, first, valid, v, table.sInv[k].y, fast);
       if ((lane & 7) == 0 && valid > 0) storeFine(first, k);
     }
     if (lane == 0) {

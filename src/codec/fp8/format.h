@@ -320,12 +320,19 @@ CCLZ_HD uint32_t startCodeFrom(uint32_t grid, float coarse, float a, float need)
 // or two decide it. Returns kNoStartCode where the three do not decide (k0 elsewhere, or guess at
 // the ends of the codes): the caller then calls startCodeFrom.
 constexpr uint32_t kNoStartCode = 0xFFFFFFFFu;
+// NOTE: the three inverses are read whatever they decide and combined by selects: on the device a
+// branch per lookup cost a divergence region each. A guess at the ends reads codes 0..2 instead
+// (in range; declined whatever they hold).
 template <typename Inverse>
 CCLZ_HD uint32_t startCodeNear(uint32_t grid, float a, uint32_t guess, Inverse inv) {
   const float top = gridTop(grid);
-  if (guess == 0 || guess >= 254 || mulRn(a, inv(guess - 1)) <= top) return kNoStartCode;
-  if (mulRn(a, inv(guess)) <= top) return guess;
-  return mulRn(a, inv(guess + 1)) <= top ? guess + 1 : kNoStartCode;
+  const bool inner = guess > 0 && guess < 254;
+  const uint32_t g = inner ? guess : 1u;
+  const bool fitsBelow = mulRn(a, inv(g - 1)) <= top;
+  const bool fitsAt = mulRn(a, inv(g)) <= top;
+  const bool fitsAfter = mulRn(a, inv(g + 1)) <= top;
+  const uint32_t k = fitsAt ? g : fitsAfter ? g + 1 : kNoStartCode;
+  return inner && !fitsBelow ? k : kNoStartCode;
 }
 
 CCLZ_HD uint32_t startCode(uint32_t grid, float coarse, float a) {
