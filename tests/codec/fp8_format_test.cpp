@@ -222,6 +222,16 @@ TEST(Fp8Format, StartCodeNearIsStartCodeFromOrDeclines) {
     }
     EXPECT_LT(declined * 20, trials) << "grid " << grid << ": declined " << declined << " of "
                                      << trials;
+    // A guess at the ends of the codes is declined whatever the inverses hold (the device reads
+    // codes 0..2 in its place, which its table may not have filled).
+    // Each inverse below puts k0 at some code near the guess (too large below it, fitting from
+    // it on), so only the test of the ends declines them.
+    for (uint32_t guess : {0u, 254u, 255u})
+      for (uint32_t from : {1u, guess, guess + 1}) {
+        auto inverse = [&](uint32_t k) { return k < from ? 1e30f : 1.0f; };
+        EXPECT_EQ(startCodeNear(grid, 1.0f, guess, inverse), kNoStartCode)
+            << "grid " << grid << " guess " << guess << " k0 " << from;
+      }
   }
 }
 
