@@ -50,28 +50,47 @@ __device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
 // Reads a lane's stream from the staged block, least significant bit first. Reads past the
 // staged words repeat the last one: such bits only ever feed a code that ends past the lane's
 // stream, which the size check rejects.
+// NOTE: the decoder is bound by the integer ALU pipe (session 16 profile: LOP3, SHF, ISETP, PRMT
+// ~90% of its issue rate at 256 MiB), so the reader takes table entries whole: a 64-bit shift by
+// an entry is two wrap-mode funnel shifts, which use the entry's low 5 bits (the code length)
+// and ignore its offset byte, and `bits` subtracts whole entries too. Its low byte is the count
+// of valid bits (0..63; entries are multiples of 256 above their 5 length bits, so they never
+// disturb it); the bits above are garbage.
 struct BitReader {
   const uint32_t* words;
   uint32_t lastWord;
   uint32_t next;    // next word to load
-  uint64_t buffer;  // valid bits at positions 0..bits-1
-  uint32_t bits;
+  uint32_t lo, hi;  // the buffer: valid bits at positions 0..count-1 of hi:lo
+  uint32_t bits;    // count in the low byte (see above)
 
   __device__ BitReader(const uint32_t* w, uint32_t blockBytes, uint32_t bitPos)
       : words(w), lastWord(blockBytes / 4 - 1), next(bitPos / 32) {
-    buffer = w[min(next++, lastWord)] >> (bitPos % 32);
+    lo = w[min(next++, lastWord)] >> (bitPos % 32);
+    hi = 0;
     bits = 32 - bitPos % 32;
   }
-  // Keeps at least 32 bits: two symbols of at most 16. Without a branch, since the lanes of a
-  // warp need refills at different times.
+  // Keeps at least 32 bits: two symbols of at most 16 (three of at most 10, without escapes).
+  // Without a branch, since the lanes of a warp need refills at different times. The count is
+  // below 64, so it is below 32 when its bit 5 is clear; the shifts take it modulo 32.
   __device__ void refill() {
     const uint32_t w = words[min(next, lastWord)];
-    const bool need = bits < 32;
-    buffer |= need ? static_cast<uint64_t>(w) << bits : 0;
+    const bool need = (bits & 32u) == 0;
+    lo |= need ? __funnelshift_l(0u, w, bits) : 0u;  // w << count
+    hi |= need ? __funnelshift_l(w, 0u, bits) : 0u;  // w >> (32 - count), 0 for count 0
     next += need;
     bits += need ? 32 : 0;
   }
-  __device__ uint32_t consumed(uint32_t bitPos) const { return 32 * next - bitPos - bits; }
+  // The next kCodeBits bits: a decode table index.
+  __device__ uint32_t peek() const { return lo & ((1u << kCodeBits) - 1); }
+  // Drops the bits of table entry e (its length, bits 0..4; at most 18).
+  __device__ void consume(uint32_t e) {
+    lo = __funnelshift_r(lo, hi, e);
+    hi = __funnelshift_r(hi, 0u, e);
+    bits -= e;
+  }
+  __device__ uint32_t consumed(uint32_t bitPos) const {
+    return 32 * next - bitPos - (bits & 0xFFu);
+  }
 };
 
 // One symbol. kEscapes: the chunk has escapes (its header says so); `check` gathers what the
@@ -80,19 +99,44 @@ struct BitReader {
 template <bool kEscapes>
 __device__ inline uint32_t decodeSymbol(BitReader& r, const uint16_t* table, uint32_t top,
                                         uint32_t& check) {
-  const uint32_t e = table[static_cast<uint32_t>(r.buffer) & ((1u << kCodeBits) - 1)];
-  const uint32_t c = entryBits(e);
+  const uint32_t e = table[r.peek()];
   uint32_t sym = top - entryOffset(e);
   if constexpr (kEscapes) {
-    const uint32_t escaped = static_cast<uint32_t>(r.buffer >> ((c - kEscapeBits) & 63u));
+    // The escaped symbol's 8 bits end where the entry's length does.
+    const uint32_t escaped = __funnelshift_r(r.lo, r.hi, e - kEscapeBits);
     sym = entryIsEscape(e) ? escaped : sym;
     check = max(check, e & 0x3F00u);
   } else {
     check = max(check, e);
   }
-  r.buffer >>= c;
-  r.bits -= c;
+  r.consume(e);
   return sym & 0xFFu;
+}
+
+// A whole group of a chunk without escapes: its 8 symbols in two words, in element order.
+// NOTE: no escape code means no code over kCodeBits = 10 bits, so a refill (>= 32 bits) lasts
+// three symbols; the entries of four symbols are combined at once: two byte permutes pair them
+// as 16-bit halves (one 3-input max gathers the check: the largest entry, as decodeSymbol's),
+// a third takes their offset bytes, and top - d for all four is one subtraction from top in
+// every byte, which never borrows when every d <= top (a d above top, or an escape entry, makes
+// the check fail the chunk). checkHalves: the running max of the 16-bit halves.
+__device__ __forceinline__ void decodeGroupNoEscapes(BitReader& r, const uint16_t* table,
+                                                     uint32_t top4, uint32_t& checkHalves,
+                                                     uint32_t (&sym)[2]) {
+  uint32_t e[kGroup];
+#pragma unroll
+  for (int i = 0; i < kGroup; ++i) {
+    if (i % 3 == 0) r.refill();
+    e[i] = table[r.peek()];
+    r.consume(e[i]);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t p01 = __byte_perm(e[4 * h], e[4 * h + 1], 0x5410);
+    const uint32_t p23 = __byte_perm(e[4 * h + 2], e[4 * h + 3], 0x5410);
+    checkHalves = __vimax3_u16x2(checkHalves, p01, p23);
+    sym[h] = top4 - __byte_perm(p01, p23, 0x7531);
+  }
 }
 
 // The staged kernel's shared memory per warp: the block, the decode table, plane A, plane B.
@@ -354,7 +398,8 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     auto decodeLane = [&](auto escapesFlag) {
       constexpr bool kEscapes = decltype(escapesFlag)::value;
       BitReader r(stageWords, blockBytes, start);
-      uint32_t check = 0;
+      uint32_t check = 0, checkHalves = 0;
+      const uint32_t top4 = top * 0x01010101u;
       uint2 nextA = firstA;
       uint4 nextB = firstB;
       for (uint32_t j = 0; j < groupsPerLane; ++j) {
@@ -364,7 +409,9 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
         const uint4 rb = nextB;
         if (j + 1 < groupsPerLane && groupValid(n, g + kLanes)) loadRaw(g + kLanes, nextA, nextB);
         uint32_t sym[2] = {0, 0};
-        if (valid == kGroup) {
+        if (!kEscapes && valid == kGroup) {
+          decodeGroupNoEscapes(r, table, top4, checkHalves, sym);
+        } else if (valid == kGroup) {
 #pragma unroll
           for (int i = 0; i < kGroup; i += 2) {
             r.refill();
@@ -383,6 +430,7 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
       }
       // The lane used exactly its bits, no escape the header did not announce, and no offset
       // below symbol 0.
+      check = max(check, max(checkHalves & 0xFFFFu, checkHalves >> 16));
       bool ok = r.consumed(start) == myBits;
       if constexpr (kEscapes)
         ok &= (check >> 8) <= top;

@@ -222,9 +222,11 @@ struct Joiner<cclzBfloat16> {
     const uint32_t syms[2] = {symLo, symHi}, raws[2] = {a.x, a.y};
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      const uint32_t sel = (w % 2) ? 0x4342 : 0x4140;  // bytes (0,1) or (2,3) to 16-bit lanes
-      const uint32_t s = __byte_perm(syms[w / 2], 0, sel), r = __byte_perm(raws[w / 2], 0, sel);
-      out[w] = ((r & 0x00800080u) << 8) | (s << 7) | (r & 0x007F007Fu);
+      // Symbols (bytes (0,1) or (2,3)) to 16-bit lanes, shifted into bits 7..14; each raw byte
+      // twice (r, r), whose bit 15 is r's sign and bits 0..6 its mantissa: one LOP3 selects.
+      const uint32_t s = __byte_perm(syms[w / 2], 0, (w % 2) ? 0x4342 : 0x4140);
+      const uint32_t r = __byte_perm(raws[w / 2], 0, (w % 2) ? 0x3322 : 0x1100);
+      out[w] = (r & 0x807F807Fu) | (s << 7);
     }
   }
 };
