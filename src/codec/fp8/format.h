@@ -284,10 +284,13 @@ CCLZ_HD BlockScale blockScale(float coarse, uint32_t k) {
 
 // The largest fine code k with f(k) <= x (0 where x < f(0) = 2^-7, 255 where x >= 2): x's
 // exponent and top 5 mantissa bits.
+// NOTE: b >> 18 is (exponent << 5 | top 5 mantissa bits) for x >= 0, so the code is that minus
+// (127 - 7) << 5, clamped; a sign bit (or NaN, Inf) lands above 255 and clamps to 255 as before.
+// A subtraction and a clamp instead of tests and selects: the encoder is near the limit of its
+// integer ALU pipe (session 16 profile).
 CCLZ_HD uint32_t floorFineCode(float x) {
-  const uint32_t b = floatToBits(x);
-  const int e = static_cast<int>(b >> 23) - 127;
-  return e < -7 ? 0u : e > 0 ? 255u : (static_cast<uint32_t>(e + 7) << 5) | ((b >> 18) & 31u);
+  const int code = static_cast<int>(floatToBits(x) >> 18) - ((127 - 7) << 5);
+  return static_cast<uint32_t>(code < 0 ? 0 : code > 255 ? 255 : code);
 }
 
 // The fine code nearest to x > 0 (ties to the larger; clamped to 0..255 as floorFineCode): the
@@ -499,13 +502,38 @@ CCLZ_HD void top3of4x2(const uint32_t* w, uint32_t* t) {
   t[0] = maxU16x2(h0, h1), t[1] = maxU16x2(m, n), t[2] = minU16x2(m, n);
 }
 
-// mergeTop3 per half.
+// The largest of three per half (sm_90: one 3-input VIMNMX3.U16x2).
+CCLZ_HD uint32_t max3U16x2(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  return __vimax3_u16x2(a, b, c);
+#else
+  return maxU16x2(maxU16x2(a, b), c);
+#endif
+}
+
+// mergeTop3 per half (7 min/max instead of 9, with 3-input maxima).
 CCLZ_HD void mergeTop3x2(uint32_t* a, const uint32_t* b) {
   const uint32_t t0 = maxU16x2(a[0], b[0]);
-  const uint32_t t1 = maxU16x2(minU16x2(a[0], b[0]), maxU16x2(a[1], b[1]));
-  const uint32_t t2 = maxU16x2(maxU16x2(a[2], b[2]),
-                               maxU16x2(minU16x2(a[0], b[1]), minU16x2(a[1], b[0])));
+  const uint32_t t1 = max3U16x2(minU16x2(a[0], b[0]), a[1], b[1]);
+  const uint32_t t2 = max3U16x2(a[2], b[2], maxU16x2(minU16x2(a[0], b[1]), minU16x2(a[1], b[0])));
   a[0] = t0, a[1] = t1, a[2] = t2;
+}
+
+// a's and b's low halves as one word (a's in the low half), and their high halves: one byte
+// permute each.
+CCLZ_HD uint32_t lowHalves(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, 0x5410);
+#else
+  return (a & 0xFFFFu) | (b << 16);
+#endif
+}
+CCLZ_HD uint32_t highHalves(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, 0x7632);
+#else
+  return (a >> 16) | (b & 0xFFFF0000u);
+#endif
 }
 
 // One lane's top-3 of two tiles at once: a and b are the lane's 8 magnitudes (4 words) of tile A
@@ -515,8 +543,8 @@ CCLZ_HD void top3of8Pair(const uint32_t* a, const uint32_t* b, uint32_t* t) {
   top3of4x2(a, ta);  // per half: the top-3 of the lane's even values and of its odd values
   top3of4x2(b, tb);
   for (int j = 0; j < 3; ++j) {
-    t[j] = (ta[j] & 0xFFFFu) | (tb[j] << 16);       // the even values' triples of A and B
-    hi[j] = (ta[j] >> 16) | (tb[j] & 0xFFFF0000u);  // the odd values' triples
+    t[j] = lowHalves(ta[j], tb[j]);    // the even values' triples of A and B
+    hi[j] = highHalves(ta[j], tb[j]);  // the odd values' triples
   }
   mergeTop3x2(t, hi);
 }
