@@ -160,14 +160,19 @@ struct Splitter<cclzBfloat16> {
   static constexpr int kWords = 4;
   __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2],
                                uint32_t (&)[4]) {
+    // NOTE: the encoder is heavy on the integer ALU pipe (session 16 profile), so the shift that
+    // lifts each half's 8 symbol bits into its high byte is a multiply (x * 2, the FMA pipe; the
+    // low half's sign moves into byte 2, which the permute does not take), and each half's raw
+    // byte (sign at bit 7, 7 low bits) is one bit select with x >> 8, whose bytes 1 and 3 are
+    // left as they fall (not taken either): 3 ALU instructions per two elements fewer.
     uint32_t s[4], r[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      s[i] = (x[i] >> 7) & 0x00FF00FFu;
-      r[i] = ((x[i] >> 8) & 0x00800080u) | (x[i] & 0x007F007Fu);
+      s[i] = x[i] * 2u;
+      r[i] = ((x[i] >> 8) & 0x00800080u) | (x[i] & ~0x00800080u);
     }
-    sym[0] = __byte_perm(s[0], s[1], 0x6420);
-    sym[1] = __byte_perm(s[2], s[3], 0x6420);
+    sym[0] = __byte_perm(s[0], s[1], 0x7531);
+    sym[1] = __byte_perm(s[2], s[3], 0x7531);
     a[0] = __byte_perm(r[0], r[1], 0x6420);
     a[1] = __byte_perm(r[2], r[3], 0x6420);
   }
