@@ -47,8 +47,9 @@ grep -hE "error|FAILED" /tmp/ab-*.log | head -20 >>"$sum"
 # shellcheck disable=SC2086  # the variables are words
 env ${AB_TEST_ENV:-} build-device/tests/codec/codec_gpu_tests --gtest_filter="$filter" \
   --gtest_brief=1 >"$OUT/tests.log" 2>&1
-echo "gpu tests ($filter${AB_TEST_ENV:+, $AB_TEST_ENV}), new: exit $? -- $(grep -E 'PASSED|FAILED' "$OUT/tests.log" |
-  head -5 | tr '\n' ' ')" >>"$sum"
+status=$?
+verdict=$(grep -E 'PASSED|FAILED' "$OUT/tests.log" | head -5 | tr '\n' ' ')
+echo "gpu tests ($filter${AB_TEST_ENV:+, $AB_TEST_ENV}), new: exit $status -- $verdict" >>"$sum"
 : >"$OUT/bench.log"
 while read -r name args; do
   case "$name" in ''|'#'*) continue ;; esac

@@ -24,7 +24,8 @@ fi
 ninja -C $build cclz-perf >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 for k in encodeKernel decodeKernel; do
   ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
-    --section SourceCounters --section ComputeWorkloadAnalysis --metrics smsp__inst_executed.sum -k "regex:$k" -c 1 -o "$OUT/$k" -f \
+    --section SourceCounters --section ComputeWorkloadAnalysis \
+    --metrics smsp__inst_executed.sum -k "regex:$k" -c 1 -o "$OUT/$k" -f \
     $build/tools/cclz-perf/cclz-perf --op codec --device gpu "${args[@]}" -b "$bytes" -e "$bytes" \
     -n 1 -w 0 -c 0 >"$OUT/ncu_$k.log" 2>&1
   ncu --import "$OUT/$k.ncu-rep" --page details >"$OUT/ncu_$k.details" 2>&1

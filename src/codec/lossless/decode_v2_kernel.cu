@@ -50,8 +50,8 @@ __device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
 // Reads a lane's stream from the staged block, least significant bit first. Reads past the
 // staged words repeat the last one: such bits only ever feed a code that ends past the lane's
 // stream, which the size check rejects.
-// NOTE: the decoder is bound by the integer ALU pipe (session 16 profile: LOP3, SHF, ISETP, PRMT
-// ~90% of its issue rate at 256 MiB), so the reader takes table entries whole: a 64-bit shift by
+// NOTE: the decoder was bound by the integer ALU pipe (session 16: its LOP3, SHF, ISETP, PRMT...
+// filled ~90% of that pipe at 256 MiB), so the reader takes table entries whole: a 64-bit shift by
 // an entry is two wrap-mode funnel shifts, which use the entry's low 5 bits (the code length)
 // and ignore its offset byte, and `bits` subtracts whole entries too. Its low byte is the count
 // of valid bits (0..63; entries are multiples of 256 above their 5 length bits, so they never
