@@ -25,7 +25,7 @@ for v in "$@"; do
   tags+=("$name")
   tree[$name]=$(realpath "${v#*=}")
 done
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/cclz-out}; mkdir -p "$OUT"
 sum=$OUT/summary.txt; : >"$sum"
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader >>"$sum"

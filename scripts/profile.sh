@@ -8,16 +8,16 @@
 # Reuses build-device/ when scripts/device.sh built it, else builds build-profile/.
 # Writes $OUT/ncu_<kernel>.{log,csv} and prints a summary of each kernel.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/cclz-profile}
 mkdir -p "$OUT"
 bytes=${1:-256M}
 shift || true
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(--codec lossless -d bf16)
-build=build-device
+build="build-device"
 if [ ! -f $build/build.ninja ]; then
-  build=build-profile
+  build="build-profile"
   cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_BUILD_TESTS=OFF -DCCLZ_CUDA_ARCHS=90a \
     -DCCLZ_DEPS_DIR="$PWD/.deps" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
