@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <vector>
 
 #include "codec/fp8/format.h"
@@ -272,6 +273,16 @@ TEST(Fp8Format, FloorFineCodeIsTheLargestScaleNotAbove) {
   }
   EXPECT_EQ(floorFineCode(fineScale(77)), 77u);
   EXPECT_EQ(floorFineCode(2.0f), 255u);
+  // Every boundary exactly (the code is computed from the bits, not searched): each scale maps to
+  // its own code and the float just below it to the code before; zero and the largest float clamp.
+  for (uint32_t k = 0; k < 256; ++k) {
+    EXPECT_EQ(floorFineCode(fineScale(k)), k);
+    if (k > 0) {
+      EXPECT_EQ(floorFineCode(std::nextafter(fineScale(k), 0.0f)), k - 1) << k;
+    }
+  }
+  EXPECT_EQ(floorFineCode(0.0f), 0u);
+  EXPECT_EQ(floorFineCode(std::numeric_limits<float>::max()), 255u);
 }
 
 // nearestFineCode(x) is the code whose fine scale is nearest to x, the larger on a tie.
