@@ -395,31 +395,45 @@ TEST(Fp8Format, BranchFreeTopThreeMatchesOfferTop3) {
   }
 }
 
-// The encoder's top-3 on bf16 magnitude bits, two tiles per word (top3of8Pair per lane, then
-// mergeTop3x2 over the 8-lane xor butterfly): both halves give offerTop3's three values of their
-// tile's block, as fp32 after the exact bf16 conversion; ties, zeros and the largest finite bf16
-// included.
+// The encoder's top-3 on bf16 magnitudes, four tiles per lane: the lane's raw words (signs
+// included) doubled (doubledMagnitudes), top3of8Pair for tiles 0-1 and for tiles 2-3, then the
+// 8-lane butterfly as the kernel runs it: the step across half groups (lane ^ 4) first, where
+// lanes 0-3 keep tiles 0-1's triples and lanes 4-7 tiles 2-3's (each receiving its partner's copy
+// of the pair it keeps), then lane ^ 1 and lane ^ 2 on that one triple. Each lane's halves, halved
+// (halvedLow / halvedHigh), must give offerTop3's three values of their tile's block, as fp32
+// after the exact bf16 conversion; ties (the doubled high half carries the low half's sign),
+// zeros and the largest finite bf16 included.
 TEST(Fp8Format, TopThreeOnHalfBitsMatchesOfferTop3) {
   uint64_t state = 23;
   for (int trial = 0; trial < 20000; ++trial) {
-    uint32_t bits[2][64];  // two tiles' blocks of magnitude bits (< 0x7F80: finite)
+    uint32_t bits[4][64];  // four tiles' blocks of bf16 bits (magnitude < 0x7F80: finite)
     const int distinct = 1 + int(test::uniformFrom(state) * 12);
     for (auto& tile : bits)
       for (uint32_t& b : tile) {
         const uint32_t pick = uint32_t(test::uniformFrom(state) * distinct);
         b = trial % 3 == 0 ? uint32_t(test::uniformFrom(state) * 0x7F80) : 0x3F00 + 5 * pick;
         if (trial % 7 == 0 && pick == 0) b = 0x7F7F;
+        if (test::uniformFrom(state) < 0.5) b |= 0x8000u;  // the sign, which must not count
+      }
+    uint32_t pairs[8][2][3];  // per lane: tiles 0-1 and tiles 2-3
+    for (int l = 0; l < 8; ++l)
+      for (int q = 0; q < 2; ++q) {
+        uint32_t a[4], b[4];  // the lane's 8 values of each tile, two to a word, doubled
+        for (int w = 0; w < 4; ++w) {
+          a[w] = doubledMagnitudes(bits[2 * q][8 * l + 2 * w] |
+                                   (bits[2 * q][8 * l + 2 * w + 1] << 16));
+          b[w] = doubledMagnitudes(bits[2 * q + 1][8 * l + 2 * w] |
+                                   (bits[2 * q + 1][8 * l + 2 * w + 1] << 16));
+        }
+        top3of8Pair(a, b, pairs[l][q]);
       }
     uint32_t lanes[8][3];
-    for (int l = 0; l < 8; ++l) {
-      uint32_t a[4], b[4];  // the lane's 8 values of each tile, two to a word
-      for (int w = 0; w < 4; ++w) {
-        a[w] = bits[0][8 * l + 2 * w] | (bits[0][8 * l + 2 * w + 1] << 16);
-        b[w] = bits[1][8 * l + 2 * w] | (bits[1][8 * l + 2 * w + 1] << 16);
-      }
-      top3of8Pair(a, b, lanes[l]);
+    for (int l = 0; l < 8; ++l) {  // the step across half groups: keep one pair, merge the partner's
+      const int keep = l < 4 ? 0 : 1;
+      std::copy(pairs[l][keep], pairs[l][keep] + 3, lanes[l]);
+      mergeTop3x2(lanes[l], pairs[l ^ 4][keep]);
     }
-    for (int d = 1; d < 8; d <<= 1) {
+    for (int d = 1; d < 4; d <<= 1) {
       uint32_t next[8][3];
       for (int l = 0; l < 8; ++l) {
         std::copy(lanes[l], lanes[l] + 3, next[l]);
@@ -427,12 +441,12 @@ TEST(Fp8Format, TopThreeOnHalfBitsMatchesOfferTop3) {
       }
       std::copy(&next[0][0], &next[0][0] + 24, &lanes[0][0]);
     }
-    for (int tile = 0; tile < 2; ++tile) {
+    for (int tile = 0; tile < 4; ++tile) {
       float ref[3] = {0, 0, 0};
-      for (uint32_t b : bits[tile]) offerTop3(ref, bitsToFloat(b << 16));
-      for (int l = 0; l < 8; ++l)
+      for (uint32_t b : bits[tile]) offerTop3(ref, std::fabs(bitsToFloat(b << 16)));
+      for (int l = tile < 2 ? 0 : 4; l < (tile < 2 ? 4 : 8); ++l)
         for (int i = 0; i < 3; ++i) {
-          const uint32_t half = tile == 0 ? lanes[l][i] & 0xFFFFu : lanes[l][i] >> 16;
+          const uint32_t half = tile % 2 == 0 ? halvedLow(lanes[l][i]) : halvedHigh(lanes[l][i]);
           ASSERT_EQ(half << 16, floatToBits(ref[i])) << "trial " << trial << " tile " << tile;
         }
     }

@@ -78,4 +78,32 @@ double timeOnStream(cudaStream_t stream, int warmup, int iters,
   return median(us);
 }
 
+double timeBatchOnStream(cudaStream_t stream, int warmup, int iters,
+                         const std::function<void(int)>& fn) {
+  cudaEvent_t events[2 * kBatchRounds];
+  for (auto& e : events) PERF_CUDA_CHECK(cudaEventCreate(&e));
+  struct Destroy {
+    cudaEvent_t* events;
+    ~Destroy() {
+      for (int i = 0; i < 2 * kBatchRounds; ++i) (void)cudaEventDestroy(events[i]);
+    }
+  } destroy{events};
+
+  for (int i = 0; i < warmup; ++i) fn(i);
+  int call = warmup;
+  for (int r = 0; r < kBatchRounds; ++r) {
+    PERF_CUDA_CHECK(cudaEventRecord(events[2 * r], stream));
+    for (int i = 0; i < iters; ++i) fn(call++);
+    PERF_CUDA_CHECK(cudaEventRecord(events[2 * r + 1], stream));
+  }
+  PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> us(kBatchRounds);
+  for (int r = 0; r < kBatchRounds; ++r) {
+    float ms = 0;
+    PERF_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * r], events[2 * r + 1]));
+    us[r] = 1e3 * ms / iters;
+  }
+  return median(us);
+}
+
 }  // namespace perf::gpu

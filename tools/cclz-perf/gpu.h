@@ -12,6 +12,7 @@
 #include <string>
 
 #include "error.h"
+#include "options.h"
 
 #define PERF_CUDA_CHECK(call) ::perf::gpu::checkCuda((call), #call)
 
@@ -66,7 +67,15 @@ class L2Flusher {
 // Calls fn(i) for i in [0, warmup + iters) on stream, with an event pair around each of the last
 // iters calls; returns the median elapsed time of one call in microseconds. fn must enqueue its
 // work on stream.
+// NOTE: each call is timed alone, so where the host takes longer to make a call than the GPU to
+// run it, the time includes the host's part (the GPU waits for the launch).
 double timeOnStream(cudaStream_t stream, int warmup, int iters, const std::function<void(int)>& fn);
+
+// --batch: after the warm-up calls, kBatchRounds rounds of iters calls queued back to back with
+// one event pair around each round (nccl-tests' timing, and a pipeline's: the host queues a call
+// while the GPU runs the one before); returns the median over the rounds of the time per call.
+double timeBatchOnStream(cudaStream_t stream, int warmup, int iters,
+                         const std::function<void(int)>& fn);
 
 }  // namespace perf::gpu
 

@@ -217,8 +217,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"default", "on", "off"}))
       ->capture_default_str();
   app.add_flag("--batch", opt.batch,
-               "collectives: time the -n calls back to back, one sync at the end (nccl-tests' "
-               "timing), 5 rounds, median; default: each call between barriers");
+               "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
+               "(one event pair) at the end (nccl-tests' timing), 5 rounds, median; default: "
+               "each call alone (between barriers, or between its own events)");
   app.add_option("--json", opt.json, "write the rows to this file as a JSON array");
   // With --input the tensors decide the sizes and the data; a sweep flag too would be ignored.
   for (auto* flag : {bFlag, eFlag, fFlag, dataFlag}) inputFlag->excludes(flag);

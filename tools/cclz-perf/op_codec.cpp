@@ -5,6 +5,7 @@
 // decode-and-accumulate into fp32, and for qgrad the error-feedback encode.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -215,6 +216,11 @@ Row runDevice(const Context& ctx, const Input& in) {
                                     std::min(have, sets - have) * inPitch, cudaMemcpyDeviceToDevice,
                                     s));
 
+  // --batch: calls queued back to back (gpu.h); by default each call is timed alone.
+  const auto timeCalls = [&](const std::function<void(int)>& fn) {
+    return opt.batch ? gpu::timeBatchOnStream(s, opt.warmup, opt.iters, fn)
+                     : gpu::timeOnStream(s, opt.warmup, opt.iters, fn);
+  };
   flusher.flush(s);
   if (isQgrad(opt) && opt.feedback) {
     // One residual per buffer set, so that the residual is not found in L2 either.
@@ -223,7 +229,7 @@ Row runDevice(const Context& ctx, const Input& in) {
       feedback.push_back(std::make_unique<Feedback>(r.count, cclzMemoryDevice));
     r.feedback = true;
     flusher.flush(s);
-    r.encodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+    r.encodeUs = timeCalls([&](int i) {
       PERF_CCLZ_CHECK(cclzEncodeFeedback(codec.get(), feedback[i % sets]->get(), input(i),
                                          r.count, opt.dtype, frame(i), framePitch, nullptr, cs));
     });
@@ -234,7 +240,7 @@ Row runDevice(const Context& ctx, const Input& in) {
       PERF_CCLZ_CHECK(cclzEncode(codec.get(), input(static_cast<int>(k)), r.count, opt.dtype,
                                  frame(static_cast<int>(k)), framePitch, nullptr, cs));
   } else {
-    r.encodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+    r.encodeUs = timeCalls([&](int i) {
       PERF_CCLZ_CHECK(cclzEncode(codec.get(), input(i), r.count, opt.dtype, frame(i), framePitch,
                                  nullptr, cs));
     });
@@ -246,7 +252,7 @@ Row runDevice(const Context& ctx, const Input& in) {
   // Every set holds the same input, so every frame has the size of the last one.
   PERF_CUDA_CHECK(cudaMemsetAsync(outputs.data(), kPoison, outputs.size(), s));
   flusher.flush(s);
-  r.decodeUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+  r.decodeUs = timeCalls([&](int i) {
     PERF_CCLZ_CHECK(cclzDecode(codec.get(), frame(i), encoded, output(i), r.count, opt.dtype, cs));
   });
   PERF_CCLZ_CHECK(cclzCodecSynchronize(codec.get(), nullptr));  // reports a rejected frame
@@ -273,7 +279,7 @@ Row runDevice(const Context& ctx, const Input& in) {
     gpu::Buffer accs(sets * accPitch);
     PERF_CUDA_CHECK(cudaMemsetAsync(accs.data(), 0, accs.size(), s));
     flusher.flush(s);
-    r.accumulateUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+    r.accumulateUs = timeCalls([&](int i) {
       PERF_CCLZ_CHECK(cclzDecodeAccumulate(codec.get(), frame(i), encoded,
                                            reinterpret_cast<float*>(accs.data() + i % sets * accPitch),
                                            r.count, opt.dtype, cs));
@@ -282,7 +288,7 @@ Row runDevice(const Context& ctx, const Input& in) {
   }
 
   flusher.flush(s);
-  r.copyUs = gpu::timeOnStream(s, opt.warmup, opt.iters, [&](int i) {
+  r.copyUs = timeCalls([&](int i) {
     PERF_CUDA_CHECK(cudaMemcpyAsync(output(i), input(i), r.bytes, cudaMemcpyDeviceToDevice, s));
   });
   return r;

@@ -309,7 +309,6 @@ double timeBatch(Buffers& b, const Contender& c, int iters) {
 
 // --batch: medians over kBatchRounds rounds of cclz's and the baseline's batches, alternating,
 // after -w untimed calls of each.
-constexpr int kBatchRounds = 5;
 std::pair<double, double> timeBatches(const Options& opt, Buffers& b, const Contender& cclz,
                                       const Contender& baseline) {
   for (int i = 0; i < opt.warmup; ++i) {

@@ -13,6 +13,9 @@ namespace perf {
 enum class Device { Cpu, Gpu };
 enum class DataKind { Gaussian, UniformBits };
 
+// --batch: rounds of -n calls back to back; the median round is reported.
+constexpr int kBatchRounds = 5;
+
 struct Options {
   std::string op = "codec";
   std::string codec = "lossless";  // lossless | none | fp8 | qgrad

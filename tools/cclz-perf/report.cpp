@@ -59,8 +59,12 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
                configText(opt_.streams), configText(opt_.maxCodeLength));
   fmt::print("#   data: {}\n", dataText);
   fmt::print(
-      "#   iters {}, warmup {}, check {}; times are medians; GB/s = uncompressed bytes / time\n",
-      opt_.iters, opt_.warmup, opt_.check ? 1 : 0);
+      "#   iters {}, warmup {}, check {}; times are {}; GB/s = uncompressed bytes / time\n",
+      opt_.iters, opt_.warmup, opt_.check ? 1 : 0,
+      opt_.batch && opt_.device == Device::Gpu
+          ? fmt::format("per call of {} calls back to back, median of {} rounds", opt_.iters,
+                        kBatchRounds)
+          : std::string("medians of calls timed alone"));
   fmt::print("#\n");
   const std::string name = nameWidth_ ? fmt::format(" {:<{}}", "tensor", nameWidth_) : "";
   fmt::print(
@@ -182,6 +186,7 @@ void Report::writeJson(const std::string& path) const {
     }
     j["iters"] = opt_.iters;
     j["warmup"] = opt_.warmup;
+    j["timing"] = opt_.batch && r.device == "gpu" ? "batch" : "each";
     j["buffer_sets"] = r.bufferSets;
     j["chunk_elems"] = opt_.chunkElems;
     j["streams"] = opt_.streams;

@@ -125,8 +125,7 @@ __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uin
   }
 }
 
-// The magnitude bits of two bf16/fp16 values in a word, and the smallest bits of a non-finite one.
-constexpr uint32_t kMagnitudeBits = 0x7FFF7FFFu;
+// The smallest magnitude bits of a non-finite bf16/fp16 value.
 template <int Dtype>
 constexpr uint32_t kFirstNonFinite = Dtype == cclzBfloat16 ? 0x7F80u : 0x7C00u;
 
@@ -274,18 +273,19 @@ __global__ void __launch_bounds__(kThreads, 4)
     uint32_t statistic = 0;
     if constexpr (kCanHold) {
       if (plainHeld || segmented) {
-        // NOTE: 8 instructions per lane-tile (4 masks, 2 three-way 16x2 maxima) instead of ~80
-        // (unpack, finiteness test and max per value), and one REDUX for the warp's maximum.
+        // NOTE: 6 instructions per lane-tile (4 doublings on the FMA pipe, 2 three-way 16x2
+        // maxima) instead of ~80 (unpack, finiteness test and max per value), and one REDUX for
+        // the warp's maximum.
         uint32_t laneMax = 0;
         for (uint32_t i = 0; i < segments; ++i) {
           if (segmented) loadSegment(i * kHeldElems);
           uint32_t m = 0;
 #pragma unroll
           for (uint32_t t = 0; t < kHeldTiles; ++t)  // missing values were loaded as 0
-            m = __vimax3_u16x2(
-                __vimax3_u16x2(m, raw[t].x & kMagnitudeBits, raw[t].y & kMagnitudeBits),
-                raw[t].z & kMagnitudeBits, raw[t].w & kMagnitudeBits);
-          uint32_t segmentMax = max(m & 0xFFFFu, m >> 16);
+            m = __vimax3_u16x2(__vimax3_u16x2(m, doubledMagnitudes(raw[t].x),
+                                              doubledMagnitudes(raw[t].y)),
+                               doubledMagnitudes(raw[t].z), doubledMagnitudes(raw[t].w));
+          uint32_t segmentMax = max(halvedLow(m), halvedHigh(m));
           if (segmentMax >= kFirstNonFinite<Dtype>) {  // rare: NaN or Inf in the lane
             finite = false;
             segmentMax = largestFiniteBits<Dtype>(raw);
@@ -416,31 +416,40 @@ __global__ void __launch_bounds__(kThreads, 4)
       const uint32_t mine = (lane & 7) >> 1;
       float t3[3];
       if (kFull || ((plainHeld || segmented) && finite)) {  // uniform
-        // NOTE: on magnitude bits, tiles 2p and 2p + 1 in the halves of one triple: the
-        // butterfly's 3 shuffles and 7 min/max per step serve two tiles (~35 instructions per
-        // lane-tile instead of ~75). Tiles past the row's end were loaded as 0, as load8 reads.
+        // NOTE: on doubled magnitudes, tiles 2p and 2p + 1 in the halves of one triple: each
+        // merge step's 3 shuffles and 7 min/max serve two tiles. The 8-lane butterfly takes its
+        // step across half groups (lane ^ 4) first, where each lane keeps the pair of tiles its
+        // block's searchers need (mine < 2: tiles 0-1) and sends the other, so that the two later
+        // steps merge one triple instead of two (~27 ALU instructions per lane instead of ~45).
+        // Tiles past the row's end were loaded as 0, as load8 reads.
         uint32_t pairTop[kHeldTiles / 2][3];
 #pragma unroll
         for (uint32_t q = 0; q < kHeldTiles / 2; ++q) {
           const uint4 ra = raw[2 * q], rb = raw[2 * q + 1];
-          const uint32_t a[4] = {ra.x & kMagnitudeBits, ra.y & kMagnitudeBits,
-                                 ra.z & kMagnitudeBits, ra.w & kMagnitudeBits};
-          const uint32_t b[4] = {rb.x & kMagnitudeBits, rb.y & kMagnitudeBits,
-                                 rb.z & kMagnitudeBits, rb.w & kMagnitudeBits};
+          const uint32_t a[4] = {doubledMagnitudes(ra.x), doubledMagnitudes(ra.y),
+                                 doubledMagnitudes(ra.z), doubledMagnitudes(ra.w)};
+          const uint32_t b[4] = {doubledMagnitudes(rb.x), doubledMagnitudes(rb.y),
+                                 doubledMagnitudes(rb.z), doubledMagnitudes(rb.w)};
           top3of8Pair(a, b, pairTop[q]);
-#pragma unroll
-          for (int d = 1; d < 8; d <<= 1) {
-            const uint32_t o[3] = {__shfl_xor_sync(kFullMask, pairTop[q][0], d),
-                                   __shfl_xor_sync(kFullMask, pairTop[q][1], d),
-                                   __shfl_xor_sync(kFullMask, pairTop[q][2], d)};
-            mergeTop3x2(pairTop[q], o);
-          }
         }
+        static_assert(kHeldTiles == 4, "two pairs of tiles, split across the half groups");
+        const bool firstPair = mine < 2;  // == (lane & 4) == 0
+        uint32_t top[3], send[3];
 #pragma unroll
         for (int j = 0; j < 3; ++j) {
-          const uint32_t w = mine < 2 ? pairTop[0][j] : pairTop[1][j];
-          t3[j] = halfWordAsFloat<Dtype>((mine & 1) ? w >> 16 : w & 0xFFFFu);
+          top[j] = firstPair ? pairTop[0][j] : pairTop[1][j];
+          send[j] = firstPair ? pairTop[1][j] : pairTop[0][j];
         }
+#pragma unroll
+        for (int d = 4; d >= 1; d >>= 1) {
+          const uint32_t o[3] = {__shfl_xor_sync(kFullMask, d == 4 ? send[0] : top[0], d),
+                                 __shfl_xor_sync(kFullMask, d == 4 ? send[1] : top[1], d),
+                                 __shfl_xor_sync(kFullMask, d == 4 ? send[2] : top[2], d)};
+          mergeTop3x2(top, o);
+        }
+#pragma unroll
+        for (int j = 0; j < 3; ++j)
+          t3[j] = halfWordAsFloat<Dtype>((mine & 1) ? halvedHigh(top[j]) : halvedLow(top[j]));
       } else {
         float top[kHeldTiles][3];
 #pragma unroll

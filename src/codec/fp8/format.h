@@ -536,6 +536,17 @@ CCLZ_HD uint32_t highHalves(uint32_t a, uint32_t b) {
 #endif
 }
 
+// A word of two bf16/fp16 values with each half's magnitude doubled: the low half 2|a| (its sign
+// shifted out into the high half), the high half 2|b| plus the low half's sign bit (its own sign
+// shifted out of the word). Maxima and top-3 of these halves give those of the magnitudes
+// (halving each result): the extra bit only breaks ties between equal magnitudes.
+// NOTE: a multiply, so that it goes to the FMA pipe, where masking the signs off was an integer
+// ALU instruction per word and the encoder is near the limit of that pipe (session 16 profile).
+CCLZ_HD uint32_t doubledMagnitudes(uint32_t w) { return w * 2u; }
+// The magnitude bits (< 0x8000) of the low or high half of a word of doubled magnitudes.
+CCLZ_HD uint32_t halvedLow(uint32_t d) { return (d & 0xFFFFu) >> 1; }
+CCLZ_HD uint32_t halvedHigh(uint32_t d) { return d >> 17; }
+
 // One lane's top-3 of two tiles at once: a and b are the lane's 8 magnitudes (4 words) of tile A
 // and of tile B; t[j]'s low half is the j-th largest of A's 8, its high half B's.
 CCLZ_HD void top3of8Pair(const uint32_t* a, const uint32_t* b, uint32_t* t) {
