@@ -3,7 +3,8 @@
 kernel's warps wait on: the stall reasons' shares of all samples, the instructions with the most
 samples of the leading reasons, and the code the kernel executes (static instructions with any
 execution, and how many cover 99% of it). A large `no_inst` share beside a hot path of tens of
-KiB says the instruction cache, not the data, is what the warps wait for.
+KiB says the instruction cache, not the data, is what the warps wait for; so does a
+share of the no_inst samples on the first instructions of 128-byte lines well above 2/8.
   python3 scripts/ncu_stalls.py ncu_encodeKernel.csv [top]"""
 import csv
 import sys
@@ -37,6 +38,18 @@ def main(path, top=5):
     executed = sum(1 for w in weights if w > 0)
     print(f"  code: {len(data)} instructions ({16 * len(data) // 1024} KiB), {executed} executed "
           f"({16 * executed // 1024} KiB), {hot} cover 99% of execution ({16 * hot // 1024} KiB)")
+    # The path most warps run (executed at least 1% as often as the hottest instruction), in
+    # 128-byte instruction-cache lines, and the share of the no_inst samples on a line's first
+    # instructions: where each warp runs a straight path once (few rows or chunks per warp), a
+    # cold instruction cache stalls it at every line it enters.
+    base = int(data[0][0], 16)
+    common = [int(r[0], 16) - base for r in data if number(r[execd]) >= 0.01 * weights[0]]
+    col = names.index("stall_no_inst") if "stall_no_inst" in names else None
+    if col is not None and totals[names[col]] > 0:
+        entry = sum(number(r[col]) for r in data if (int(r[0], 16) - base) % 128 < 32)
+        print(f"  common path: {len(common)} instructions on {len({a // 128 for a in common})} "
+              f"128-byte lines; {100 * entry / totals[names[col]]:.0f}% of no_inst samples on a "
+              f"line's first two instructions")
 
 
 if __name__ == "__main__":
