@@ -487,6 +487,9 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
     decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, ReduceStep r,
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
+  // NOTE: launched programmatic where it can be (decodeDevice), as the encode is.
+  letNextKernelStart();
+  waitForPreviousKernel();
   __shared__ FrameHeader header;
   __shared__ uint32_t headerError;
   __shared__ float codeTable[256];
@@ -556,8 +559,10 @@ void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t cou
   const ReduceStep r = reduce ? *reduce : ReduceStep{};
   const int mode = !reduce ? kStore : (r.fromZero || r.store) ? kReduce : kAccumulate;
   const unsigned blocks = decodeGrid(mode, dtype, count);
-#define CCLZ_FP8_DECODE(DT, MODE) \
-  decodeKernel<DT, MODE><<<blocks, kThreads, 0, stream>>>(src, srcBytes, count, dst, r, status)
+  const bool programmatic = programmaticLaunchSupported();
+#define CCLZ_FP8_DECODE(DT, MODE)                                                           \
+  launchFp8Kernel(decodeKernel<DT, MODE>, blocks, stream, programmatic, src, srcBytes, count, \
+                  dst, r, status)
 #define CCLZ_FP8_DECODE_DTYPE(DT)        \
   (mode == kStore        ? CCLZ_FP8_DECODE(DT, kStore)      \
    : mode == kAccumulate ? CCLZ_FP8_DECODE(DT, kAccumulate) \

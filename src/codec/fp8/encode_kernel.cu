@@ -181,6 +181,11 @@ __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
                  const EncodeChoice* choice) {
+  // NOTE: launched programmatic where it can be (launchEncode): the kernel after it may start now,
+  // and this one waits for the kernel before it before it touches global memory. For calls in a
+  // row (a pipeline's pieces) the launch of one overlaps the end of the one before.
+  letNextKernelStart();
+  waitForPreviousKernel();
   __shared__ ScaleTable tables[kThreads / 32];
   ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;
@@ -456,11 +461,12 @@ __global__ void __launch_bounds__(kThreads, 4)
         for (uint32_t t = 0; t < kHeldTiles; ++t) {
           top[t][0] = top[t][1] = top[t][2] = 0.0f;
           if (t * kTileElems < sn) {  // uniform
-            const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
             float v[kLaneElems];
             unpackRaw8<Dtype>(raw[t], v);
-            if constexpr (Chosen)
+            if constexpr (Chosen) {
+              const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
               if (smoothed) smooth8(v, dst + l.smooth + first, validIn(first, n));
+            }
             blockTop3(v, top[t]);
           }
         }
@@ -633,12 +639,14 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   const unsigned blocks = gridFor(l.rowSlots);
   const ScratchParts parts = scratchParts(p, count);
   if (parts.bytes == 0) {  // nothing to decide on the device: the one-pass encode alone
+    const bool programmatic = programmaticLaunchSupported();
+    const EncodeChoice* none = nullptr;
     if (p.rowElems > kHeldElems)
-      encodeKernel<Dtype, false, true><<<blocks, kThreads, 0, stream>>>(
-          p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+      launchFp8Kernel(encodeKernel<Dtype, false, true>, blocks, stream, programmatic, p, l, header,
+                      src, count, vector, dst, encodedBytesOut, status, none);
     else
-      encodeKernel<Dtype, false, false><<<blocks, kThreads, 0, stream>>>(
-          p, l, header, src, count, vector, dst, encodedBytesOut, status, nullptr);
+      launchFp8Kernel(encodeKernel<Dtype, false, false>, blocks, stream, programmatic, p, l,
+                      header, src, count, vector, dst, encodedBytesOut, status, none);
     return;
   }
   CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(scratch) % 16 == 0, cclzInvalidArgument,

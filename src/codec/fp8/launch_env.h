@@ -1,7 +1,8 @@
-// Whether the fp8 encoder's sampling kernels use programmatic dependent launch
-// (bench/notes/fp8-kernels.md, "Round 4"): a later kernel of the chain starts while the one before
-// it runs and waits (griddepcontrol) before reading its results. The frames are the same either
-// way; only the launch latency between the kernels differs.
+// Whether the fp8 kernels use programmatic dependent launch (bench/notes/fp8-kernels.md, "Round 4"
+// and "Round 16"): the sampling kernels' chain, and the one-pass encode and the decode after
+// whatever kernel precedes them in the stream. A kernel starts while the one before it runs and
+// waits (griddepcontrol) before it touches global memory. The frames are the same either way;
+// only the launch latency between the kernels differs.
 // CCLZ_FP8_PDL (read once per process): 1 (default) uses it where the device has it (sm_90 and
 // later), 0 never does (to compare, or to rule it out when looking for a fault).
 #pragma once

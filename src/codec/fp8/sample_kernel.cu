@@ -22,21 +22,6 @@ __device__ __forceinline__ uint64_t warpSum64(uint64_t v) {
   return v;
 }
 
-// Programmatic dependent launch (sm_90): a kernel of the chain lets the next one start (its
-// blocks are scheduled and run their prologue) before it ends; the next one waits for it, its
-// memory included, before it reads what it wrote. Without the launch attribute (or before sm_90)
-// the wait returns at once: the stream already ordered the two.
-__device__ __forceinline__ void letNextKernelStart() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void waitForPreviousKernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 // ---- shapeSampleKernel: the sample's levels, once -----------------------------------------
 
 constexpr int kSampleThreads = 1024;
@@ -432,10 +417,6 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-namespace {
-
-// Programmatic dependent launch: where CCLZ_FP8_PDL allows it and the device (of the calling
-// thread) has it, sm_90 and later.
 bool programmaticLaunchSupported() {
   if (!programmaticLaunchFromEnvironment()) return false;
   int device = 0, major = 0;
@@ -446,8 +427,6 @@ bool programmaticLaunchSupported() {
   }
   return major >= 9;
 }
-
-}  // namespace
 
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
