@@ -487,8 +487,11 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
     decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, ReduceStep r,
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
-  // NOTE: launched programmatic where it can be (decodeDevice), as the encode is.
-  letNextKernelStart();
+  // NOTE: launched programmatic where it can be (decodeDevice), as the encode is. The plain
+  // decode (a resident grid) lets the next kernel start at once. Decode-and-accumulate (a full
+  // grid, one wave at 4 MiB) lost 10% at 4 MiB that way (bench/results/2026-11-23-s17-fp8-pdl):
+  // it lets the next one start as its blocks end.
+  if constexpr (Mode == kStore) letNextKernelStart();
   waitForPreviousKernel();
   __shared__ FrameHeader header;
   __shared__ uint32_t headerError;

@@ -18,6 +18,7 @@
 #include "codec/fp8/format.h"
 #include "codec/fp8/shape.h"
 #include "codec/load_device.cuh"
+#include "codec/pdl.cuh"
 
 namespace cclz::fp8 {
 
@@ -122,40 +123,11 @@ __device__ __forceinline__ uint32_t groupStatistic(const float* v, uint32_t lane
   return groupOutlierLog2(mulRn(a, scale), e, log2H);
 }
 
-// Programmatic dependent launch (sm_90): a kernel lets the next one in its stream start (its
-// blocks are scheduled and run their prologue) before it ends; the next one waits for it, its
-// memory included, before it touches global memory. Without the launch attribute (or before
-// sm_90) the wait returns at once: the stream already ordered the two.
-__device__ __forceinline__ void letNextKernelStart() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void waitForPreviousKernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Whether launches may be programmatic: CCLZ_FP8_PDL allows it (launch_env.h) and the calling
-// thread's device has it (sm_90 and later).
-bool programmaticLaunchSupported();
-
-// Launches kernel<<<grid, kThreads, 0, stream>>>(args...), programmatic (it may start while the
-// kernel before it in the stream runs) where `programmatic` says so; the kernel must then call
-// waitForPreviousKernel before it reads or writes global memory.
+// launchKernel(kernel, grid, kThreads, 0, stream, programmatic, args...) (codec/pdl.cuh).
 template <typename... Params, typename... Args>
 void launchFp8Kernel(void (*kernel)(Params...), unsigned grid, cudaStream_t stream,
                      bool programmatic, Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  if (programmatic) config.attrs = &early, config.numAttrs = 1;
-  CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  launchKernel(kernel, grid, kThreads, 0, stream, programmatic, std::forward<Args>(args)...);
 }
 
 __device__ __forceinline__ __nv_fp8_interpretation_t fp8Kind(uint32_t grid) {

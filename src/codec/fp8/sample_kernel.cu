@@ -4,7 +4,6 @@
 // then shapeStatsKernel (one block per candidate; the last one chooses). The smoothing:
 // smoothKernel. bench/notes/fp8-kernels.md ("Round 4") has the chain and its costs.
 #include "codec/fp8/device.cuh"
-#include "codec/fp8/launch_env.h"
 
 namespace cclz::fp8 {
 namespace {
@@ -416,17 +415,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 }  // namespace
-
-bool programmaticLaunchSupported() {
-  if (!programmaticLaunchFromEnvironment()) return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return major >= 9;
-}
 
 void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
                         EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,

@@ -16,6 +16,7 @@
 #include "codec/lossless/decode_v2_window.cuh"
 #include "codec/lossless/device_v2.cuh"
 #include "codec/lossless/kernel_path.h"
+#include "codec/pdl.cuh"
 
 namespace cclz::lossless::v2 {
 namespace {
@@ -31,6 +32,7 @@ struct DecodeArgs {
   Layout layout;
   uint32_t chunkElems;
   int dtype;
+  bool letNextStartEarly;  // the kernel lets the next one start at once (codec/pdl.cuh)
 };
 
 // Lane 0: the frame header, as decodeRef checks it, and the handle's chunking.
@@ -164,6 +166,13 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   // A corrupt lane's window reads past its block: into the warp's plane A, which follows its
   // stage in the window kernel's layout (below).
   static_assert(kWindowOverread <= kMaxChunkElems);
+  // NOTE: launched programmatic where it can be (codec/pdl.cuh): this kernel waits for the kernel
+  // before it before it touches global memory. A grid of at most one block per multiprocessor
+  // (latency-bound: bf16 up to 4 MiB) lets the next kernel start at once, 1 MiB +12% queued back
+  // to back. A larger one lets it start only as its blocks end: with all of a 16 MiB grid resident,
+  // the next kernel's blocks waiting beside it cost 12-19% (bench/results/2026-11-23-s17-lossless-pdl).
+  if (a.letNextStartEarly) letNextKernelStart();
+  waitForPreviousKernel();
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Joiner = lossless::device::Joiner<kSplit>;
   using E = Elements<D>;
@@ -463,7 +472,10 @@ void launchStaged(const DecodeArgs& args, cudaStream_t stream) {
   lossless::device::ensureSharedMemoryLimit(decodeKernel<D, true, kWindow>, kShared, configured);
   const uint64_t chunks = args.layout.numChunks;
   const auto blocks = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  decodeKernel<D, true, kWindow><<<blocks, kThreads, kShared, stream>>>(args);
+  DecodeArgs early = args;
+  early.letNextStartEarly = blocks <= static_cast<unsigned>(multiprocessorCount());
+  launchKernel(decodeKernel<D, true, kWindow>, blocks, kThreads, kShared, stream,
+               programmaticLaunchSupported(), early);
 }
 
 template <int D>
@@ -476,7 +488,8 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
     else
       launchStaged<D, false>(args, stream);
   } else {
-    decodeKernel<D, false, false><<<decodeBlocks(chunks), kThreads, 0, stream>>>(args);
+    launchKernel(decodeKernel<D, false, false>, decodeBlocks(chunks), kThreads, 0, stream,
+                 programmaticLaunchSupported(), args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }

@@ -1,0 +1,60 @@
+// Programmatic dependent launch (sm_90), shared by the codecs' kernels: a kernel lets the next
+// one in its stream start (its blocks are scheduled and run their prologue) before it ends, and
+// waits for the one before it, memory included, before it touches global memory. For calls in a
+// row (a pipeline's pieces) the launch of one then overlaps the end of the one before. Without
+// the launch attribute (or before sm_90) the wait returns at once: the stream already ordered the
+// two. CCLZ_PDL (launch_env.h) turns it off.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "codec/device.h"
+#include "codec/launch_env.h"
+
+namespace cclz {
+
+__device__ __forceinline__ void letNextKernelStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void waitForPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Whether launches may be programmatic: CCLZ_PDL allows it and the calling thread's device has
+// it (sm_90 and later).
+inline bool programmaticLaunchSupported() {
+  if (!programmaticLaunchFromEnvironment()) return false;
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 9;
+}
+
+// kernel<<<grid, threads, sharedBytes, stream>>>(args...), programmatic where `programmatic`
+// says so: the kernel must then call waitForPreviousKernel before it reads or writes global
+// memory.
+template <typename... Params, typename... Args>
+void launchKernel(void (*kernel)(Params...), unsigned grid, unsigned threads, size_t sharedBytes,
+                  cudaStream_t stream, bool programmatic, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = sharedBytes;
+  config.stream = stream;
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  if (programmatic) config.attrs = &early, config.numAttrs = 1;
+  CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace cclz
