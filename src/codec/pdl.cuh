@@ -1,6 +1,11 @@
-// Programmatic dependent launch (sm_90), shared by the codecs' kernels: a kernel lets the next
-// one in its stream start (its blocks are scheduled and run their prologue) before it ends, and
-// waits for the one before it, memory included, before it touches global memory. For calls in a
+// Programmatic dependent launch (sm_90), shared by the codecs' kernels: a kernel waits for the one
+// before it in its stream, memory included, before it touches global memory, and lets the next
+// one start (its blocks are scheduled and wait) before it ends.
+// NOTE: a kernel that more kernels like it may follow (a queue of calls) lets the next one start
+// after its own wait, never before: before, a queue of such kernels would cascade, each waiting
+// kernel's blocks letting the next one's be scheduled too, filling the SMs with blocks that wait.
+// (The fp8 sampling kernels let the next start first: their chain is bounded, the encode after
+// it is launched plain.) For calls in a
 // row (a pipeline's pieces) the launch of one then overlaps the end of the one before. Without
 // the launch attribute (or before sm_90) the wait returns at once: the stream already ordered the
 // two. CCLZ_PDL (launch_env.h) turns it off.

@@ -491,8 +491,8 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
   // decode (a resident grid) lets the next kernel start at once. Decode-and-accumulate (a full
   // grid, one wave at 4 MiB) lost 10% at 4 MiB that way (bench/results/2026-11-23-s17-fp8-pdl):
   // it lets the next one start as its blocks end.
-  if constexpr (Mode == kStore) letNextKernelStart();
   waitForPreviousKernel();
+  if constexpr (Mode == kStore) letNextKernelStart();
   __shared__ FrameHeader header;
   __shared__ uint32_t headerError;
   __shared__ float codeTable[256];

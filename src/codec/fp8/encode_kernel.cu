@@ -181,11 +181,12 @@ __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
                  bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
                  const EncodeChoice* choice) {
-  // NOTE: launched programmatic where it can be (launchEncode): the kernel after it may start now,
-  // and this one waits for the kernel before it before it touches global memory. For calls in a
-  // row (a pipeline's pieces) the launch of one overlaps the end of the one before.
-  letNextKernelStart();
+  // NOTE: launched programmatic where it can be (launchEncode): this kernel waits for the kernel
+  // before it before it touches global memory, then lets the kernel after it start. For calls in
+  // a row (a pipeline's pieces) the launch of one overlaps the run of the one before. Letting the
+  // next start only after the wait keeps the overlap one kernel deep (codec/pdl.cuh).
   waitForPreviousKernel();
+  letNextKernelStart();
   __shared__ ScaleTable tables[kThreads / 32];
   ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;

@@ -167,12 +167,13 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   // stage in the window kernel's layout (below).
   static_assert(kWindowOverread <= kMaxChunkElems);
   // NOTE: launched programmatic where it can be (codec/pdl.cuh): this kernel waits for the kernel
-  // before it before it touches global memory. A grid of at most one block per multiprocessor
-  // (latency-bound: bf16 up to 4 MiB) lets the next kernel start at once, 1 MiB +12% queued back
-  // to back. A larger one lets it start only as its blocks end: with all of a 16 MiB grid resident,
-  // the next kernel's blocks waiting beside it cost 12-19% (bench/results/2026-11-23-s17-lossless-pdl).
-  if (a.letNextStartEarly) letNextKernelStart();
+  // before it before it touches global memory. Then a grid of at most one block per
+  // multiprocessor (latency-bound: bf16 up to 4 MiB) lets the next kernel start: queued back to
+  // back, 4 MiB 418 -> 502 GB/s, 1 MiB +13%. A larger one lets it start only as its blocks end:
+  // with all of a 16 MiB grid resident, the next kernel's blocks waiting beside it cost 12-19%
+  // (bench/results/2026-11-23-s17-lossless-pdl, s17-pdl-after-wait).
   waitForPreviousKernel();
+  if (a.letNextStartEarly) letNextKernelStart();
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
   using Joiner = lossless::device::Joiner<kSplit>;
   using E = Elements<D>;
