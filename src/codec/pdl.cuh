@@ -1,14 +1,14 @@
 // Programmatic dependent launch (sm_90), shared by the codecs' kernels: a kernel waits for the one
 // before it in its stream, memory included, before it touches global memory, and lets the next
-// one start (its blocks are scheduled and wait) before it ends.
+// one start (its blocks are scheduled and wait) before it ends. For calls in a row (a pipeline's
+// pieces) the launch of one then overlaps the run of the one before. Without the launch attribute
+// (or before sm_90) the wait returns at once: the stream already ordered the two. CCLZ_PDL
+// (launch_env.h) turns it off.
 // NOTE: a kernel that more kernels like it may follow (a queue of calls) lets the next one start
-// after its own wait, never before: before, a queue of such kernels would cascade, each waiting
-// kernel's blocks letting the next one's be scheduled too, filling the SMs with blocks that wait.
-// (The fp8 sampling kernels let the next start first: their chain is bounded, the encode after
-// it is launched plain.) For calls in a
-// row (a pipeline's pieces) the launch of one then overlaps the end of the one before. Without
-// the launch attribute (or before sm_90) the wait returns at once: the stream already ordered the
-// two. CCLZ_PDL (launch_env.h) turns it off.
+// after its own wait, never before. Before, a queue of such kernels cascades: each waiting
+// kernel's blocks let the next one's be scheduled too, filling the SMs with blocks that wait
+// (bench/results/2026-11-23-s17-pdl-after-wait). The fp8 sampling kernels let the next start
+// first: their chain is bounded, and the encode after it is launched plain.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -488,9 +488,9 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
   // NOTE: launched programmatic where it can be (decodeDevice), as the encode is. The plain
-  // decode (a resident grid) lets the next kernel start at once. Decode-and-accumulate (a full
-  // grid, one wave at 4 MiB) lost 10% at 4 MiB that way (bench/results/2026-11-23-s17-fp8-pdl):
-  // it lets the next one start as its blocks end.
+  // decode (a resident grid) lets the next kernel start once it has waited for the one before.
+  // Decode-and-accumulate (a full grid, one wave at 4 MiB) lost 10% at 4 MiB that way
+  // (bench/results/2026-11-23-s17-fp8-pdl): it lets the next one start as its blocks end.
   waitForPreviousKernel();
   if constexpr (Mode == kStore) letNextKernelStart();
   __shared__ FrameHeader header;
