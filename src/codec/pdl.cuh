@@ -8,7 +8,7 @@
 // after its own wait, never before. Before, a queue of such kernels cascades: each waiting
 // kernel's blocks let the next one's be scheduled too, filling the SMs with blocks that wait
 // (bench/results/2026-11-23-s17-pdl-after-wait). The fp8 sampling kernels let the next start
-// first: their chain is bounded, and the encode after it is launched plain.
+// first: their chain is bounded, since each call's first kernel is launched plain.
 #pragma once
 
 #include <cuda_runtime.h>

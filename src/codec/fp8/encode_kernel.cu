@@ -672,12 +672,16 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
                        static_cast<uint32_t>(parts.levelWords), parts.sample != 0, choice, levels,
                        dst + l.smooth, stream);
   // The row length is the caller's, or chosen on the device (up to kAutoMaxRowElems).
+  // NOTE: programmatic after the sampling kernels, as the one-pass encode is after whatever came
+  // before it: the choice it reads is the last of them's, which its wait covers.
+  const bool programmatic = programmaticLaunchSupported();
+  const EncodeChoice* decided = choice;
   if (p.shape == kShapeCaller && p.rowElems <= kHeldElems)
-    encodeKernel<Dtype, true, false><<<blocks, kThreads, 0, stream>>>(
-        p, l, header, src, count, vector, dst, encodedBytesOut, status, choice);
+    launchFp8Kernel(encodeKernel<Dtype, true, false>, blocks, stream, programmatic, p, l, header,
+                    src, count, vector, dst, encodedBytesOut, status, decided);
   else
-    encodeKernel<Dtype, true, true><<<blocks, kThreads, 0, stream>>>(
-        p, l, header, src, count, vector, dst, encodedBytesOut, status, choice);
+    launchFp8Kernel(encodeKernel<Dtype, true, true>, blocks, stream, programmatic, p, l, header,
+                    src, count, vector, dst, encodedBytesOut, status, decided);
 }
 
 }  // namespace
