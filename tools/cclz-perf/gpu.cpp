@@ -51,9 +51,12 @@ void L2Flusher::flush(cudaStream_t stream) {
   PERF_CUDA_CHECK(cudaMemsetAsync(scratch_.data(), 0x5a, scratch_.size(), stream));
 }
 
-double timeOnStream(cudaStream_t stream, int warmup, int iters,
-                    const std::function<void(int)>& fn) {
-  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(iters));
+namespace {
+// After `warmup` untimed calls, `rounds` rounds of `callsPerRound` calls, one event pair around
+// each round; the median round's time per call in microseconds. Calls are numbered on from 0.
+double timeRounds(cudaStream_t stream, int warmup, int rounds, int callsPerRound,
+                  const std::function<void(int)>& fn) {
+  std::vector<cudaEvent_t> events(2 * static_cast<size_t>(rounds));
   for (auto& e : events) PERF_CUDA_CHECK(cudaEventCreate(&e));
   struct Destroy {
     std::vector<cudaEvent_t>& events;
@@ -63,47 +66,31 @@ double timeOnStream(cudaStream_t stream, int warmup, int iters,
   } destroy{events};
 
   for (int i = 0; i < warmup; ++i) fn(i);
-  for (int i = 0; i < iters; ++i) {
-    PERF_CUDA_CHECK(cudaEventRecord(events[2 * i], stream));
-    fn(warmup + i);
-    PERF_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream));
+  int call = warmup;
+  for (int r = 0; r < rounds; ++r) {
+    PERF_CUDA_CHECK(cudaEventRecord(events[2 * r], stream));
+    for (int i = 0; i < callsPerRound; ++i) fn(call++);
+    PERF_CUDA_CHECK(cudaEventRecord(events[2 * r + 1], stream));
   }
   PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> us(iters);
-  for (int i = 0; i < iters; ++i) {
+  std::vector<double> us(rounds);
+  for (int r = 0; r < rounds; ++r) {
     float ms = 0;
-    PERF_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
-    us[i] = 1e3 * ms;
+    PERF_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * r], events[2 * r + 1]));
+    us[r] = 1e3 * ms / callsPerRound;
   }
   return median(us);
+}
+}  // namespace
+
+double timeOnStream(cudaStream_t stream, int warmup, int iters,
+                    const std::function<void(int)>& fn) {
+  return timeRounds(stream, warmup, iters, 1, fn);
 }
 
 double timeBatchOnStream(cudaStream_t stream, int warmup, int iters,
                          const std::function<void(int)>& fn) {
-  cudaEvent_t events[2 * kBatchRounds];
-  for (auto& e : events) PERF_CUDA_CHECK(cudaEventCreate(&e));
-  struct Destroy {
-    cudaEvent_t* events;
-    ~Destroy() {
-      for (int i = 0; i < 2 * kBatchRounds; ++i) (void)cudaEventDestroy(events[i]);
-    }
-  } destroy{events};
-
-  for (int i = 0; i < warmup; ++i) fn(i);
-  int call = warmup;
-  for (int r = 0; r < kBatchRounds; ++r) {
-    PERF_CUDA_CHECK(cudaEventRecord(events[2 * r], stream));
-    for (int i = 0; i < iters; ++i) fn(call++);
-    PERF_CUDA_CHECK(cudaEventRecord(events[2 * r + 1], stream));
-  }
-  PERF_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> us(kBatchRounds);
-  for (int r = 0; r < kBatchRounds; ++r) {
-    float ms = 0;
-    PERF_CUDA_CHECK(cudaEventElapsedTime(&ms, events[2 * r], events[2 * r + 1]));
-    us[r] = 1e3 * ms / iters;
-  }
-  return median(us);
+  return timeRounds(stream, warmup, kBatchRounds, iters, fn);
 }
 
 }  // namespace perf::gpu
