@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -44,6 +45,20 @@ struct ReduceStep {
       CCLZ_FAIL(cclzUnhandledCudaError,                                     \
                 std::string(#call " failed: ") + cudaGetErrorString(err_)); \
   } while (0)
+
+// Multiprocessors of the device, read once per process (launch shapes only: a process whose
+// devices differ gets the first one's count, which costs speed, not correctness).
+inline int multiprocessorCount() {
+  static std::atomic<int> multiprocessors{0};
+  int sms = multiprocessors.load(std::memory_order_relaxed);
+  if (sms == 0) {
+    int device = 0;
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    multiprocessors.store(sms, std::memory_order_relaxed);
+  }
+  return sms;
+}
 
 namespace lossless {
 

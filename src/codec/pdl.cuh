@@ -13,6 +13,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 #include "codec/device.h"
@@ -32,15 +34,28 @@ __device__ __forceinline__ void waitForPreviousKernel() {
 }
 
 // Whether launches may be programmatic: CCLZ_PDL allows it and the calling thread's device has
-// it (sm_90 and later).
+// it (sm_90 and later). The answer per device is kept (0: not asked yet, 1: no, 2: yes): the
+// runtime's attribute query was a few hundred ns of host time on every launch.
 inline bool programmaticLaunchSupported() {
   if (!programmaticLaunchFromEnvironment()) return false;
-  int device = 0, major = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+  constexpr int kKeptDevices = 64;
+  static std::atomic<uint8_t> known[kKeptDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
+  const bool kept = device >= 0 && device < kKeptDevices;
+  if (kept) {
+    const uint8_t answer = known[device].load(std::memory_order_relaxed);
+    if (answer != 0) return answer == 2;
+  }
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (kept) known[device].store(major >= 9 ? 2 : 1, std::memory_order_relaxed);
   return major >= 9;
 }
 

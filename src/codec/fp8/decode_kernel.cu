@@ -546,13 +546,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
 unsigned decodeGrid(int mode, int dtype, uint64_t count) {
   const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
   if (mode != kStore || dtype == cclzFloat32) return blocks;
-  static const unsigned resident = [] {
-    int device = 0, sms = 0;
-    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
-    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return static_cast<unsigned>(kDecodeBlocksPerSM * sms);
-  }();
-  return std::min(blocks, resident);
+  return std::min(blocks, static_cast<unsigned>(kDecodeBlocksPerSM * multiprocessorCount()));
 }
 
 }  // namespace

@@ -39,18 +39,4 @@ __device__ inline uint32_t groupValid(uint32_t n, uint32_t g) {
   return g * kGroup >= n ? 0u : min(static_cast<uint32_t>(kGroup), n - g * kGroup);
 }
 
-// Multiprocessors of the device, read once per process (launch shapes only: a process whose
-// devices differ gets the first one's count, which costs speed, not correctness).
-inline int multiprocessorCount() {
-  static std::atomic<int> multiprocessors{0};
-  int sms = multiprocessors.load(std::memory_order_relaxed);
-  if (sms == 0) {
-    int device = 0;
-    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
-    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    multiprocessors.store(sms, std::memory_order_relaxed);
-  }
-  return sms;
-}
-
 }  // namespace cclz::lossless::v2::device
