@@ -18,6 +18,7 @@ struct cclzCodec {
   void* workspace = nullptr;  // DeviceStatus, then the scratch a call asks for
   uint64_t workspaceBytes = 0;
   cudaEvent_t done = nullptr;  // recorded after each device call
+  uint32_t scratchEpoch = 0;   // the last call's (DeviceWorkspace::scratchEpoch)
 #endif
 };
 
@@ -74,27 +75,50 @@ void ensureWorkspace(cclzCodec_t codec, uint64_t bytes, cudaStream_t stream) {
   bytes = std::max<uint64_t>(bytes, 2 * codec->workspaceBytes);
   void* fresh = nullptr;
   CCLZ_CUDA_CHECK(cudaMallocAsync(&fresh, bytes, stream));
+  // The scratch after the status starts zeroed (DeviceWorkspace::scratchEpoch).
+  CCLZ_CUDA_CHECK(cudaMemsetAsync(fresh, 0, bytes, stream));
   if (codec->workspace) {
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(fresh, codec->workspace, sizeof(DeviceStatus),
                                     cudaMemcpyDeviceToDevice, stream));
     CCLZ_CUDA_CHECK(cudaFreeAsync(codec->workspace, stream));
-  } else {
-    CCLZ_CUDA_CHECK(cudaMemsetAsync(fresh, 0, sizeof(DeviceStatus), stream));
   }
   codec->workspace = fresh;
   codec->workspaceBytes = bytes;
+  codec->scratchEpoch = 0;  // the next call takes epoch 1 on zeroed scratch
 }
 
 DeviceStatus* deviceStatus(cclzCodec_t codec) {
   return static_cast<DeviceStatus*>(codec->workspace);
 }
 
+// Whether work queued on `stream` now goes into a CUDA graph being captured (an error in the
+// query counts as yes: the caller then takes the path that assumes nothing of the scratch).
+bool streamIsCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 // The workspace for a call that needs scratchBytes of scratch after the status word.
+// Each call takes the next epoch; when the epochs come round to 1 again, the scratch is zeroed
+// (a state left with epoch e must not be read as a later call's).
+// NOTE: a call captured in a CUDA graph takes epoch 0 (scratch of undefined contents): each
+// replay runs with its capture's arguments, so an epoch in them would be the same on every
+// replay, and a replay would read the states the one before it left as its own.
 DeviceWorkspace workspaceFor(cclzCodec_t codec, uint64_t scratchBytes, cudaStream_t stream) {
   ensureWorkspace(codec, sizeof(DeviceStatus) + scratchBytes, stream);
-  return DeviceWorkspace{deviceStatus(codec),
-                         static_cast<uint8_t*>(codec->workspace) + sizeof(DeviceStatus),
-                         scratchBytes};
+  uint8_t* scratch = static_cast<uint8_t*>(codec->workspace) + sizeof(DeviceStatus);
+  if (streamIsCapturing(stream))
+    return DeviceWorkspace{deviceStatus(codec), scratch, scratchBytes, 0};
+  const bool wraps = codec->scratchEpoch == kMaxScratchEpoch;
+  codec->scratchEpoch = codec->scratchEpoch % kMaxScratchEpoch + 1;
+  if (wraps)
+    CCLZ_CUDA_CHECK(
+        cudaMemsetAsync(scratch, 0, codec->workspaceBytes - sizeof(DeviceStatus), stream));
+  return DeviceWorkspace{deviceStatus(codec), scratch, scratchBytes, codec->scratchEpoch};
 }
 
 bool isDevicePointer(const void* p) {
@@ -296,8 +320,8 @@ cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, cons
     const Codec& impl = implOf(codec);
     const DeviceWorkspace ws =
         workspaceFor(codec, impl.encodeScratchBytes(codec->config, dtype, count), s);
-    impl.encodeFeedbackDevice(codec->config, dtype, grad, count, feedback->residual,
-                              feedback->step, static_cast<uint8_t*>(dst),
+    impl.encodeFeedbackDevice(codec->config, dtype, grad, count, feedback->residual, feedback->step,
+                              static_cast<uint8_t*>(dst),
                               reinterpret_cast<uint64_t*>(encodedBytesDevice), ws, s);
     ++feedback->step;
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
@@ -336,8 +360,8 @@ cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t src
     CCLZ_REQUIRE(isDevicePointer(src) && (count == 0 || isDevicePointer(acc)), cclzInvalidArgument,
                  "cclzDecodeAccumulate takes device memory; use cclzDecodeAccumulateHost");
     auto* s = reinterpret_cast<cudaStream_t>(stream);
-    implOf(codec).decodeAccumulateDevice(codec->config, static_cast<const uint8_t*>(src),
-                                         srcBytes, dtype, count, acc, workspaceFor(codec, 0, s), s);
+    implOf(codec).decodeAccumulateDevice(codec->config, static_cast<const uint8_t*>(src), srcBytes,
+                                         dtype, count, acc, workspaceFor(codec, 0, s), s);
     CCLZ_CUDA_CHECK(cudaEventRecord(codec->done, s));
   });
 }

@@ -34,11 +34,19 @@ class NonFiniteInput : public Error {
 };
 
 // Device memory a codec handle lends to one call: the status word (encoded size, decode error)
-// and `scratchBytes` (as asked for by encodeScratchBytes) of scratch, contents undefined.
+// and `scratchBytes` (as asked for by encodeScratchBytes) of scratch.
+// scratchEpoch 0: the scratch's contents are undefined (the collective engine's scratch, which
+// every codec of a communicator shares, or a call captured in a CUDA graph). 1..kMaxScratchEpoch:
+// the scratch is the handle's own, it was zeroed when allocated and again whenever the epoch came
+// back to 1, and this is the handle's call number modulo kMaxScratchEpoch: a codec may leave
+// state in it across calls that carries its epoch (the lossless encoder's look-back states), if
+// it leaves the rest zero, after epoch 0 calls too (which may come between them).
+constexpr uint32_t kMaxScratchEpoch = (1u << 14) - 1;
 struct DeviceWorkspace {
   DeviceStatus* status;
   uint8_t* scratch;
   uint64_t scratchBytes;
+  uint32_t scratchEpoch = 0;
 };
 
 class Codec {

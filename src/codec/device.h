@@ -62,8 +62,9 @@ inline int multiprocessorCount() {
 
 namespace lossless {
 
-// Device scratch an encode of numChunks chunks needs: a work counter (the next chunk to take)
-// and one state word per chunk (the decoupled look-back), zeroed by encodeDevice.
+// Device scratch an encode of numChunks chunks needs: a work counter (the next chunk to take), a
+// count of the warps done (version 2) and one state word per chunk (the decoupled look-back),
+// zeroed by encodeDevice (version 2: unless the scratch carries an epoch, device.h v2).
 inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 8 * numChunks; }
 
 // Encodes into dst (capacity >= maxEncodedBytes); scratch holds encodeScratchBytes.
@@ -77,9 +78,11 @@ void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBy
 namespace v2 {
 // Payload version 2 (encode_v2_kernel.cu, decode_v2_kernel.cu): the same contracts, with the
 // chunk size as the only parameter. Scratch as encodeScratchBytes above.
+// scratchEpoch (DeviceWorkspace): 0, the scratch is zeroed first; otherwise it is the handle's, and
+// the chunk states carry the epoch instead (no memset, no second launch).
 void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
-                  cudaStream_t stream);
+                  uint32_t scratchEpoch, cudaStream_t stream);
 void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream);
 }  // namespace v2

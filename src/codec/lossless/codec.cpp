@@ -118,7 +118,7 @@ class LosslessCodec final : public Codec {
     const lossless::Params p = losslessParams(c, count);
     if (p.version == 2)
       lossless::v2::encodeDevice(p.chunkElems, dtype, src, count, dst, encodedBytesOut, ws.status,
-                                 ws.scratch, stream);
+                                 ws.scratch, ws.scratchEpoch, stream);
     else
       lossless::encodeDevice(p, dtype, src, count, dst, encodedBytesOut, ws.status, ws.scratch,
                              stream);

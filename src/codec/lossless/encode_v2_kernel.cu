@@ -15,15 +15,20 @@
 #include "codec/lossless/encode_split_v2.h"
 #include "codec/lossless/encode_v2_lane.cuh"
 #include "codec/lossless/kernel_path.h"
+#include "codec/pdl.cuh"
 
 namespace cclz::lossless::v2 {
 namespace {
 
 using namespace device;
 
+// A chunk's state: flag (bits 62-63), the call's scratch epoch (48-61), the value (0-47: a size
+// or an offset in bytes). A state whose epoch is not the call's was left by an earlier call on
+// the same scratch and reads as nothing published (flag 0).
 constexpr uint64_t kStateAggregate = 1ull << 62;  // the chunk's block size is known
 constexpr uint64_t kStateInclusive = 2ull << 62;  // the end offset of its block is known
-constexpr uint64_t kStateValue = (1ull << 62) - 1;
+constexpr uint64_t kStateEpoch = ((1ull << 14) - 1) << 48;
+constexpr uint64_t kStateValue = (1ull << 48) - 1;
 constexpr int kEncodeBlocksPerSM = 8;
 
 __device__ void writeHeader(const EncodeArgs& a, uint64_t frameBytes) {
@@ -42,20 +47,35 @@ __device__ void writeHeader(const EncodeArgs& a, uint64_t frameBytes) {
   a.status->encodedBytes = frameBytes;
 }
 
+// Every warp of the grid, once, when it is done with the scratch (its last chunk taken, its last
+// look-back and publication made). The last warp out zeroes the two counters for the next call;
+// the chunk states stay, marked with this call's epoch. A call on memset scratch (epoch 0) zeroes
+// them too: its scratch may be a handle's, whose next call takes an epoch and no memset (a call
+// captured in a graph, replayed between direct calls).
+__device__ void leaveScratch(const EncodeArgs& a, uint32_t lane) {
+  if (lane != 0) return;
+  __threadfence();  // the warp's last atomics on the scratch come before its count
+  const uint32_t warps = gridDim.x * (blockDim.x / 32);
+  if (atomicAdd(a.warpsDone, 1u) + 1 == warps) {  // no warp takes a chunk any more
+    atomicExch(a.workCounter, 0u);
+    atomicExch(a.warpsDone, 0u);
+  }
+}
+
 // The whole warp: the offset of chunk k's block. Lane j reads the state of chunk k-1-j (32 at a
 // time) until a chunk whose end offset is known, and sums the sizes up to it; then lane 0
 // publishes chunk k's end offset (unless `publish` is false: the split encoder's other warps,
 // which find the same offset). Chunk k's own size was published before.
 template <bool kMayNotPublish = false>
-__device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, uint32_t lane,
-                             bool publish = true) {
+__device__ uint64_t lookBack(uint64_t* state, uint64_t epochBits, uint64_t k, uint64_t size,
+                             uint32_t lane, bool publish = true) {
   uint64_t exclusive = 0;
   int64_t base = static_cast<int64_t>(k) - 1;
   while (base >= 0) {
     const int64_t j = base - static_cast<int64_t>(lane);
-    uint64_t v = kStateInclusive;  // before chunk 0: an end offset of zero
+    uint64_t v = kStateInclusive | epochBits;  // before chunk 0: an end offset of zero
     if (j >= 0) v = *reinterpret_cast<volatile uint64_t*>(state + j);
-    const uint32_t flag = static_cast<uint32_t>(v >> 62);
+    const uint32_t flag = (v & kStateEpoch) == epochBits ? static_cast<uint32_t>(v >> 62) : 0u;
     const uint32_t inclusive = __ballot_sync(kFullMask, flag == 2);
     const uint32_t nearest = inclusive ? __ffs(inclusive) - 1 : 32u;
     // A chunk nearer than the nearest end offset has published nothing yet: look again.
@@ -73,7 +93,7 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t k, uint64_t size, uint32_
   }
   if (lane == 0 && (!kMayNotPublish || publish))
     atomicExch(reinterpret_cast<unsigned long long*>(state + k),
-               kStateInclusive | (exclusive + size));
+               kStateInclusive | epochBits | (exclusive + size));
   return exclusive;
 }
 
@@ -136,7 +156,7 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   }
   if (lane == 0)  // later chunks may count this one while it is still being written
     atomicExch(reinterpret_cast<unsigned long long*>(a.chunkState + k),
-               (k == 0 ? kStateInclusive : kStateAggregate) | blockBytes);
+               (k == 0 ? kStateInclusive : kStateAggregate) | a.epochBits | blockBytes);
 
   // ---- The block, in the warp's shared memory. ----
   for (uint32_t i = lane * 16; i < blockBytes; i += 32 * 16)
@@ -183,7 +203,7 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   __syncwarp();
 
   // ---- Place the block after its predecessors and copy it out. ----
-  const uint64_t start = k == 0 ? 0 : lookBack(a.chunkState, k, blockBytes, lane);
+  const uint64_t start = k == 0 ? 0 : lookBack(a.chunkState, a.epochBits, k, blockBytes, lane);
   uint8_t* out = a.dst + a.layout.blocksOffset + start;
   for (uint32_t i = lane * 16; i < blockBytes; i += 32 * 16)
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(stage + i);
@@ -250,6 +270,9 @@ __device__ __forceinline__ void fillTables(EncodeTables& tables) {
 // chunk (fp32: eight), which at 4 MiB (~4 warps per SM) nothing hides.
 template <int D, bool kStaged>
 __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(EncodeArgs a) {
+  // NOTE: launched programmatic where it can be (codec/pdl.cuh): the kernel waits for the one
+  // before it before it touches global memory, and lets the next one start as its blocks end.
+  waitForPreviousKernel();
   __shared__ EncodeTables tables;
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint8_t* stage;
@@ -270,6 +293,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
   __syncthreads();
   if (a.layout.numChunks == 0) {  // an empty tensor: the header alone
     if (blockIdx.x == 0 && threadIdx.x == 0) writeHeader(a, a.layout.blocksOffset);
+    leaveScratch(a, lane);
     return;
   }
   while (true) {
@@ -282,7 +306,10 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
       if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
       k = __shfl_sync(kFullMask, taken, 0);
     }
-    if (k >= a.layout.numChunks) return;
+    if (k >= a.layout.numChunks) {
+      leaveScratch(a, lane);
+      return;
+    }
     const uint64_t first = k * a.chunkElems;
     const uint32_t n =
         static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
@@ -405,7 +432,7 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   }
   if (part == 0 && lane == 0)  // later chunks may count this one while it is still being written
     atomicExch(reinterpret_cast<unsigned long long*>(a.chunkState + k),
-               (k == 0 ? kStateInclusive : kStateAggregate) | blockBytes);
+               (k == 0 ? kStateInclusive : kStateAggregate) | a.epochBits | blockBytes);
 
   // ---- The block, in the slot's stage: each part writes its groups. ----
   for (uint32_t i = thread * 16; i < blockBytes; i += kChunkThreads * 16)
@@ -449,7 +476,8 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   // ---- Place the block after its predecessors and copy it out. ----
   // NOTE: every part looks back (the same offset; only part 0 publishes it) rather than part 0
   // alone and a barrier: the look-back is a chain of global loads, a barrier would add to it.
-  const uint64_t start = k == 0 ? 0 : lookBack<true>(a.chunkState, k, blockBytes, lane, part == 0);
+  const uint64_t start =
+      k == 0 ? 0 : lookBack<true>(a.chunkState, a.epochBits, k, blockBytes, lane, part == 0);
   uint8_t* out = a.dst + a.layout.blocksOffset + start;
   for (uint32_t i = thread * 16; i < blockBytes; i += kChunkThreads * 16)
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(stage + i);
@@ -476,6 +504,7 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
 template <int D, int kParts>
 __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKernel(EncodeArgs a) {
   static_assert(kWarpsPerBlock % kParts == 0, "a block holds whole slots");
+  waitForPreviousKernel();  // as encodeKernel
   constexpr uint32_t kChunkThreads = 32 * kParts;
   __shared__ EncodeTables tables;
   __shared__ SplitExchange<kParts> exchange[kWarpsPerBlock / kParts];
@@ -508,6 +537,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKerne
     next = ex.next[turn];
     staged = stageInput<D, kChunkThreads>(a, stage, next, thread);
   }
+  leaveScratch(a, lane);
 }
 
 // The split staged kernel: one block per kWarpsPerBlock / kParts chunks (a message with no
@@ -520,7 +550,8 @@ void launchSplit(const EncodeArgs& args, cudaStream_t stream) {
   constexpr int kShared = kSlots * stagedEncodeWarpBytes<D>();  // fp32, 2 warps: 32 KiB
   static std::atomic<uint64_t> configured{0};
   lossless::device::ensureSharedMemoryLimit(encodeSplitKernel<D, kParts>, kShared, configured);
-  encodeSplitKernel<D, kParts><<<blocks, kThreads, kShared, stream>>>(args);
+  launchKernel(encodeSplitKernel<D, kParts>, blocks, kThreads, kShared, stream,
+               programmaticLaunchSupported(), args);
 }
 
 template <int D>
@@ -539,7 +570,8 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
       constexpr int kShared = kWarpsPerBlock * stagedEncodeWarpBytes<D>();  // fp32: 64 KiB
       static std::atomic<uint64_t> configured{0};
       lossless::device::ensureSharedMemoryLimit(encodeKernel<D, true>, kShared, configured);
-      encodeKernel<D, true><<<blocks, kThreads, kShared, stream>>>(args);
+      launchKernel(encodeKernel<D, true>, blocks, kThreads, kShared, stream,
+                   programmaticLaunchSupported(), args);
     }
   } else {
     // As many blocks as are resident at once; the warps loop over the chunks. Against one chunk
@@ -547,7 +579,8 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
     // (bench/results/2026-11-23-s12-lossless-grid-h200). The decoder measured the other way.
     const unsigned resident = std::min<unsigned>(
         blocks, static_cast<unsigned>(multiprocessorCount()) * kEncodeBlocksPerSM);
-    encodeKernel<D, false><<<resident, kThreads, 0, stream>>>(args);
+    launchKernel(encodeKernel<D, false>, resident, kThreads, 0, stream,
+                 programmaticLaunchSupported(), args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
@@ -556,20 +589,27 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
 
 void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
-                  cudaStream_t stream) {
+                  uint32_t scratchEpoch, cudaStream_t stream) {
   EncodeArgs args{src,
                   count,
                   dst,
                   encodedBytesOut,
                   status,
                   reinterpret_cast<uint32_t*>(scratch),
+                  reinterpret_cast<uint32_t*>(scratch + 4),
                   reinterpret_cast<uint64_t*>(scratch + 8),
+                  uint64_t{scratchEpoch} << 48,
                   frameLayout(dtype, count, chunkElems),
                   chunkElems,
                   dtype,
                   reinterpret_cast<uintptr_t>(src) % 16 == 0};
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
-  CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(args.layout.numChunks), stream));
+  CCLZ_REQUIRE(scratchEpoch < (1u << 14), cclzInternalError, "scratch epoch out of range");
+  // NOTE: a state's value has 48 bits (kStateValue): frames stay far below 256 TiB.
+  // Scratch of the handle (an epoch) needs no memset: the last call left its counters zero and
+  // its states marked with its epoch (leaveScratch). That is one launch fewer per call.
+  if (scratchEpoch == 0)
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(args.layout.numChunks), stream));
   switch (dtype) {
     case cclzBfloat16:
       launchEncode<cclzBfloat16>(args, stream);

@@ -21,7 +21,9 @@ struct EncodeArgs {
   uint64_t* encodedBytesOut;
   DeviceStatus* status;
   uint32_t* workCounter;
+  uint32_t* warpsDone;  // the last warp out zeroes both counters (leaveScratch)
   uint64_t* chunkState;
+  uint64_t epochBits;   // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
   Layout layout;
   uint32_t chunkElems;
   int dtype;
