@@ -64,7 +64,7 @@ namespace lossless {
 
 // Device scratch an encode of numChunks chunks needs: a work counter (the next chunk to take), a
 // count of the warps done (version 2) and one state word per chunk (the decoupled look-back),
-// zeroed by encodeDevice (version 2: unless the scratch carries an epoch, device.h v2).
+// zeroed by encodeDevice (version 2: unless the scratch carries an epoch, v2::encodeDevice).
 inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 8 * numChunks; }
 
 // Encodes into dst (capacity >= maxEncodedBytes); scratch holds encodeScratchBytes.
