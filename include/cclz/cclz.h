@@ -204,7 +204,11 @@ typedef struct {
   }
 
 /* Creates a codec handle. It holds the configuration and, once a device call needs it, a small
- * device workspace (per-chunk offsets and the decode status), allocated stream-ordered. */
+ * device workspace (per-chunk offsets and the decode status), allocated stream-ordered. A
+ * handle's device calls share that workspace, and the lossless encoder leaves state in it for
+ * the next call: queue them so that each starts after the one before (one stream, or streams
+ * ordered by events); use one handle per concurrent stream. Calls captured into a CUDA graph may
+ * be replayed between direct calls on the same handle. */
 cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config);
 
 /* Frees the handle. Device work queued with it must have completed (cclzCodecSynchronize). */

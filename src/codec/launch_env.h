@@ -1,9 +1,10 @@
 // Whether the codecs' kernels use programmatic dependent launch (bench/notes/fp8-kernels.md,
-// "Round 4" and "Round 16"; bench/notes/lossless-kernels.md, "Session 17"): the fp8 sampling
-// kernels' chain and the encode after it, and the fp8 one-pass encode, the fp8 decode and the
-// lossless decode after whatever kernel precedes them in the stream. Such a kernel may start while the one before it
-// runs, and waits (griddepcontrol) before it touches global memory. The frames are the same
-// either way; only the launch latency between kernels differs.
+// "Round 4" and "Round 16"; bench/notes/lossless-kernels.md, "Session 17" and "Session 18"): the
+// fp8 sampling kernels' chain and the encode after it, the fp8 one-pass encode and decode, and
+// the lossless version-2 encode and decode, each after whatever kernel precedes it in the stream.
+// Such a kernel may start while the one before it runs, and waits (griddepcontrol) before it
+// touches global memory. The frames are the same either way; only the launch latency between
+// kernels differs.
 // CCLZ_PDL (read once per process): 1 (default) uses it where the device has it (sm_90 and
 // later), 0 never does (to compare, or to rule it out when looking for a fault).
 #pragma once
