@@ -344,10 +344,6 @@ template <int kParts>
 struct SplitExchange {
   uint4 packed[kParts][kLanes];          // each thread's costs under the 8 codes
   uint32_t top[kParts], bottom[kParts];  // each part's largest and smallest symbol
-  // The slot's next chunk, taken by its first thread. NOTE: two of them, used in turn: a warp
-  // may still be reading one after the barrier while the first warp, encoding a chunk alone,
-  // already takes the next.
-  uint32_t next[2];
 };
 
 // The barrier of one slot's kParts warps (barrier 0 is __syncthreads's). NOTE: a named barrier
@@ -363,8 +359,7 @@ __device__ __forceinline__ void partsSync(uint32_t slot) {
 }
 
 // One whole staged chunk (its input committed to the stage by stageInput<D, 32 * kParts>), by
-// the slot's kParts warps; the bytes equal ref_v2.cpp's, as encodeChunk's. Ends before the
-// slot's next barrier (the caller's), after which the stage is free again.
+// the slot's kParts warps; the bytes equal ref_v2.cpp's, as encodeChunk's.
 template <int D, int kParts>
 __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const EncodeTables& tables,
                                                  uint8_t* stage, SplitExchange<kParts>& ex,
@@ -501,56 +496,50 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   }
 }
 
-// The split staged kernel: kParts warps per chunk, otherwise as encodeKernel<D, true> (a slot
-// takes a chunk and starts copying its input before the code tables are filled). Chunks that
-// are not staged (a short last chunk, an unaligned source, another chunk size) are encoded by
-// the slot's first warp alone with the general code, the others waiting at the barrier.
+// The split staged kernel: kParts warps per chunk, one chunk per slot, otherwise as
+// encodeKernel<D, true> (the slot starts copying its chunk's input before the code tables are
+// filled). A chunk that is not staged (a short last chunk, an unaligned source, another chunk
+// size) is encoded by the slot's first warp alone with the general code, the others idle.
+// NOTE: the slot's chunk is its place in the grid, not a chunk counter's next value. Blocks are
+// dispatched in increasing index order (CUB's single-pass scan relies on the same), so a chunk
+// waits in its look-back only for chunks of blocks already running. A counter cost each slot two
+// L2 atomics (its chunk, then the one that found none left) and each warp a third
+// (leaveScratch's count), on the chain of every 4 MiB call, where every slot has one chunk. This
+// kernel leaves the scratch's counters as it found them, zero, and needs no leaveScratch.
 template <int D, int kParts>
 __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKernel(EncodeArgs a) {
   static_assert(kWarpsPerBlock % kParts == 0, "a block holds whole slots");
   waitForPreviousKernel();  // as encodeKernel
+  constexpr uint32_t kSlots = kWarpsPerBlock / kParts;
   constexpr uint32_t kChunkThreads = 32 * kParts;
   __shared__ EncodeTables tables;
-  __shared__ SplitExchange<kParts> exchange[kWarpsPerBlock / kParts];
+  __shared__ SplitExchange<kParts> exchange[kSlots];
   extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedEncodeWarpBytes<D>() per slot
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t slot = warp / kParts, part = warp % kParts, thread = part * 32 + lane;
-  SplitExchange<kParts>& ex = exchange[slot];
   uint8_t* stage = stagedAll + slot * stagedEncodeWarpBytes<D>();
-  uint32_t turn = 0;  // which of ex.next this slot writes next
-  if (thread == 0) ex.next[turn] = atomicAdd(a.workCounter, 1u);
-  partsSync<kParts>(slot);
-  uint64_t next = ex.next[turn];
-  bool staged = stageInput<D, kChunkThreads>(a, stage, next, thread);
+  const uint64_t k = uint64_t{blockIdx.x} * kSlots + slot;
+  const bool staged = stageInput<D, kChunkThreads>(a, stage, k, thread);
   fillTables<D>(tables);
   __syncthreads();
-  while (next < a.layout.numChunks) {  // the same for the slot's warps: they leave together
-    const uint64_t k = next;
-    if (staged) {
-      encodeChunkSplit<D, kParts>(a, tables, stage, ex, slot, k, part, lane);
-    } else if (part == 0) {
-      const uint64_t first = k * a.chunkElems;
-      const uint32_t n =
-          static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
-      encodeChunk<D, false>(a, tables, stage, k, n, lane);
-    }
-    // Chunks are taken in order, so a slot only ever waits for chunks already being encoded.
-    turn ^= 1u;
-    if (thread == 0) ex.next[turn] = atomicAdd(a.workCounter, 1u);
-    partsSync<kParts>(slot);  // the block is out of the stage; the next chunk is known
-    next = ex.next[turn];
-    staged = stageInput<D, kChunkThreads>(a, stage, next, thread);
+  if (k >= a.layout.numChunks) return;  // the last block's second slot, with kParts 2
+  if (staged) {
+    encodeChunkSplit<D, kParts>(a, tables, stage, exchange[slot], slot, k, part, lane);
+  } else if (part == 0) {
+    const uint64_t first = k * a.chunkElems;
+    const uint32_t n =
+        static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
+    encodeChunk<D, false>(a, tables, stage, k, n, lane);
   }
-  leaveScratch(a, lane);
 }
 
 // The split staged kernel: one block per kWarpsPerBlock / kParts chunks (a message with no
-// chunks takes the general kernel).
+// chunks takes the general kernel). NOTE: every chunk has its slot in the grid (numChunks <
+// 2^31, a grid's x dimension takes 2^31 - 1 blocks).
 template <int D, int kParts>
 void launchSplit(const EncodeArgs& args, cudaStream_t stream) {
   constexpr uint64_t kSlots = kWarpsPerBlock / kParts;
-  const unsigned blocks = static_cast<unsigned>(
-      std::min<uint64_t>((args.layout.numChunks + kSlots - 1) / kSlots, 1u << 20));
+  const auto blocks = static_cast<unsigned>((args.layout.numChunks + kSlots - 1) / kSlots);
   constexpr int kShared = kSlots * stagedEncodeWarpBytes<D>();  // fp32, 2 warps: 32 KiB
   static std::atomic<uint64_t> configured{0};
   lossless::device::ensureSharedMemoryLimit(encodeSplitKernel<D, kParts>, kShared, configured);
@@ -610,8 +599,9 @@ void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t coun
   CCLZ_REQUIRE(args.layout.numChunks < (1u << 31), cclzInvalidArgument, "too many chunks");
   CCLZ_REQUIRE(scratchEpoch < (1u << 14), cclzInternalError, "scratch epoch out of range");
   // NOTE: a state's value has 48 bits (kStateValue): frames stay far below 256 TiB.
-  // Scratch of the handle (an epoch) needs no memset: the last call left its counters zero and
-  // its states marked with its epoch (leaveScratch). That is one launch fewer per call.
+  // Scratch of the handle (an epoch) needs no memset: the last call left its counters zero (the
+  // general kernels' leaveScratch; the split kernel does not use them) and its states marked with
+  // its epoch. That is one launch fewer per call.
   if (scratchEpoch == 0)
     CCLZ_CUDA_CHECK(cudaMemsetAsync(scratch, 0, encodeScratchBytes(args.layout.numChunks), stream));
   switch (dtype) {
