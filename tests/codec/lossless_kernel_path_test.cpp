@@ -17,6 +17,7 @@ using lossless::v2::parseEncodeWarps;
 using lossless::v2::parseKernelPath;
 using lossless::v2::parseWindowLoop;
 using lossless::v2::useStagedKernels;
+using Direction = lossless::v2::Direction;
 
 TEST(LosslessKernelPath, ParsesTheThreeNames) {
   EXPECT_EQ(parseKernelPath(nullptr), KernelPath::Auto);  // the default
@@ -82,13 +83,30 @@ TEST(LosslessKernelPath, RejectsOtherEncodeWarpsWithTheVariableNamed) {
 
 TEST(LosslessKernelPath, AutoStagesUpToItsChunksPerMultiprocessor) {
   const int sms = 132;  // H200
-  const uint64_t limit = kStagedChunksPerSM * sms;
-  EXPECT_TRUE(useStagedKernels(KernelPath::Auto, 512, sms));  // 4 MiB of bf16
-  EXPECT_TRUE(useStagedKernels(KernelPath::Auto, limit, sms));
-  EXPECT_FALSE(useStagedKernels(KernelPath::Auto, limit + 1, sms));
-  EXPECT_FALSE(useStagedKernels(KernelPath::Auto, 65536, sms));  // 256 MiB of bf16
-  EXPECT_TRUE(useStagedKernels(KernelPath::Staged, 65536, sms));
-  EXPECT_FALSE(useStagedKernels(KernelPath::General, 1, sms));
+  auto staged = [&](Direction d, int dtype, uint64_t chunks, bool whole = true) {
+    return useStagedKernels(KernelPath::Auto, d, dtype, whole, chunks, sms);
+  };
+  EXPECT_TRUE(staged(Direction::Encode, cclzBfloat16, 512));       // 4 MiB
+  EXPECT_TRUE(staged(Direction::Encode, cclzBfloat16, 32 * 132));  // 33 MiB
+  EXPECT_FALSE(staged(Direction::Encode, cclzBfloat16, 32 * 132 + 1));
+  EXPECT_TRUE(staged(Direction::Decode, cclzBfloat16, 16 * 132));  // 16.5 MiB
+  EXPECT_FALSE(staged(Direction::Decode, cclzBfloat16, 16 * 132 + 1));
+  EXPECT_FALSE(staged(Direction::Decode, cclzBfloat16, 65536));  // 256 MiB
+  for (Direction d : {Direction::Encode, Direction::Decode})
+    EXPECT_TRUE(staged(d, cclzFloat16, uint64_t{1} << 30));
+  EXPECT_TRUE(staged(Direction::Encode, cclzFloat32, 16384));  // 256 MiB
+  EXPECT_TRUE(staged(Direction::Encode, cclzFloat32, uint64_t{1} << 30));
+  EXPECT_TRUE(staged(Direction::Decode, cclzFloat32, 6 * 132));  // 12.4 MiB
+  EXPECT_FALSE(staged(Direction::Decode, cclzFloat32, 6 * 132 + 1));
+  // Chunks not taken whole (other sizes, unaligned sources): every chunk resident at once.
+  for (Direction d : {Direction::Encode, Direction::Decode})
+    for (int dtype : {cclzBfloat16, cclzFloat32}) {
+      EXPECT_TRUE(staged(d, dtype, kStagedChunksPerSM * sms, false));
+      EXPECT_FALSE(staged(d, dtype, kStagedChunksPerSM * sms + 1, false));
+    }
+  EXPECT_TRUE(
+      useStagedKernels(KernelPath::Staged, Direction::Decode, cclzBfloat16, true, 65536, sms));
+  EXPECT_FALSE(useStagedKernels(KernelPath::General, Direction::Encode, cclzFloat32, true, 1, sms));
 }
 
 }  // namespace

@@ -483,7 +483,9 @@ template <int D>
 void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
   const uint64_t chunks = args.layout.numChunks;
   // An empty frame has no chunk for a staged warp: the general kernel checks its header.
-  if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), chunks, multiprocessorCount())) {
+  if (chunks > 0 &&
+      useStagedKernels(kernelPathFromEnvironment(), Direction::Decode, D,
+                       args.chunkElems == kMaxChunkElems, chunks, multiprocessorCount())) {
     if (windowLoopFromEnvironment())
       launchStaged<D, true>(args, stream);
     else

@@ -553,7 +553,9 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   const uint64_t warps = chunks ? chunks : 1;
   const unsigned blocks = static_cast<unsigned>(
       std::min<uint64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, 1u << 20));
-  if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), chunks, multiprocessorCount())) {
+  const bool wholeChunks = args.chunkElems == kMaxChunkElems && args.srcAligned16;
+  if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), Direction::Encode, D, wholeChunks,
+                                     chunks, multiprocessorCount())) {
     const int warpsPerChunk = encodeWarpsFromEnvironment();
     if (warpsPerChunk == 2) {
       launchSplit<D, 2>(args, stream);

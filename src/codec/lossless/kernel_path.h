@@ -2,14 +2,14 @@
 // "Round 3"). Both give the same frames and accept the same frames; they differ only in speed.
 //   general: one warp per chunk, warps loop over chunks; the decoder reads the raw planes from
 //            global memory a group ahead, the encoder loads its chunk four groups at a time.
-//   staged:  one warp per chunk, every chunk in flight at once; the chunk's raw planes (decode)
-//            or its input (encode) are staged in shared memory with one cp.async wait, so no
-//            group waits on DRAM. More shared memory per block: meant for small messages, where
-//            the kernels are latency-bound (4 MiB of bf16: 512 chunks, ~4 warps per SM).
+//   staged:  one chunk per warp (decode) or per slot of 4 warps (encode), every chunk given its
+//            place in the grid; the chunk's raw planes (decode) or its input (encode) are staged
+//            in shared memory with one cp.async wait, so no group waits on DRAM. More shared
+//            memory per block: made for small messages, where the kernels are latency-bound
+//            (4 MiB of bf16: 512 chunks, ~4 warps per SM), and faster up to larger ones than
+//            that (stagedChunksPerSM below).
 // CCLZ_LOSSLESS_PATH (read once per process) picks one: auto (default: staged when the message
-// has at most kStagedChunksPerSM chunks per multiprocessor), general or staged. Measured on the
-// H200 (bench/results/2026-11-23-codec-round3-h200): staged is 3-10% faster at 1-4 MiB and
-// 15-20% slower from 64 MiB up; auto takes the faster of the two at every size measured.
+// has at most stagedChunksPerSM chunks per multiprocessor), general or staged.
 //
 // CCLZ_LOSSLESS_WINDOW (read once per process): on (default) or off. On, the staged decoder
 // decodes each whole coded chunk (4096 elements) with the pair-window loop
@@ -32,14 +32,43 @@
 
 #include <cstdint>
 
+#include "cclz/cclz.h"
+#include "codec/lossless/format_v2.h"
+
 namespace cclz::lossless::v2 {
 
 enum class KernelPath { General, Staged, Auto };
+enum class Direction { Encode, Decode };
 
-// auto's rule: staged while every chunk fits on the GPU at once at the staged kernels'
-// occupancy (at least 12 warps per multiprocessor for fp32 decode, 20 for bf16). Measured
-// crossover: staged wins at 4 MiB of bf16 (512 chunks), general at 16 MiB (2048 chunks).
+// auto's rule for chunks the staged kernels do not take whole (another chunk size; an encode from
+// a source that is not 16-byte aligned, which the slot's first warp encodes alone): staged while
+// every chunk fits on the GPU at once at the staged kernels' occupancy (round 3,
+// bench/results/2026-11-23-codec-round3-h200).
 constexpr uint64_t kStagedChunksPerSM = 8;
+constexpr uint64_t kAlwaysStaged = ~uint64_t{0};
+
+// auto's rule: the most chunks per multiprocessor for which the staged kernels run. Default
+// 4096-element chunks, measured on the H200 against the general kernels on Gaussian data, queued
+// and timed alone, and on the real bf16 tensors tiled to 16-256 MiB
+// (bench/results/2026-11-24-s19-staged-crossover):
+//   encode bf16: staged ahead up to 32 MiB (31 chunks per SM; +5%, real tensors +35%), level at
+//                48, behind from 64 (-6%; real tensors +10%): 32.
+//   encode fp16, fp32: staged ahead at every size up to 256 MiB, or level there (fp32 +36% at
+//                8 MiB, +14% at 64, +2.5% at 256; fp16 +28% at 8 MiB, +14% at 64, -1% at 256;
+//                the general kernel loads an fp32 chunk in eight batches, bf16 in four): always.
+//   decode bf16: staged ahead up to 16 MiB (15.5 per SM, +10%), behind from 24 MiB: 16.
+//   decode fp16: staged ahead at every size (+22% at 256 MiB: its chunks have escapes, which the
+//                staged kernel's window loop decodes in fewer steps): always.
+//   decode fp32: ahead at 12 MiB (5.8 per SM, +10%), behind at 16 MiB (7.8 per SM, -2.5%; its
+//                staged blocks take 72 KiB of shared memory): 6.
+// wholeChunks: the chunks have the default size and (encode) the source is 16-byte aligned.
+constexpr uint64_t stagedChunksPerSM(Direction direction, int dtype, bool wholeChunks) {
+  if (!wholeChunks) return kStagedChunksPerSM;
+  if (dtype == cclzFloat16) return kAlwaysStaged;
+  const bool fp32 = dtype == cclzFloat32;
+  if (direction == Direction::Encode) return fp32 ? kAlwaysStaged : 32;
+  return fp32 ? 6 : 16;
+}
 
 // Parses CCLZ_LOSSLESS_PATH's value; throws cclzInvalidArgument on anything else.
 KernelPath parseKernelPath(const char* value);
@@ -61,11 +90,13 @@ int parseEncodeWarps(const char* value);
 // The environment's choice, parsed once (an invalid value fails every call that asks).
 int encodeWarpsFromEnvironment();
 
-// True if a message of numChunks chunks takes the staged kernels on a device of `sms`
-// multiprocessors.
-inline bool useStagedKernels(KernelPath path, uint64_t numChunks, int sms) {
-  if (path == KernelPath::Auto) return numChunks <= kStagedChunksPerSM * static_cast<uint64_t>(sms);
-  return path == KernelPath::Staged;
+// True if a message of numChunks chunks takes the staged kernels in that direction on a device of
+// `sms` multiprocessors (wholeChunks: as stagedChunksPerSM).
+inline bool useStagedKernels(KernelPath path, Direction direction, int dtype, bool wholeChunks,
+                             uint64_t numChunks, int sms) {
+  if (path != KernelPath::Auto) return path == KernelPath::Staged;
+  const uint64_t perSM = stagedChunksPerSM(direction, dtype, wholeChunks);
+  return perSM == kAlwaysStaged || numChunks <= perSM * static_cast<uint64_t>(sms);
 }
 
 }  // namespace cclz::lossless::v2
