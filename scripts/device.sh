@@ -13,8 +13,8 @@
 # CCLZ_LOSSLESS_PATH (general, staged, auto: the default) side by side, 4 MiB to 256 MiB.
 # lwindow: the staged decoder's two loops (CCLZ_LOSSLESS_WINDOW on, the default, and off) side
 # by side, 1 MiB to 16 MiB, every dtype, and the general kernels at the same sizes.
-# lsplit: the staged encoder with 1, 2 and 4 warps per chunk (CCLZ_LOSSLESS_ENCODE_WARPS) side by
-# side, 1 MiB to 256 MiB (auto: staged up to 8 chunks per SM), every dtype.
+# lsplit: the staged encoder with auto, 1, 2 and 4 warps per chunk (CCLZ_LOSSLESS_ENCODE_WARPS)
+# side by side, 1 MiB to 256 MiB (auto's kernel choice as kernel_path.h says), every dtype.
 # coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
 # 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
 # over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
@@ -112,9 +112,9 @@ if has lwindow; then
 fi
 
 if has lsplit; then
-  # The split staged encoder (kernel_path.h, CCLZ_LOSSLESS_ENCODE_WARPS): encode should gain at
-  # 1-8 MiB (auto stages up to 8 chunks per SM), decode and 16 MiB up should not move.
-  for warps in 1 2 4; do
+  # The staged encoder with each fixed number of warps per chunk against auto's choice
+  # (kernel_path.h, CCLZ_LOSSLESS_ENCODE_WARPS, encodeWarpsPerChunk); decode should not move.
+  for warps in auto 1 2 4; do
     for dtype in bf16 fp16 fp32; do
       CCLZ_LOSSLESS_ENCODE_WARPS=$warps bench lsplit "${dtype}_warps_$warps" --op codec --device gpu -d $dtype -b 1M -e 256M -f 4 -n 20 -w 5
     done

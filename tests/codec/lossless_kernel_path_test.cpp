@@ -61,15 +61,27 @@ TEST(LosslessKernelPath, RejectsOtherWindowValuesWithTheVariableNamed) {
 
 // CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, 4 unless set to 1 or 2.
 TEST(LosslessKernelPath, ParsesTheEncodeWarps) {
-  EXPECT_EQ(parseEncodeWarps(nullptr), 4);  // the default
-  EXPECT_EQ(parseEncodeWarps(""), 4);
+  EXPECT_EQ(parseEncodeWarps(nullptr), 0);  // the default: auto
+  EXPECT_EQ(parseEncodeWarps(""), 0);
+  EXPECT_EQ(parseEncodeWarps("auto"), 0);
   EXPECT_EQ(parseEncodeWarps("1"), 1);
   EXPECT_EQ(parseEncodeWarps("2"), 2);
   EXPECT_EQ(parseEncodeWarps("4"), 4);
 }
 
+TEST(LosslessKernelPath, AutoEncodeWarpsAreFourWhileEveryChunkIsInFlight) {
+  const int sms = 132;  // H200
+  const uint64_t limit = lossless::v2::kFourWarpChunksPerSM * sms;
+  EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, 512, sms), 4);  // 4 MiB of bf16
+  EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, limit, sms), 4);
+  EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, limit + 1, sms), 2);
+  for (int configured : {1, 2, 4})  // the variable's choice stands at every size
+    for (uint64_t chunks : {uint64_t{1}, limit + 1, uint64_t{65536}})
+      EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(configured, chunks, sms), configured);
+}
+
 TEST(LosslessKernelPath, RejectsOtherEncodeWarpsWithTheVariableNamed) {
-  for (const char* bad : {"0", "3", "8", "two", "2 ", "on", "-2", "02"}) {
+  for (const char* bad : {"0", "3", "8", "two", "2 ", "on", "-2", "02", "Auto"}) {
     try {
       parseEncodeWarps(bad);
       ADD_FAILURE() << "accepted " << bad;
@@ -86,9 +98,9 @@ TEST(LosslessKernelPath, AutoStagesUpToItsChunksPerMultiprocessor) {
   auto staged = [&](Direction d, int dtype, uint64_t chunks, bool whole = true) {
     return useStagedKernels(KernelPath::Auto, d, dtype, whole, chunks, sms);
   };
-  EXPECT_TRUE(staged(Direction::Encode, cclzBfloat16, 512));       // 4 MiB
-  EXPECT_TRUE(staged(Direction::Encode, cclzBfloat16, 32 * 132));  // 33 MiB
-  EXPECT_FALSE(staged(Direction::Encode, cclzBfloat16, 32 * 132 + 1));
+  EXPECT_TRUE(staged(Direction::Encode, cclzBfloat16, 512));        // 4 MiB
+  EXPECT_TRUE(staged(Direction::Encode, cclzBfloat16, 128 * 132));  // 132 MiB
+  EXPECT_FALSE(staged(Direction::Encode, cclzBfloat16, 128 * 132 + 1));
   EXPECT_TRUE(staged(Direction::Decode, cclzBfloat16, 16 * 132));  // 16.5 MiB
   EXPECT_FALSE(staged(Direction::Decode, cclzBfloat16, 16 * 132 + 1));
   EXPECT_FALSE(staged(Direction::Decode, cclzBfloat16, 65536));  // 256 MiB

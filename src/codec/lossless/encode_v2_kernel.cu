@@ -556,7 +556,8 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   const bool wholeChunks = args.chunkElems == kMaxChunkElems && args.srcAligned16;
   if (chunks > 0 && useStagedKernels(kernelPathFromEnvironment(), Direction::Encode, D, wholeChunks,
                                      chunks, multiprocessorCount())) {
-    const int warpsPerChunk = encodeWarpsFromEnvironment();
+    const int warpsPerChunk =
+        encodeWarpsPerChunk(encodeWarpsFromEnvironment(), chunks, multiprocessorCount());
     if (warpsPerChunk == 2) {
       launchSplit<D, 2>(args, stream);
     } else if (warpsPerChunk == 4) {

@@ -40,12 +40,13 @@ bool windowLoopFromEnvironment() {
 
 int parseEncodeWarps(const char* value) {
   const std::string v = value ? value : "";
+  if (v.empty() || v == "auto") return 0;
   if (v == "1") return 1;
   if (v == "2") return 2;
-  if (v.empty() || v == "4") return 4;
+  if (v == "4") return 4;
   CCLZ_FAIL(cclzInvalidArgument, "CCLZ_LOSSLESS_ENCODE_WARPS=" + v +
-                                     ": expected 1 (one warp per chunk in the staged encoder), 2 "
-                                     "or 4 (the default)");
+                                     ": expected auto (the default), 1 (one warp per chunk in the "
+                                     "staged encoder), 2 or 4");
 }
 
 int encodeWarpsFromEnvironment() {

@@ -19,15 +19,14 @@
 // output; the general kernels and the encoders do not read it. (bench/notes/lossless-kernels.md,
 // "Round 4".)
 //
-// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): 1, 2 or 4 (default) warps per chunk in the
-// staged encoder. 1 is round 3's staged kernel (one warp per chunk); 2 and 4 split every lane's
-// 16 groups into that many parts, one warp each (encode_v2_split.cuh): the costs, the code and
-// the lanes' sizes are combined in shared memory and each part codes its groups at its bit
+// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): auto (default), 1, 2 or 4 warps per chunk
+// in the staged encoder. 1 is round 3's staged kernel (one warp per chunk); 2 and 4 split every
+// lane's 16 groups into that many parts, one warp each (encode_split_v2.h): the costs, the code
+// and the lanes' sizes are combined in shared memory and each part codes its groups at its bit
 // offset inside the lane's stream, so a chunk's serial work per thread is halved (quartered).
-// Same frames, byte for byte; the general kernels and the decoders do not read it. 4 is the
-// default because it measured fastest at 1-4 MiB and no slower above (1 MiB 78 -> 104 GB/s,
-// 4 MiB 252 -> 269; bench/results/2026-11-23-s8-splits-h200, bench/notes/lossless-kernels.md,
-// "Round 5").
+// Same frames, byte for byte; the general kernels and the decoders do not read it. auto takes 4
+// while a message has at most kFourWarpChunksPerSM chunks per multiprocessor, 2 above
+// (encodeWarpsPerChunk; bench/results/2026-11-24-s19-encode-warps).
 #pragma once
 
 #include <cstdint>
@@ -51,8 +50,10 @@ constexpr uint64_t kAlwaysStaged = ~uint64_t{0};
 // 4096-element chunks, measured on the H200 against the general kernels on Gaussian data, queued
 // and timed alone, and on the real bf16 tensors tiled to 16-256 MiB
 // (bench/results/2026-11-24-s19-staged-crossover):
-//   encode bf16: staged ahead up to 32 MiB (31 chunks per SM; +5%, real tensors +35%), level at
-//                48, behind from 64 (-6%; real tensors +10%): 32.
+//   encode bf16: with 4 warps per chunk, staged ahead up to 32 MiB (31 chunks per SM; +5%, real
+//                tensors +35%), level at 48, behind from 64 (-6%; real tensors +10%); with 2 warps
+//                per chunk above 4 chunks per SM (encodeWarpsPerChunk), ahead up to 128 MiB
+//                (+4%) and level at 256 (-0.5%; bench/results/2026-11-24-s19-encode-warps): 128.
 //   encode fp16, fp32: staged ahead at every size up to 256 MiB, or level there (fp32 +36% at
 //                8 MiB, +14% at 64, +2.5% at 256; fp16 +28% at 8 MiB, +14% at 64, -1% at 256;
 //                the general kernel loads an fp32 chunk in eight batches, bf16 in four): always.
@@ -66,7 +67,7 @@ constexpr uint64_t stagedChunksPerSM(Direction direction, int dtype, bool wholeC
   if (!wholeChunks) return kStagedChunksPerSM;
   if (dtype == cclzFloat16) return kAlwaysStaged;
   const bool fp32 = dtype == cclzFloat32;
-  if (direction == Direction::Encode) return fp32 ? kAlwaysStaged : 32;
+  if (direction == Direction::Encode) return fp32 ? kAlwaysStaged : 128;
   return fp32 ? 6 : 16;
 }
 
@@ -83,9 +84,20 @@ bool parseWindowLoop(const char* value);
 // The environment's choice, parsed once (an invalid value fails every call that asks).
 bool windowLoopFromEnvironment();
 
-// Parses CCLZ_LOSSLESS_ENCODE_WARPS's value (warps per chunk in the staged encoder: 1, 2 or 4);
-// throws cclzInvalidArgument on anything but those or nothing.
+// Parses CCLZ_LOSSLESS_ENCODE_WARPS's value (warps per chunk in the staged encoder: 1, 2 or 4;
+// 0 for auto or nothing); throws cclzInvalidArgument on anything else.
 int parseEncodeWarps(const char* value);
+
+// auto's warps per chunk: 4 while every chunk of the message is in flight at once (a
+// multiprocessor holds 8 four-warp slots), then 2, whose 16 slots per multiprocessor keep more
+// chunks' loads in flight. Measured on the H200, staged bf16 encode, 4 / 2 warps, queued: 2 MiB
+// 313 / 285 GB/s, 4 MiB 416 / 421, 8 MiB 575 / 601, 64 MiB 1026 / 1183, 256 MiB 1129 / 1399;
+// fp32 and fp16 alike (bench/results/2026-11-24-s19-encode-warps).
+constexpr uint64_t kFourWarpChunksPerSM = 4;
+inline int encodeWarpsPerChunk(int configured, uint64_t numChunks, int sms) {
+  if (configured != 0) return configured;
+  return numChunks <= kFourWarpChunksPerSM * static_cast<uint64_t>(sms) ? 4 : 2;
+}
 
 // The environment's choice, parsed once (an invalid value fails every call that asks).
 int encodeWarpsFromEnvironment();
