@@ -157,12 +157,12 @@ constexpr uint32_t stagedWarpBytes() {
 // the lanes then decode from shared memory only. NOTE: at 4 MiB of bf16 (~4 warps per SM) a
 // group's decode (~400 cycles of dependent lookups) does not cover a DRAM load issued one group
 // ahead, so the general kernel waits on memory in every group.
-// kWindow (staged only; kernel_path.h, CCLZ_LOSSLESS_WINDOW): whole coded chunks take the
-// pair-window loop (decode_v2_window.cuh) instead of the lane loop; every other chunk, and every
-// check before the lane's stream, is the same code.
+// kWindow (kernel_path.h, CCLZ_LOSSLESS_WINDOW): whole coded chunks take the pair-window loop
+// (decode_v2_window.cuh) instead of the lane loop; every other chunk, and every check before the
+// lane's stream, is the same code. The general kernel then reads the raw planes from the frame
+// an iteration ahead, the staged one from its shared memory.
 template <int D, bool kStaged, bool kWindow>
-__global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
-  static_assert(kStaged || !kWindow, "the window loop reads the staged raw planes");
+__device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   // A corrupt lane's window reads past its block: into the warp's plane A, which follows its
   // stage in the window kernel's layout (below).
   static_assert(kWindowOverread <= kMaxChunkElems);
@@ -227,10 +227,18 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
     }
     lossless::device::copyAsyncCommit();  // waited for with the block's staging
   } else {
-    __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
-    __shared__ __align__(16) uint16_t tableAll[kWarpsPerBlock][1u << kCodeBits];
-    stage = stageAll[warp];
-    table = tableAll[warp];
+    // The four decode tables first, each at a multiple of 2 KiB from the base (the window loop
+    // forms an entry's address with one LOP3), then the warps' stages, then room for a corrupt
+    // lane's window over-read past the last stage (one past another stage lands in the next).
+    struct GeneralShared {
+      uint16_t table[kWarpsPerBlock][1u << kCodeBits];
+      uint8_t stage[kWarpsPerBlock][kStageBytes];
+      uint8_t overread[kWindow ? kWindowOverread : 16];
+    };
+    __shared__ __align__(16) GeneralShared shared;
+    stage = shared.stage[warp];
+    table = shared.table[warp];
+    stagedBase = reinterpret_cast<const uint8_t*>(&shared);
   }
   const uint32_t* stageWords = reinterpret_cast<const uint32_t*>(stage);
   const uint32_t chunkElems = a.chunkElems;
@@ -396,10 +404,16 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
         const auto stageAt = static_cast<uint32_t>(stage - stagedBase);
         const auto tableAt =
             static_cast<uint32_t>(reinterpret_cast<const uint8_t*>(table) - stagedBase);
-        const bool ok = escapes ? decodeWindowLane<D, true>(stagedBase, stageAt, tableAt, top,
-                                                            start, myBits, rawA, rawB, out, lane)
-                                : decodeWindowLane<D, false>(stagedBase, stageAt, tableAt, top,
-                                                             start, myBits, rawA, rawB, out, lane);
+        // The general kernel reads the raw planes from the frame, an iteration ahead.
+        const uint8_t* fromA = kStaged ? rawA : planeA;
+        const uint16_t* fromB = kStaged ? rawB : planeB;
+        const bool ok = escapes
+                            ? decodeWindowLane<D, true, !kStaged>(stagedBase, stageAt, tableAt, top,
+                                                                  start, myBits, fromA, fromB, out,
+                                                                  lane, firstA, firstB)
+                            : decodeWindowLane<D, false, !kStaged>(stagedBase, stageAt, tableAt,
+                                                                   top, start, myBits, fromA, fromB,
+                                                                   out, lane, firstA, firstB);
         if (!ok) lossless::device::reportError(a.status, kFrameBadChunk);
         __syncwarp();  // the stage is rewritten by the next chunk
         continue;
@@ -458,6 +472,18 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   if constexpr (kStaged) lossless::device::copyAsyncWaitAll();
 }
 
+template <int D, bool kStaged, bool kWindow>
+__global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
+  decodeChunks<D, kStaged, kWindow>(a);
+}
+
+// The general kernel with the window loop on whole coded chunks (bf16, fp16). NOTE: 9 blocks per
+// multiprocessor, as many as its shared memory allows (unbounded, it takes 64 registers: 8).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 9) decodeGeneralWindowKernel(DecodeArgs a) {
+  decodeChunks<D, false, true>(a);
+}
+
 // Blocks that keep every multiprocessor busy; warps loop over the remaining chunks.
 unsigned decodeBlocks(uint64_t numChunks) {
   const uint64_t wanted = (numChunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -490,6 +516,13 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
       launchStaged<D, true>(args, stream);
     else
       launchStaged<D, false>(args, stream);
+  } else if (D != cclzFloat32 && windowLoopFromEnvironment()) {
+    // NOTE: bf16 and fp16 only. With the window loop fp32 lost 5-17% at 16-256 MiB (not
+    // profiled: its raw planes are three times bf16's per group), bf16 gained 3-6%
+    // (bench/results/2026-11-24-s19-general-window).
+    if constexpr (D != cclzFloat32)
+      launchKernel(decodeGeneralWindowKernel<D>, decodeBlocks(chunks), kThreads, 0, stream,
+                   programmaticLaunchSupported(), args);
   } else {
     launchKernel(decodeKernel<D, false, false>, decodeBlocks(chunks), kThreads, 0, stream,
                  programmaticLaunchSupported(), args);

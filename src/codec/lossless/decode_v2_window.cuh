@@ -1,12 +1,19 @@
-// The staged decoder's loop for a whole coded chunk (n == kMaxChunkElems, mode 1), payload
-// version 2 (docs/formats.md): the same symbols and the same verdict as the lane loop of
-// decode_v2_kernel.cu, with a shorter dependent chain per symbol. Used only by the staged kernel
-// (kernel_path.h: small messages), and only while CCLZ_LOSSLESS_WINDOW is not `off`.
+// The decoder's loop for a whole coded chunk (n == kMaxChunkElems, mode 1), payload version 2
+// (docs/formats.md): the same symbols and the same verdict as the lane loop of
+// decode_v2_kernel.cu, with a shorter dependent chain per symbol and fewer integer-ALU
+// instructions. Used by the staged kernel, and by the general kernel for bf16 and fp16, while
+// CCLZ_LOSSLESS_WINDOW is not `off` (kernel_path.h).
 //
-// Why (bench/notes/lossless-kernels.md, "Round 3 measured" and "Round 4"): at 1-4 MiB a
-// multiprocessor runs about one warp per scheduler, so the kernel lasts as long as one warp's
-// chain of 128 symbols, ~170 cycles per symbol in the lane loop (~27 instructions per symbol,
-// most of them in series: a 64-bit bit buffer, its branch-free refill, the entry's fields).
+// Why in the general kernel (session 19, bench/results/2026-11-24-s19-general-window): the
+// session-16 profile found the 256 MiB decoder waiting on the integer ALU pipe as much as on
+// anything, and the window loop takes fewer instructions per symbol (round 4 counted 10.6
+// against the lane loop's 26, before session 16 trimmed the lane loop). Measured: bf16 256 MiB
+// 1.78 -> 1.89 TB/s. (Round 2 measured an older form of the loop there and found it no faster.)
+//
+// Why in the staged kernel (bench/notes/lossless-kernels.md, "Round 3 measured" and "Round 4"): at
+// 1-4 MiB a multiprocessor runs about one warp per scheduler, so the kernel lasts as long as one
+// warp's chain of 128 symbols, ~170 cycles per symbol in the lane loop (~27 instructions per
+// symbol, most of them in series: a 64-bit bit buffer, its branch-free refill, the entry's fields).
 // Round 2 wrote this loop for the general kernel, where it was exact but not faster (at 256 MiB
 // the decoder is not bound by one warp's chain); here it is brought back where the chain is
 // the bound.
@@ -55,11 +62,14 @@ constexpr uint32_t kWindowOverread = kMaxChunkElems / kLanes * 16 / 8 + 16;
 // shared: the block's shared memory; stageAt, tableAt: the warp's staged block and decode table
 // (a multiple of 2 KiB) as byte offsets from it; rawA, rawB: the warp's staged raw planes.
 // out: the chunk's first element.
-template <int D, bool kEscapes>
+// kRawAhead: rawA and rawB are the chunk's planes in the frame (global memory: the general
+// kernel), read an iteration (two groups) ahead, the first group's given as firstA, firstB.
+template <int D, bool kEscapes, bool kRawAhead = false>
 __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t stageAt,
                                                  uint32_t tableAt, uint32_t top, uint32_t start,
                                                  uint32_t laneBits, const uint8_t* rawA,
-                                                 const uint16_t* rawB, void* out, uint32_t lane) {
+                                                 const uint16_t* rawB, void* out, uint32_t lane,
+                                                 uint2 firstA = {}, uint4 firstB = {}) {
   using namespace window;
   using Join = PairJoiner<D == cclzFloat16 ? cclzBfloat16 : D>;  // fp16 is split as bf16
   constexpr bool kHasPlaneB = Elements<D>::kHasPlaneB;
@@ -77,21 +87,32 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
   uint32_t p = first;
   StageWords<kEscapes> near = stageWordsAt<kEscapes>(shared, first);
   uint32_t check = 0;
-#pragma unroll 1
-  for (int j0 = 0; j0 < kGroups; j0 += kUnroll) {
+  // Groups j0 .. j0 + kUnroll - 1 of the lane. kRawAhead: their raw planes are in ra, rb, and
+  // those of the next kUnroll groups are loaded into na, nb (a group past the lane's last is
+  // clamped to it: a load without a branch, whose value goes unused).
+  auto groups = [&](int j0, const uint2(&ra)[kUnroll], const uint4(&rb)[kUnroll],
+                    uint2(&na)[kUnroll], uint4(&nb)[kUnroll]) {
+    if constexpr (kRawAhead) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int j = min(j0 + kUnroll + u, kGroups - 1);
+        na[u] = __ldg(a2 + kLanes * j);
+        if constexpr (kHasPlaneB) nb[u] = __ldg(b4 + kLanes * j);
+      }
+    }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = j0 + u;  // group lane + 32 j of the chunk
-      const uint2 ra = a2[kLanes * j];
-      uint4 rb = make_uint4(0, 0, 0, 0);
-      if constexpr (kHasPlaneB) rb = b4[kLanes * j];
+      const uint2 a = kRawAhead ? ra[u] : a2[kLanes * j];
+      uint4 b = make_uint4(0, 0, 0, 0);
+      if constexpr (kHasPlaneB) b = kRawAhead ? rb[u] : b4[kLanes * j];
       uint32_t y[4], x[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k)
         y[k] = decodePair<kEscapes>(shared, tableAt, topWord, p, near, x[k]);
       check = max3Halves(check, x[0], x[1]);
       check = max3Halves(check, x[2], x[3]);
-      const uint32_t planeA[2] = {ra.x, ra.y}, planeB[4] = {rb.x, rb.y, rb.z, rb.w};
+      const uint32_t planeA[2] = {a.x, a.y}, planeB[4] = {b.x, b.y, b.z, b.w};
       uint32_t words[Join::kWords];
       Join::join(y, planeA, planeB, words);
 #pragma unroll
@@ -99,6 +120,27 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
         out4[kLanes * j * kVectors + v] =
             make_uint4(words[4 * v], words[4 * v + 1], words[4 * v + 2], words[4 * v + 3]);
     }
+  };
+  uint2 a0[kUnroll] = {}, a1[kUnroll] = {};
+  uint4 b0[kUnroll] = {}, b1[kUnroll] = {};
+  if constexpr (kRawAhead) {
+    // NOTE: two sets of registers used in turn, not one copied into the other: a copy of a
+    // loaded register waits for the load (bench/notes/lossless-kernels.md, session 16).
+    a0[0] = firstA;
+    b0[0] = firstB;
+#pragma unroll
+    for (int u = 1; u < kUnroll; ++u) {
+      a0[u] = __ldg(a2 + kLanes * u);
+      if constexpr (kHasPlaneB) b0[u] = __ldg(b4 + kLanes * u);
+    }
+#pragma unroll 1
+    for (int j0 = 0; j0 < kGroups; j0 += 2 * kUnroll) {
+      groups(j0, a0, b0, a1, b1);
+      groups(j0 + kUnroll, a1, b1, a0, b0);
+    }
+  } else {
+#pragma unroll 1
+    for (int j0 = 0; j0 < kGroups; j0 += kUnroll) groups(j0, a0, b0, a1, b1);
   }
   return laneOk(D, kEscapes, top, p - first, laneBits, check);
 }

@@ -11,13 +11,12 @@
 // CCLZ_LOSSLESS_PATH (read once per process) picks one: auto (default: staged when the message
 // has at most stagedChunksPerSM chunks per multiprocessor), general or staged.
 //
-// CCLZ_LOSSLESS_WINDOW (read once per process): on (default) or off. On, the staged decoder
-// decodes each whole coded chunk (4096 elements) with the pair-window loop
-// (decode_v2_window.cuh: ~2.5x fewer instructions per symbol and a shorter dependent chain,
-// which is what bounds small messages); off, with the lane loop the general kernel also uses
-// (the staged decoder of round 3, kept for comparison in one run). Same frames accepted, same
-// output; the general kernels and the encoders do not read it. (bench/notes/lossless-kernels.md,
-// "Round 4".)
+// CCLZ_LOSSLESS_WINDOW (read once per process): on (default) or off. On, the staged decoder, and
+// the general decoder for bf16 and fp16, decode each whole coded chunk (4096 elements) with the
+// pair-window loop (decode_v2_window.cuh: ~2.5x fewer instructions per symbol and a shorter
+// dependent chain); off, with the lane loop (the decoders of round 3 and session 18, kept for
+// comparison in one run). Same frames accepted, same output; the encoders do not read it.
+// (bench/notes/lossless-kernels.md, "Round 4" and "Session 19".)
 //
 // CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): auto (default), 1, 2 or 4 warps per chunk
 // in the staged encoder. 1 is round 3's staged kernel (one warp per chunk); 2 and 4 split every
