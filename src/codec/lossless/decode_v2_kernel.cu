@@ -184,7 +184,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   const uint8_t* rawA = nullptr;            // staged: the chunk's plane A in shared memory
   const uint16_t* rawB = nullptr;           // staged: its plane B (fp32)
   uint64_t stagedBegin = 0, stagedEnd = 0;  // staged: the chunk's chunk-table entries
-  const uint8_t* stagedBase = nullptr;      // staged: the block's shared memory
+  const uint8_t* stagedBase = nullptr;      // the block's shared memory (the window loop)
   if constexpr (kStaged) {
     extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedWarpBytes<D>() per warp
     const uint64_t k = blockIdx.x * uint64_t{kWarpsPerBlock} + warp;
