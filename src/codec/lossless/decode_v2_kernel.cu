@@ -477,8 +477,10 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   decodeChunks<D, kStaged, kWindow>(a);
 }
 
-// The general kernel with the window loop on whole coded chunks (bf16, fp16). NOTE: 9 blocks per
-// multiprocessor, as many as its shared memory allows (unbounded, it takes 64 registers: 8).
+// The general kernel with the window loop on whole coded chunks (bf16, fp16). NOTE: bounded to
+// 56 registers (64 unbounded); its shared memory allows 8 blocks per multiprocessor. 9 blocks,
+// with the over-read room traded for bounded stage reads, measured 2-7% slower: the L1/TEX pipe
+// is 90% busy at 8 (bench/results/2026-11-24-s19-general-window).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 9) decodeGeneralWindowKernel(DecodeArgs a) {
   decodeChunks<D, false, true>(a);
