@@ -53,9 +53,11 @@ constexpr uint64_t kAlwaysStaged = ~uint64_t{0};
 //                tensors +35%), level at 48, behind from 64 (-6%; real tensors +10%); with 2 warps
 //                per chunk above 4 chunks per SM (encodeWarpsPerChunk), ahead up to 128 MiB
 //                (+4%) and level at 256 (-0.5%; bench/results/2026-11-24-s19-encode-warps): 128.
-//   encode fp16, fp32: staged ahead at every size up to 256 MiB, or level there (fp32 +36% at
-//                8 MiB, +14% at 64, +2.5% at 256; fp16 +28% at 8 MiB, +14% at 64, -1% at 256;
-//                the general kernel loads an fp32 chunk in eight batches, bf16 in four): always.
+//   encode fp16, fp32: staged ahead at every size up to 256 MiB, or level there. With 4 warps
+//                per chunk: fp32 +36% at 8 MiB, +14% at 64, +2.5% at 256; fp16 +28% at 8 MiB,
+//                +14% at 64, -1% at 256. With 2 above 4 chunks per SM, at 256 MiB: fp32 +12%,
+//                fp16 +14%. (The general kernel loads an fp32 chunk in eight batches, bf16 in
+//                four.) Always.
 //   decode bf16: staged ahead up to 16 MiB (15.5 per SM, +10%), behind from 24 MiB: 16.
 //   decode fp16: staged ahead at every size (+22% at 256 MiB: its chunks have escapes, which the
 //                staged kernel's window loop decodes in fewer steps): always.
