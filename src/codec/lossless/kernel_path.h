@@ -59,9 +59,9 @@ constexpr uint64_t kAlwaysStaged = ~uint64_t{0};
 //                fp16 +14%. (The general kernel loads an fp32 chunk in eight batches, bf16 in
 //                four.) Always.
 //   decode bf16: staged ahead up to 16 MiB (15.5 per SM, +10%), behind from 24 MiB: 16.
-//   decode fp16: staged ahead at every size (+22% at 256 MiB; not profiled, fp16's family codes
-//                64 offsets and an escape, where the window loop may save more than for bf16):
-//                always.
+//   decode fp16: staged ahead at every size (+22% at 256 MiB). Every Gaussian fp16 chunk has
+//                escapes (64 of 64 counted on the CPU; bf16 and fp32 none), and the staged
+//                kernel's window loop likely takes them in fewer steps (not profiled): always.
 //   decode fp32: ahead at 12 MiB (5.8 per SM, +10%), behind at 16 MiB (7.8 per SM, -2.5%; its
 //                staged blocks take 72 KiB of shared memory): 6.
 // wholeChunks: the chunks have the default size and (encode) the source is 16-byte aligned.
