@@ -163,8 +163,10 @@ constexpr uint32_t stagedWarpBytes() {
 // an iteration ahead, the staged one from its shared memory.
 template <int D, bool kStaged, bool kWindow>
 __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
-  // A corrupt lane's window reads past its block: into the warp's plane A, which follows its
-  // stage in the window kernel's layout (below).
+  // A corrupt lane's window reads past its block, inside the block's shared memory: the staged
+  // kernel's into the warp's plane A, which follows its stage (below); the general kernel's into
+  // the next warp's stage, or the room after the last one (GeneralShared). Such a lane fails its
+  // size check, and the chunk is reported.
   static_assert(kWindowOverread <= kMaxChunkElems);
   // NOTE: launched programmatic where it can be (codec/pdl.cuh): this kernel waits for the kernel
   // before it before it touches global memory. Then a grid of at most one block per
