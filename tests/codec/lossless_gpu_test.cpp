@@ -371,7 +371,9 @@ TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
 // (epoch 0) inside the graph. Replays on changing data (Gaussian, random bits: other block sizes),
 // two in a row, then a direct call on the same handle, which must find the counters the replays
 // left zero (an epoch-0 call that left them as they were failed here, mutation-checked) and their
-// states as another epoch's: every frame equals the CPU's.
+// states as another epoch's: every frame equals the CPU's. NOTE: only the general kernels use the
+// counters. These messages are small, so the default registration runs the split staged encoder,
+// which keeps none (session 19); the `general.` registration runs the counters' case.
 // NOTE: what the epoch-0 rule prevents, a replay reading the previous replay's chunk states as
 // its own, would be a race that the frames here rarely show (a chunk would have to look back
 // before its predecessor publishes): with the rule turned off this test still passed.
