@@ -434,6 +434,13 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
         const uint2 ra = nextA;
         const uint4 rb = nextB;
         if (j + 1 < groupsPerLane && groupValid(n, g + kLanes)) loadRaw(g + kLanes, nextA, nextB);
+        // The general kernel: four groups further on, asked of L2 (as the window loop does).
+        constexpr uint32_t kFar = 4;
+        if (!kStaged && j + kFar < groupsPerLane && groupValid(n, g + kFar * kLanes)) {
+          lossless::device::prefetchL2(planeA + (g + kFar * kLanes) * kGroup);
+          if constexpr (E::kHasPlaneB)
+            lossless::device::prefetchL2(planeB + (g + kFar * kLanes) * kGroup);
+        }
         uint32_t sym[2] = {0, 0};
         if (!kEscapes && valid == kGroup) {
           decodeGroupNoEscapes(r, table, top4, checkHalves, sym);
@@ -482,7 +489,9 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
 // The general kernel with the window loop on whole coded chunks (bf16, fp16). NOTE: bounded to
 // 56 registers (64 unbounded); its shared memory allows 8 blocks per multiprocessor. 9 blocks,
 // with the over-read room traded for bounded stage reads, measured 2-7% slower: the L1/TEX pipe
-// is 90% busy at 8 (bench/results/2026-11-24-s19-general-window).
+// is 90% busy at 8 (bench/results/2026-11-24-s19-general-window). 64 registers (launch bounds of
+// 8 blocks) measured 0.3-0.6% slower than 56, with the raw planes' L2 prefetch in both
+// (bench/results/2026-11-24-s20-prefetch).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 9) decodeGeneralWindowKernel(DecodeArgs a) {
   decodeChunks<D, false, true>(a);

@@ -98,6 +98,11 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
         const int j = min(j0 + kUnroll + u, kGroups - 1);
         na[u] = __ldg(a2 + kLanes * j);
         if constexpr (kHasPlaneB) nb[u] = __ldg(b4 + kLanes * j);
+        // Two iterations further on, asked of L2 now: the load above is scheduled late, and
+        // would otherwise wait on DRAM (lossless::device::prefetchL2).
+        const int far = min(j0 + 3 * kUnroll + u, kGroups - 1);
+        lossless::device::prefetchL2(a2 + kLanes * far);
+        if constexpr (kHasPlaneB) lossless::device::prefetchL2(b4 + kLanes * far);
       }
     }
 #pragma unroll
