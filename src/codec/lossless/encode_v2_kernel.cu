@@ -101,6 +101,57 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t epochBits, uint64_t k, ui
   return exclusive;
 }
 
+// The hot path of a whole chunk without escapes, in kRounds passes over kRoundGroups groups of
+// the lane (a loop that is not unrolled), each pass's groups picked from sym by selects (sym
+// itself stays as it is: rotated in place, it went to local memory). NOTE: why: the general
+// kernel's hot path was 48 KiB of unrolled code, and its warps waited on the instruction cache
+// (no_inst 21% of the stall samples, bench/results/2026-11-24-s20-encode-profile-256M). Two
+// passes: 256 MiB +1.3-1.8%, the real tensors +3%. Four brought no_inst down to 3%, but cost 22%
+// more instructions and 11% of the speed (bench/results/2026-11-24-s20-encode-rounds).
+constexpr int kRounds = 2;
+constexpr int kRoundGroups = static_cast<int>(kMaxGroupsPerLane) / kRounds;
+
+__device__ __forceinline__ void roundGroups(const uint32_t (&sym)[kMaxGroupsPerLane][2], int r,
+                                            uint32_t (&out)[kRoundGroups][2]) {
+#pragma unroll
+  for (int j = 0; j < kRoundGroups; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t v = sym[j][h];
+#pragma unroll
+      for (int q = 1; q < kRounds; ++q) v = r == q ? sym[q * kRoundGroups + j][h] : v;
+      out[j][h] = v;
+    }
+}
+
+__device__ __forceinline__ void laneCostsByRounds(const EncodeTables& tables,
+                                                  const uint32_t (&sym)[kMaxGroupsPerLane][2],
+                                                  uint32_t top, uint32_t offsets,
+                                                  uint32_t (&packed)[4]) {
+  packed[0] = packed[1] = packed[2] = packed[3] = 0;
+#pragma unroll 1
+  for (int r = 0; r < kRounds; ++r) {
+    uint32_t cur[kRoundGroups][2], part[4];
+    roundGroups(sym, r, cur);
+    laneCosts<true, true, kRoundGroups>(tables, cur, top, offsets, kMaxChunkElems, 0,
+                                        kRoundGroups, part);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) packed[i] += part[i];
+  }
+}
+
+__device__ __forceinline__ void codeLaneByRounds(const uint32_t* code,
+                                                 const uint32_t (&sym)[kMaxGroupsPerLane][2],
+                                                 uint32_t top, uint32_t offsets, LaneWriter& w) {
+#pragma unroll 1
+  for (int r = 0; r < kRounds; ++r) {
+    uint32_t cur[kRoundGroups][2];
+    roundGroups(sym, r, cur);
+    codeLane<true, true, kRoundGroups>(code, cur, top, offsets, kMaxChunkElems, 0, kRoundGroups,
+                                       w);
+  }
+}
+
 // One chunk, by the whole warp (docs/formats.md; the bytes equal ref_v2.cpp's). kStaged (with
 // kFull): the chunk's input is being copied to the stage (stageInput, committed before).
 template <int D, bool kFull, bool kStaged = false>
@@ -137,7 +188,7 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   if (top != bottom) {
     uint32_t packed[4];  // 16-bit costs of codes 0..7
     if (kFull && !escapes)
-      laneCosts<kFull, kFull>(tables, sym, top, offsets, n, lane, groupsPerLane, packed);
+      laneCostsByRounds(tables, sym, top, offsets, packed);
     else
       laneCosts<kFull, false>(tables, sym, top, offsets, n, lane, groupsPerLane, packed);
     uint32_t best = 0xffffffffu;
@@ -198,7 +249,7 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
     LaneWriter w(stageWords, 8 * streamsOffset(width) + prefix);
     const uint32_t* code = tables.code[table];
     if (kFull && !escapes)
-      codeLane<kFull, kFull>(code, sym, top, offsets, n, lane, groupsPerLane, w);
+      codeLaneByRounds(code, sym, top, offsets, w);
     else
       codeLane<kFull, false>(code, sym, top, offsets, n, lane, groupsPerLane, w);
     __syncwarp();
