@@ -64,9 +64,9 @@ __device__ inline void copyAsync16(void* shared, const void* global) {
 // Asks L2 for the line holding `global` (inside the frame): no register held, nothing to wait for.
 // NOTE: for the general decoder, whose raw-plane loads the compiler issues only ~50-100
 // instructions before their use (to stay within its register bound). Asked for a few groups
-// earlier, the line is in L2 when the load comes: bf16 256 MiB decode +4%, fp32 16 MiB +15%
+// earlier, the line is in L2 when the load comes: bf16 256 MiB decode +4%, fp32 16 MiB +15-16%
 // (bench/results/2026-11-24-s20-prefetch). Measured there and not kept: a whole chunk asked for
-// by one thread (cp.async.bulk.prefetch.L2), -2.5%; the warp's next chunk, -10%; the general
+// by one thread (cp.async.bulk.prefetch.L2), -2.7%; the warp's next chunk, -10%; the general
 // encoder's input, by line -1.6%, by chunk -2.4%, its next chunk -21%.
 __device__ inline void prefetchL2(const void* global) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(global));

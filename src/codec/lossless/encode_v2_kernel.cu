@@ -106,7 +106,7 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t epochBits, uint64_t k, ui
 // itself stays as it is: rotated in place, it went to local memory). NOTE: why: the general
 // kernel's hot path was 48 KiB of unrolled code, and its warps waited on the instruction cache
 // (no_inst 21% of the stall samples, bench/results/2026-11-24-s20-encode-profile-256M). Two
-// passes: 256 MiB +1.3-1.8%, the real tensors +3%. Four brought no_inst down to 3%, but cost 22%
+// passes: 256 MiB +1.1-1.8%, the real tensors +2.8%. Four brought no_inst down to 3%, but cost 22%
 // more instructions and 11% of the speed (bench/results/2026-11-24-s20-encode-rounds).
 constexpr int kRounds = 2;
 constexpr int kRoundGroups = static_cast<int>(kMaxGroupsPerLane) / kRounds;
