@@ -59,7 +59,8 @@ TEST(LosslessKernelPath, RejectsOtherWindowValuesWithTheVariableNamed) {
   }
 }
 
-// CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, 4 unless set to 1 or 2.
+// CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, auto (0: encodeWarpsPerChunk
+// decides by size) unless set to 1, 2 or 4.
 TEST(LosslessKernelPath, ParsesTheEncodeWarps) {
   EXPECT_EQ(parseEncodeWarps(nullptr), 0);  // the default: auto
   EXPECT_EQ(parseEncodeWarps(""), 0);

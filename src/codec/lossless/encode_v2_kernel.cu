@@ -133,6 +133,7 @@ __device__ __forceinline__ void laneCostsByRounds(const EncodeTables& tables,
   for (int r = 0; r < kRounds; ++r) {
     uint32_t cur[kRoundGroups][2], part[4];
     roundGroups(sym, r, cur);
+    // (Whole groups: the element count, lane and group count arguments go unused.)
     laneCosts<true, true, kRoundGroups>(tables, cur, top, offsets, kMaxChunkElems, 0,
                                         kRoundGroups, part);
 #pragma unroll
