@@ -124,18 +124,16 @@ __device__ __forceinline__ void roundGroups(const uint32_t (&sym)[kMaxGroupsPerL
     }
 }
 
+template <int D>
 __device__ __forceinline__ void laneCostsByRounds(const EncodeTables& tables,
                                                   const uint32_t (&sym)[kMaxGroupsPerLane][2],
-                                                  uint32_t top, uint32_t offsets,
-                                                  uint32_t (&packed)[4]) {
+                                                  uint32_t top, uint32_t (&packed)[4]) {
   packed[0] = packed[1] = packed[2] = packed[3] = 0;
 #pragma unroll 1
   for (int r = 0; r < kRounds; ++r) {
     uint32_t cur[kRoundGroups][2], part[4];
     roundGroups(sym, r, cur);
-    // (Whole groups: the element count, lane and group count arguments go unused.)
-    laneCosts<true, true, kRoundGroups>(tables, cur, top, offsets, kMaxChunkElems, 0,
-                                        kRoundGroups, part);
+    laneCostsNoEscapes<D>(tables, cur, top, part);
 #pragma unroll
     for (int i = 0; i < 4; ++i) packed[i] += part[i];
   }
@@ -189,9 +187,9 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   if (top != bottom) {
     uint32_t packed[4];  // 16-bit costs of codes 0..7
     if (kFull && !escapes)
-      laneCostsByRounds(tables, sym, top, offsets, packed);
+      laneCostsByRounds<D>(tables, sym, top, packed);
     else
-      laneCosts<kFull, false>(tables, sym, top, offsets, n, lane, groupsPerLane, packed);
+      laneCosts<kFull>(tables, sym, top, offsets, n, lane, groupsPerLane, packed);
     uint32_t best = 0xffffffffu;
 #pragma unroll
     for (uint32_t t = 0; t < kTables; ++t) {
@@ -314,6 +312,11 @@ __device__ __forceinline__ void fillTables(EncodeTables& tables) {
     tables.cost[i] = make_uint4(c[0], c[1], c[2], c[3]);
     for (uint32_t t = 0; t < kTables; ++t)
       tables.code[t][i] = encoderEntry(kDeviceCodes.code[fam][t][i]);
+  }
+  for (uint32_t i = threadIdx.x; i < offsets; i += blockDim.x) {
+    uint32_t lo, hi;
+    costbytes::entry(kDeviceCodes.cost[fam], i, lo, hi);
+    tables.cost8[i] = make_uint2(lo, hi);
   }
 }
 
@@ -451,9 +454,9 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   if (top != bottom) {  // the same for every part: the barrier below is reached by all
     uint32_t packed[4];
     if (!escapes)
-      laneCosts<true, true, kG>(tables, sym, top, offsets, n, lane, kG, packed);
+      laneCostsNoEscapes<D>(tables, sym, top, packed);
     else
-      laneCosts<true, false, kG>(tables, sym, top, offsets, n, lane, kG, packed);
+      laneCosts<true, kG>(tables, sym, top, offsets, n, lane, kG, packed);
     ex.packed[part][lane] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     partsSync<kParts>(slot);
     uint32_t total[4] = {0, 0, 0, 0}, before[4] = {0, 0, 0, 0};

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/cost_bytes_v2.h"
 
 namespace cclz::lossless::v2 {
 namespace {
@@ -55,9 +56,11 @@ __device__ inline uint32_t symbolAt(const uint32_t (&sym)[kG][2], int j, int i) 
   return (sym[j][i / 4] >> (8 * (i % 4))) & 0xFFu;
 }
 
-// The block-wide copies of the family's code and cost tables (code: encoderEntry below).
+// The block-wide copies of the family's code and cost tables (code: encoderEntry below; cost8:
+// 8-bit costs of the offsets below D, cost_bytes_v2.h).
 struct EncodeTables {
   uint4 cost[kMaxOffsets + 1];
+  uint2 cost8[kMaxOffsets];
   uint32_t code[kTables][kMaxOffsets + 1];
 };
 
@@ -121,8 +124,8 @@ struct LaneWriter {
   }
 };
 
-// Byte b of a word, times 4, for a word whose bytes are below 64 (a byte offset into a table of
-// 32-bit entries): one instruction each.
+// Byte b of a word: one instruction each. (A byte offset into a table when the word holds the
+// offsets times the entry size: codeLane, laneCostsNoEscapes.)
 __device__ inline uint32_t byteOffset(uint32_t w4, int b) {
   return b == 0 ? (w4 & 0xFFu) : b == 3 ? (w4 >> 24) : __byte_perm(w4, 0, 0x4440 + b);
 }
@@ -233,38 +236,63 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
   return j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0;
 }
 
-// Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2).
-// kNoEscapes: every offset is below the family's D (top - bottom < D), so offsets need no
-// clamp, and four come from one subtraction: top - s per byte never borrows, since s <= top.
-template <bool kFull, bool kNoEscapes, int kG = kMaxGroupsPerLane>
+// Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2), one symbol at
+// a time, offsets clamped to the escape's index. (Whole chunks without escapes: laneCostsNoEscapes.)
+template <bool kFull, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t (&sym)[kG][2],
                                           uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
                                           uint32_t groupsPerLane, uint32_t (&packed)[4]) {
   packed[0] = packed[1] = packed[2] = packed[3] = 0;
-  const uint32_t top4 = top * 0x01010101u;
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
-    if constexpr (kNoEscapes) {
-      static_assert(kFull, "the offset bytes are for whole groups");
+    const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t d4 = top4 - sym[j][h];
-#pragma unroll
-        for (int b = 0; b < 4; ++b) addCosts(t, (d4 >> (8 * b)) & 0xFFu, packed);
-      }
-    } else {
-      const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        if (!kFull && i >= static_cast<int>(valid)) break;
-        addCosts(t, min(top - symbolAt(sym, j, i), offsets), packed);
-      }
+    for (int i = 0; i < kGroup; ++i) {
+      if (!kFull && i >= static_cast<int>(valid)) break;
+      addCosts(t, min(top - symbolAt(sym, j, i), offsets), packed);
     }
   }
 }
 
-// Codes the lane's symbols with code table `code` (kNoEscapes as in laneCosts: two symbols
-// per put, at most 20 bits).
+// laneCosts for whole groups whose offsets are all below the family's D (top - bottom < D): no
+// clamp, and four offsets come from one subtraction (top - s per byte never borrows, since
+// s <= top). 8-bit costs, spread to the 16-bit fields every kSymbolsPerWiden symbols
+// (cost_bytes_v2.h).
+template <int D, int kG>
+__device__ __forceinline__ void laneCostsNoEscapes(const EncodeTables& t,
+                                                   const uint32_t (&sym)[kG][2], uint32_t top,
+                                                   uint32_t (&packed)[4]) {
+  constexpr int kGroupsPerWiden = costbytes::kSymbolsPerWiden / kGroup;
+  static_assert(kG % kGroupsPerWiden == 0, "whole widening steps");
+  packed[0] = packed[1] = packed[2] = packed[3] = 0;
+  const uint32_t top4 = top * 0x01010101u;
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        uint32_t at;  // the byte offset of the symbol's entry in cost8
+        if constexpr (D != cclzFloat16) {  // the bf16/fp32 family
+          at = byteOffset(costbytes::offsetsTimes8(top, sym[j][h]), b);
+        } else {  // offsets up to 63: 8 times one does not fit a byte
+          at = ((top4 - sym[j][h]) >> (8 * b) & 0xFFu) * 8;
+        }
+        const uint2 c = *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(t.cost8) + at);
+        lo += c.x;
+        hi += c.y;
+      }
+    }
+    if ((j + 1) % kGroupsPerWiden == 0) {
+      costbytes::widen(lo, hi, packed);
+      lo = hi = 0;
+    }
+  }
+}
+
+// Codes the lane's symbols with code table `code` (kNoEscapes as in laneCostsNoEscapes: offsets
+// four at a time; the four codes in one put when they fit 32 bits).
 template <bool kFull, bool kNoEscapes, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void codeLane(const uint32_t* code, const uint32_t (&sym)[kG][2],
                                          uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
