@@ -497,12 +497,22 @@ __global__ void __launch_bounds__(kThreads, 9) decodeGeneralWindowKernel(DecodeA
   decodeChunks<D, false, true>(a);
 }
 
-// Blocks that keep every multiprocessor busy; warps loop over the remaining chunks.
-unsigned decodeBlocks(uint64_t numChunks) {
+// Blocks that keep every multiprocessor busy (blocksPerSM of them per multiprocessor, or fewer
+// for a short message); warps loop over the remaining chunks.
+unsigned decodeBlocks(uint64_t numChunks, uint64_t blocksPerSM) {
   const uint64_t wanted = (numChunks + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return static_cast<unsigned>(
-      std::max<uint64_t>(1, std::min<uint64_t>(wanted, 16ull * multiprocessorCount())));
+  return static_cast<unsigned>(std::max<uint64_t>(
+      1, std::min<uint64_t>(wanted, blocksPerSM * static_cast<uint64_t>(multiprocessorCount()))));
 }
+// The general kernels' grids, in blocks per multiprocessor. NOTE: both hold 8 blocks per
+// multiprocessor at a time, and their warps take chunks in a fixed stride, so the grid sets
+// how the last chunks fall. Measured on the H200 (bench/results/2026-11-24-s21-decode-grid):
+// the window kernel (bf16, fp16) at 8 / 16 / 24: bf16 256 MiB 1966 / 1985 / 1953 GB/s queued
+// (64 MiB: 1684 / 1640 / 1643); the lane loop (fp32) at 16 / 24 / 32 / 40: fp32 256 MiB
+// 1718 / 1799 / 1769 / 1766 queued, 1689 / 1775 / 1741 / 1747 alone (512 MiB: 1804 / 1809 /
+// 1850 / 1870; 16 and 64 MiB level).
+constexpr uint64_t kWindowBlocksPerSM = 16;
+constexpr uint64_t kLaneLoopBlocksPerSM = 24;
 
 // The staged kernel: one warp per chunk.
 template <int D, bool kWindow>
@@ -534,11 +544,11 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
     // profiled: its raw planes are three times bf16's per group), bf16 gained 3-6%
     // (bench/results/2026-11-24-s19-general-window).
     if constexpr (D != cclzFloat32)
-      launchKernel(decodeGeneralWindowKernel<D>, decodeBlocks(chunks), kThreads, 0, stream,
-                   programmaticLaunchSupported(), args);
+      launchKernel(decodeGeneralWindowKernel<D>, decodeBlocks(chunks, kWindowBlocksPerSM), kThreads,
+                   0, stream, programmaticLaunchSupported(), args);
   } else {
-    launchKernel(decodeKernel<D, false, false>, decodeBlocks(chunks), kThreads, 0, stream,
-                 programmaticLaunchSupported(), args);
+    launchKernel(decodeKernel<D, false, false>, decodeBlocks(chunks, kLaneLoopBlocksPerSM),
+                 kThreads, 0, stream, programmaticLaunchSupported(), args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
