@@ -17,10 +17,11 @@ staged block as it is (identity) and for layouts that would place word w elsewhe
   pad4per64: 16 bytes after every 256.
 Gaussian bf16 and two real tensors (.data, or ../shared/data/gpt-small-tensors).
 
-Run: python3 bench/sim/lossless_v2_stage_banks.py [tensor dir] (numpy). Output of session 21:
-  gaussian:     identity 4.48, pad4per32 2.82, pad1per32 4.28, xor16B 2.93, xor16B_hi 3.51, pad4per64 3.07
-  layer1_act:   identity 3.13, pad4per32 3.24, pad1per32 3.05, xor16B 3.30, xor16B_hi 3.31, pad4per64 3.14
-  layer6_wgrad: identity 3.66, pad4per32 3.08, pad1per32 2.71, xor16B 3.19, xor16B_hi 3.43, pad4per64 3.16
+Run: python3 bench/sim/lossless_v2_stage_banks.py [tensor dir] (numpy). Output of session 21
+(identity / pad4per32 / pad1per32 / xor16B / xor16B_hi / pad4per64):
+  gaussian:     4.48 / 2.82 / 4.28 / 2.93 / 3.51 / 3.07
+  layer1_act:   3.13 / 3.24 / 3.05 / 3.30 / 3.31 / 3.14
+  layer6_wgrad: 3.66 / 3.08 / 2.71 / 3.19 / 3.43 / 3.16
 So padding would take ~40% of these wavefronts off Gaussian data, where lane sizes are alike, and
 little off real tensors, whose lane sizes vary more (random words: ~3.5). Not built.
 """

@@ -30,8 +30,7 @@ TEST(LosslessCostBytes, CodesFitTheByteSums) {
   for (int fam = 0; fam < 2; ++fam)
     for (uint32_t d = 0; d < kFamilyOffsets[fam]; ++d)
       for (uint32_t t = 0; t < kTables; ++t)
-        EXPECT_LE((kCodes.cost[fam][d][t / 2] >> (16 * (t % 2))) & 0xFFFFu,
-                  costbytes::kMaxCodeBits)
+        EXPECT_LE((kCodes.cost[fam][d][t / 2] >> (16 * (t % 2))) & 0xFFFFu, costbytes::kMaxCodeBits)
             << "family " << fam << " offset " << d << " code " << t;
 }
 
@@ -100,8 +99,7 @@ TEST(LosslessCostBytes, LanesSumLikeTheSixteenBitCosts) {
     for (uint32_t t = 0; t < kTables; ++t) {
       uint32_t worst = 0;
       for (uint32_t d = 0; d < limit; ++d)
-        if (((kCodes.cost[fam][d][t / 2] >> (16 * (t % 2))) & 0xFFFFu) ==
-            costbytes::kMaxCodeBits)
+        if (((kCodes.cost[fam][d][t / 2] >> (16 * (t % 2))) & 0xFFFFu) == costbytes::kMaxCodeBits)
           worst = d;
       const std::vector<uint32_t> offsets(kMaxChunkElems / kLanes, worst);
       ASSERT_EQ(byteCosts(fam, offsets), wordCosts(fam, offsets)) << "family " << fam;

@@ -146,8 +146,7 @@ __device__ __forceinline__ void codeLaneByRounds(const uint32_t* code,
   for (int r = 0; r < kRounds; ++r) {
     uint32_t cur[kRoundGroups][2];
     roundGroups(sym, r, cur);
-    codeLane<true, true, kRoundGroups>(code, cur, top, offsets, kMaxChunkElems, 0, kRoundGroups,
-                                       w);
+    codeLane<true, true, kRoundGroups>(code, cur, top, offsets, kMaxChunkElems, 0, kRoundGroups, w);
   }
 }
 

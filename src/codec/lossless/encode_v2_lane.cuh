@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "codec/lossless/device_v2.cuh"
 #include "codec/lossless/cost_bytes_v2.h"
+#include "codec/lossless/device_v2.cuh"
 
 namespace cclz::lossless::v2 {
 namespace {
@@ -24,7 +24,7 @@ struct EncodeArgs {
   uint32_t* workCounter;
   uint32_t* warpsDone;  // the last warp out zeroes both counters (leaveScratch)
   uint64_t* chunkState;
-  uint64_t epochBits;   // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
+  uint64_t epochBits;  // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
   Layout layout;
   uint32_t chunkElems;
   int dtype;
@@ -237,7 +237,8 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
 }
 
 // Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2), one symbol at
-// a time, offsets clamped to the escape's index. (Whole chunks without escapes: laneCostsNoEscapes.)
+// a time, offsets clamped to the escape's index. (Whole chunks without escapes:
+// laneCostsNoEscapes.)
 template <bool kFull, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t (&sym)[kG][2],
                                           uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
@@ -273,13 +274,15 @@ __device__ __forceinline__ void laneCostsNoEscapes(const EncodeTables& t,
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        uint32_t at;  // the byte offset of the symbol's entry in cost8
+        // The byte offset of the symbol's entry in cost8.
+        uint32_t at;
         if constexpr (D != cclzFloat16) {  // the bf16/fp32 family
           at = byteOffset(costbytes::offsetsTimes8(top, sym[j][h]), b);
         } else {  // offsets up to 63: 8 times one does not fit a byte
           at = ((top4 - sym[j][h]) >> (8 * b) & 0xFFu) * 8;
         }
-        const uint2 c = *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(t.cost8) + at);
+        const uint2 c =
+            *reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(t.cost8) + at);
         lo += c.x;
         hi += c.y;
       }
@@ -292,7 +295,7 @@ __device__ __forceinline__ void laneCostsNoEscapes(const EncodeTables& t,
 }
 
 // Codes the lane's symbols with code table `code` (kNoEscapes as in laneCostsNoEscapes: offsets
-// four at a time; the four codes in one put when they fit 32 bits).
+// four at a time; two symbols per put, at most 20 bits).
 template <bool kFull, bool kNoEscapes, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void codeLane(const uint32_t* code, const uint32_t (&sym)[kG][2],
                                          uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
