@@ -23,7 +23,9 @@ Run: python3 bench/sim/lossless_v2_stage_banks.py [tensor dir] (numpy). Output o
   layer1_act:   3.13 / 3.24 / 3.05 / 3.30 / 3.31 / 3.14
   layer6_wgrad: 3.66 / 3.08 / 2.71 / 3.19 / 3.43 / 3.16
 So padding would take ~40% of these wavefronts off Gaussian data, where lane sizes are alike, and
-little off real tensors, whose lane sizes vary more (random words: ~3.5). Not built.
+little off real tensors, whose lane sizes vary more (random words: ~3.5).
+Built in session 22 as xor16B (window::swizzledStageOffset, no extra bytes): bf16 256 MiB decode
++9%, the real tensors +4.5% (bench/results/2026-11-24-s22-decode-swizzle).
 """
 import pathlib
 import sys

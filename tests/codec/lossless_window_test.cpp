@@ -30,12 +30,14 @@ using namespace lossless::v2::window;
 
 constexpr uint32_t kChunk = kMaxChunkElems;  // whole chunks only take the window loop
 constexpr uint32_t kGroupsPerLane = kChunk / (kGroup * kLanes);  // 16
-// The kernel's layout (decode_v2_kernel.cu, kWindow): four 2 KiB tables, then the stages. Here
-// the chunk's table sits at the second table slot, so the OR in entryAtWindow adds a nonzero
-// offset; the stage is followed by room for a corrupt lane's over-read (plane A in the kernel).
+// The kernel's layout (decode_v2_kernel.cu, kWindow): four 2 KiB tables, then the stages, in
+// whole 128-byte rows. Here the chunk's table sits at the second table slot, so the OR in
+// entryAtWindow adds a nonzero offset, and the stage at the second stage slot, so its rows'
+// swizzle (swizzledStageOffset) does not start at 0; the stage is followed by room for a corrupt
+// lane's over-read (plane A in the kernel).
 constexpr uint32_t kTableAt = 2048;
-constexpr uint32_t kStageAt = 4 * 2048;
-constexpr uint32_t kStage = (kBlockHeaderBytes + kMaxChunkElems + 15) / 16 * 16;  // kStageBytes
+constexpr uint32_t kStage = (kBlockHeaderBytes + kMaxChunkElems + 15 + 127) / 128 * 128;
+constexpr uint32_t kStageAt = 4 * 2048 + kStage;
 constexpr uint32_t kSharedBytes = kStageAt + kStage + kChunk;  // the stage, then "plane A"
 
 uint32_t readLE32(const uint8_t* p) {
@@ -58,6 +60,7 @@ struct WindowResult {
 template <int D>
 WindowResult decodeWithWindow(const std::vector<uint8_t>& frame, uint64_t count) {
   using Join = JoinOf<D>;
+  constexpr bool kSwizzled = swizzledStage(D);  // the kernel's stage for D
   constexpr size_t kElem = D == cclzFloat32 ? 4 : 2;
   static const Codes codes = makeCodes();
   const FrameView v = viewFrame(frame.data());
@@ -78,7 +81,10 @@ WindowResult decodeWithWindow(const std::vector<uint8_t>& frame, uint64_t count)
     const uint32_t width = header >> 24, base = readLE32(block + 4) & 0xFFFFu;
     const bool escapes = (header >> 8) & kEscapeFlag;
     std::fill(sharedWords.begin(), sharedWords.end(), 0u);
-    std::memcpy(reinterpret_cast<uint8_t*>(sharedWords.data()) + kStageAt, block, blockBytes);
+    for (uint32_t i = 0; i < blockBytes; i += 16) {  // as the kernel stages a whole chunk
+      const uint32_t at = kSwizzled ? swizzledStageOffset(kStageAt + i) : kStageAt + i;
+      std::memcpy(reinterpret_cast<uint8_t*>(sharedWords.data()) + at, block + i, 16);
+    }
     std::memcpy(reinterpret_cast<uint8_t*>(sharedWords.data()) + kTableAt,
                 codes.decode[family(D)][tableIndex], 2u << kCodeBits);
     const uint32_t topWord = ((top << 8) | 0xFFu) * 0x00010001u;
@@ -93,14 +99,15 @@ WindowResult decodeWithWindow(const std::vector<uint8_t>& frame, uint64_t count)
       }
       const uint32_t first = 8 * kStageAt + start - 1;
       uint32_t p = first, check = 0;
-      StageWords<false> words = stageWordsAt<false>(shared, first);
-      StageWords<true> wordsEscapes = stageWordsAt<true>(shared, first);
+      StageWords<false> words = stageWordsAt<false, kSwizzled>(shared, first);
+      StageWords<true> wordsEscapes = stageWordsAt<true, kSwizzled>(shared, first);
       for (uint32_t j = 0; j < kGroupsPerLane; ++j) {
         const uint64_t g = uint64_t{k} * kChunk / kGroup + lane + kLanes * j;  // frame group
         uint32_t y[4], x[4];
         for (int q = 0; q < 4; ++q)
-          y[q] = escapes ? decodePair<true>(shared, kTableAt, topWord, p, wordsEscapes, x[q])
-                         : decodePair<false>(shared, kTableAt, topWord, p, words, x[q]);
+          y[q] = escapes
+                     ? decodePair<true, kSwizzled>(shared, kTableAt, topWord, p, wordsEscapes, x[q])
+                     : decodePair<false, kSwizzled>(shared, kTableAt, topWord, p, words, x[q]);
         check = max3Halves(check, x[0], x[1]);
         check = max3Halves(check, x[2], x[3]);
         uint32_t planeA[2] = {}, planeB[4] = {};
@@ -229,6 +236,23 @@ TEST(LosslessWindow, EscapesUnderALowTop) {
     ASSERT_EQ(expectWindowAgrees(dtype, frame, count, "as encoded"), kFrameOk);
     corruptAndCompare(dtype, frame, count, mixSeed(dtype, 42));
   }
+}
+
+// The stage's swizzle keeps each 128-byte row's bytes in that row (a row never holds two warps'
+// bytes in the kernel, whose stages are whole rows), keeps 16-byte units whole (the staging copy
+// moves 16 bytes), and places no two bytes at one offset.
+TEST(LosslessWindow, StageSwizzleKeepsRowsAndUnits) {
+  std::vector<bool> taken(4 * 128, false);
+  for (uint32_t at = 0; at < 4 * 128; ++at) {
+    const uint32_t to = swizzledStageOffset(at);
+    ASSERT_EQ(to / 128, at / 128) << at;
+    ASSERT_EQ(to % 16, at % 16) << at;
+    ASSERT_EQ(to / 16, swizzledStageOffset(at - at % 16) / 16) << at;
+    ASSERT_FALSE(taken[to]) << at;
+    taken[to] = true;
+  }
+  // Rows 1..7 move their units: the swizzle is not the identity there.
+  for (uint32_t row = 1; row < 8; ++row) EXPECT_NE(swizzledStageOffset(128 * row), 128 * row);
 }
 
 // The real tensors (bf16), where small gradients give low tops with escapes.

@@ -35,6 +35,52 @@ struct DecodeArgs {
   bool letNextStartEarly;  // the kernel lets the next one start at once (codec/pdl.cuh)
 };
 
+// A warp's staged block as its copy and the readers before the lane's stream see it.
+// PlainStage: bytes in order (the lane-loop kernels, and fp16's window kernels).
+// SwizzledStage: the window kernels' for bf16 and fp32 (window::swizzledStage), where a whole
+// chunk's 16-byte units are swizzled in each 128-byte row of the block's shared memory for the
+// window loop (window::swizzledStageOffset says why), and a short last chunk, which the lane
+// loop decodes, is staged in order.
+struct PlainStage {
+  uint8_t* bytes;
+  __device__ uint8_t* unit(uint32_t i) const { return bytes + i; }  // i: a multiple of 16
+  __device__ uint32_t word(uint32_t i) const { return reinterpret_cast<const uint32_t*>(bytes)[i]; }
+  __device__ uint32_t byte(uint32_t i) const { return bytes[i]; }
+};
+struct SwizzledStage {
+  uint8_t* bytes;  // the stage
+  uint32_t at;     // its offset from the block's shared memory, a multiple of 128
+  bool swizzled;   // a whole chunk
+  // Where byte i of the block lies, from the stage's start.
+  __device__ uint32_t offset(uint32_t i) const {
+    return swizzled ? window::swizzledStageOffset(at + i) - at : i;
+  }
+  __device__ uint8_t* unit(uint32_t i) const { return bytes + offset(i); }
+  __device__ uint32_t word(uint32_t i) const {
+    return *reinterpret_cast<const uint32_t*>(bytes + offset(4 * i));
+  }
+  __device__ uint32_t byte(uint32_t i) const { return bytes[offset(i)]; }
+};
+
+template <typename Stage>
+__device__ __forceinline__ Stage stageOf(uint8_t* stage, const uint8_t* base, uint32_t n) {
+  if constexpr (std::is_same_v<Stage, SwizzledStage>)
+    return {stage, static_cast<uint32_t>(stage - base), n == kMaxChunkElems};
+  else
+    return {stage};
+}
+
+// Whether the kernel swizzles its stages: the window loop for bf16 and fp32.
+template <int D, bool kWindow>
+constexpr bool kSwizzledStage = kWindow&& window::swizzledStage(D);
+
+// The bytes of a warp's stage: the block at its largest, rounded up to whole 128-byte rows where
+// the stage is swizzled.
+template <int D, bool kWindow>
+constexpr uint32_t stageBytes() {
+  return kSwizzledStage<D, kWindow> ? (kStageBytes + 127) / 128 * 128 : kStageBytes;
+}
+
 // Lane 0: the frame header, as decodeRef checks it, and the handle's chunking.
 __device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
   if (a.srcBytes < kFrameHeaderBytes) return kFrameTruncated;
@@ -59,15 +105,15 @@ __device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
 // of valid bits (0..63; entries are multiples of 256 above their 5 length bits, so they never
 // disturb it); the bits above are garbage.
 struct BitReader {
-  const uint32_t* words;
+  PlainStage stage;
   uint32_t lastWord;
   uint32_t next;    // next word to load
   uint32_t lo, hi;  // the buffer: valid bits at positions 0..count-1 of hi:lo
   uint32_t bits;    // count in the low byte (see above)
 
-  __device__ BitReader(const uint32_t* w, uint32_t blockBytes, uint32_t bitPos)
-      : words(w), lastWord(blockBytes / 4 - 1), next(bitPos / 32) {
-    lo = w[min(next++, lastWord)] >> (bitPos % 32);
+  __device__ BitReader(PlainStage s, uint32_t blockBytes, uint32_t bitPos)
+      : stage(s), lastWord(blockBytes / 4 - 1), next(bitPos / 32) {
+    lo = stage.word(min(next++, lastWord)) >> (bitPos % 32);
     hi = 0;
     bits = 32 - bitPos % 32;
   }
@@ -75,7 +121,7 @@ struct BitReader {
   // Without a branch, since the lanes of a warp need refills at different times. The count is
   // below 64, so it is below 32 when its bit 5 is clear; the shifts take it modulo 32.
   __device__ void refill() {
-    const uint32_t w = words[min(next, lastWord)];
+    const uint32_t w = stage.word(min(next, lastWord));
     const bool need = (bits & 32u) == 0;
     lo |= need ? __funnelshift_l(0u, w, bits) : 0u;  // w << count
     hi |= need ? __funnelshift_l(w, 0u, bits) : 0u;  // w >> (32 - count), 0 for count 0
@@ -142,9 +188,9 @@ __device__ __forceinline__ void decodeGroupNoEscapes(BitReader& r, const uint16_
 }
 
 // The staged kernel's shared memory per warp: the block, the decode table, plane A, plane B.
-template <int D>
+template <int D, bool kWindow>
 constexpr uint32_t stagedWarpBytes() {
-  return kStageBytes + (2u << kCodeBits) + kMaxChunkElems * (D == cclzFloat32 ? 3 : 1);
+  return stageBytes<D, kWindow>() + (2u << kCodeBits) + kMaxChunkElems * (D == cclzFloat32 ? 3 : 1);
 }
 
 // kStaged false: the general kernel (blocks that keep every multiprocessor busy, warps loop over
@@ -181,6 +227,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   using E = Elements<D>;
   using Word = typename E::Word;
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  constexpr uint32_t kStage = stageBytes<D, kWindow>();
   uint8_t* stage;
   uint16_t* table;
   const uint8_t* rawA = nullptr;            // staged: the chunk's plane A in shared memory
@@ -188,7 +235,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   uint64_t stagedBegin = 0, stagedEnd = 0;  // staged: the chunk's chunk-table entries
   const uint8_t* stagedBase = nullptr;      // the block's shared memory (the window loop)
   if constexpr (kStaged) {
-    extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedWarpBytes<D>() per warp
+    extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedWarpBytes<D, kWindow>() per warp
     const uint64_t k = blockIdx.x * uint64_t{kWarpsPerBlock} + warp;
     if (k >= a.layout.numChunks) return;  // the whole warp
     stagedBase = stagedAll;
@@ -197,16 +244,19 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
       // NOTE: the four decode tables first, so that each lies at a multiple of 2 KiB from
       // stagedAll and the window loop forms an entry's address with one LOP3
       // ((window & 0x7FE) | table offset); then per warp its stage and its planes, plane A
-      // right after the stage, where a corrupt lane's window over-read lands.
+      // right after the stage, where a corrupt lane's window over-read lands. A swizzled stage
+      // is whole 128-byte rows.
       constexpr uint32_t kTableBytes = 2u << kCodeBits;
+      constexpr uint32_t kWarpBytes = stagedWarpBytes<D, kWindow>() - kTableBytes;
+      static_assert(!kSwizzledStage<D, kWindow> ||
+                    (kWarpsPerBlock * kTableBytes % 128 == 0 && kWarpBytes % 128 == 0));
       table = reinterpret_cast<uint16_t*>(stagedAll + warp * kTableBytes);
-      stage =
-          stagedAll + kWarpsPerBlock * kTableBytes + warp * (stagedWarpBytes<D>() - kTableBytes);
-      toA = stage + kStageBytes;
+      stage = stagedAll + kWarpsPerBlock * kTableBytes + warp * kWarpBytes;
+      toA = stage + kStage;
     } else {
-      stage = stagedAll + warp * stagedWarpBytes<D>();
-      table = reinterpret_cast<uint16_t*>(stage + kStageBytes);
-      toA = stage + kStageBytes + (2u << kCodeBits);
+      stage = stagedAll + warp * stagedWarpBytes<D, kWindow>();
+      table = reinterpret_cast<uint16_t*>(stage + kStage);
+      toA = stage + kStage + (2u << kCodeBits);
     }
     uint8_t* toB = toA + kMaxChunkElems;
     rawA = toA;
@@ -231,18 +281,23 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   } else {
     // The four decode tables first, each at a multiple of 2 KiB from the base (the window loop
     // forms an entry's address with one LOP3), then the warps' stages, then room for a corrupt
-    // lane's window over-read past the last stage (one past another stage lands in the next).
+    // lane's window over-read past the last stage (one past another stage lands in the next),
+    // all in whole 128-byte rows where the stages are swizzled in rows.
+    constexpr bool kSwizzled = kSwizzledStage<D, kWindow>;
     struct GeneralShared {
       uint16_t table[kWarpsPerBlock][1u << kCodeBits];
-      uint8_t stage[kWarpsPerBlock][kStageBytes];
-      uint8_t overread[kWindow ? kWindowOverread : 16];
+      uint8_t stage[kWarpsPerBlock][kStage];
+      uint8_t overread[!kWindow    ? 16
+                       : kSwizzled ? (kWindowOverread + 127) / 128 * 128
+                                   : kWindowOverread];
     };
+    static_assert(!kSwizzled || sizeof(GeneralShared) % 128 == 0);
     __shared__ __align__(16) GeneralShared shared;
     stage = shared.stage[warp];
     table = shared.table[warp];
     stagedBase = reinterpret_cast<const uint8_t*>(&shared);
   }
-  const uint32_t* stageWords = reinterpret_cast<const uint32_t*>(stage);
+  using Stage = std::conditional_t<kSwizzledStage<D, kWindow>, SwizzledStage, PlainStage>;
   const uint32_t chunkElems = a.chunkElems;
   const int fam = family(D);
 
@@ -283,8 +338,9 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
     }
     const uint32_t blockBytes = static_cast<uint32_t>(end - begin);
     const uint8_t* block = a.src + a.layout.blocksOffset + begin;
+    const Stage staged = stageOf<Stage>(stage, stagedBase, n);
     for (uint32_t i = lane * 16; i < blockBytes; i += 32 * 16)
-      lossless::device::copyAsync16(stage + i, block + i);
+      lossless::device::copyAsync16(staged.unit(i), block + i);
     lossless::device::copyAsyncCommit();
     const uint8_t* planeA = planeAll + first;
     const uint16_t* planeB = planeBAll + first;
@@ -314,7 +370,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
     if constexpr (kStaged)
       if (groupValid(n, lane)) loadRaw(lane, firstA, firstB);
 
-    const uint32_t header = blockBytes >= 4 ? stageWords[0] : 0xFFu;
+    const uint32_t header = blockBytes >= 4 ? staged.word(0) : 0xFFu;
     const uint32_t mode = header & 0xFFu;
     bool bad = blockBytes < kBlockHeaderBytes;
     if (mode == kModeStored)
@@ -323,7 +379,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
       bad |= blockBytes != kBlockAlign || (header >> 16) != 0;
     else if (mode == kModeHuffman)
       bad |= blockBytes < kHeaderBytes || (header & 0x7800u) || (header >> 24) > kMaxWidth ||
-             (stageWords[1] >> 16) != 0 || streamsOffset(header >> 24) > blockBytes;
+             (staged.word(1) >> 16) != 0 || streamsOffset(header >> 24) > blockBytes;
     else
       bad = true;
     if (bad) {
@@ -362,8 +418,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
 #pragma unroll
           for (int i = 0; i < kGroup; ++i)
             if (i < static_cast<int>(valid))
-              sym[i / 4] |= static_cast<uint32_t>(stage[kBlockHeaderBytes + g * kGroup + i])
-                            << (8 * (i % 4));
+              sym[i / 4] |= staged.byte(kBlockHeaderBytes + g * kGroup + i) << (8 * (i % 4));
         }
         uint2 ra;
         uint4 rb = make_uint4(0, 0, 0, 0);
@@ -376,13 +431,13 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
 
     // ---- The static code: sizes, the table, the lane's stream. ----
     const uint32_t tableIndex = (header >> 8) & 0x7u, top = (header >> 16) & 0xFFu;
-    const uint32_t width = header >> 24, base = stageWords[1] & 0xFFFFu;
+    const uint32_t width = header >> 24, base = staged.word(1) & 0xFFFFu;
     const bool escapes = (header >> 8) & kEscapeFlag;
     uint32_t myBits = base;
     if (width) {
       const uint32_t bit = 8 * kHeaderBytes + lane * width, last = blockBytes / 4 - 1;
-      const uint64_t two =
-          stageWords[bit / 32] | (static_cast<uint64_t>(stageWords[min(bit / 32 + 1, last)]) << 32);
+      const uint64_t two = staged.word(bit / 32) |
+                           (static_cast<uint64_t>(staged.word(min(bit / 32 + 1, last))) << 32);
       myBits += static_cast<uint32_t>(two >> (bit % 32)) & ((1u << width) - 1);
     }
     const uint32_t inclusive = warpInclusiveScan(myBits, lane);
@@ -423,7 +478,8 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
     }
     auto decodeLane = [&](auto escapesFlag) {
       constexpr bool kEscapes = decltype(escapesFlag)::value;
-      BitReader r(stageWords, blockBytes, start);
+      // In the window kernels the lane loop takes short chunks only: staged in order there.
+      BitReader r(PlainStage{stage}, blockBytes, start);
       uint32_t check = 0, checkHalves = 0;
       const uint32_t top4 = top * 0x01010101u;
       uint2 nextA = firstA;
@@ -486,14 +542,17 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
   decodeChunks<D, kStaged, kWindow>(a);
 }
 
-// The general kernel with the window loop on whole coded chunks (bf16, fp16). NOTE: bounded to
-// 56 registers (64 unbounded); its shared memory allows 8 blocks per multiprocessor. 9 blocks,
-// with the over-read room traded for bounded stage reads, measured 2-7% slower: the L1/TEX pipe
-// is 90% busy at 8 (bench/results/2026-11-24-s19-general-window). 64 registers (launch bounds of
-// 8 blocks) measured 0.3-0.6% slower than 56, with the raw planes' L2 prefetch in both
-// (bench/results/2026-11-24-s20-prefetch).
+// The general kernel with the window loop on whole coded chunks (bf16, fp16). Its shared memory
+// allows 8 blocks per multiprocessor. NOTE: the register bound. bf16 (a swizzled stage): 64
+// registers (launch bounds of 8 blocks); at 56 ptxas spills 28 bytes a chunk, and 256 MiB decodes
+// at 2057 GB/s queued against 64's 2166 (bench/results/2026-11-24-s22-decode-swizzle). fp16 (its
+// stage in order): 56 registers (64 unbounded). There 64 measured 0.3-0.6% slower than 56, with
+// the raw planes' L2 prefetch in both (bench/results/2026-11-24-s20-prefetch). 9 blocks, with the
+// over-read room traded for bounded stage reads, measured 2-7% slower: the L1/TEX pipe is 90%
+// busy at 8 (bench/results/2026-11-24-s19-general-window).
 template <int D>
-__global__ void __launch_bounds__(kThreads, 9) decodeGeneralWindowKernel(DecodeArgs a) {
+__global__ void __launch_bounds__(kThreads, kSwizzledStage<D, true> ? 8 : 9)
+    decodeGeneralWindowKernel(DecodeArgs a) {
   decodeChunks<D, false, true>(a);
 }
 
@@ -517,7 +576,7 @@ constexpr uint64_t kLaneLoopBlocksPerSM = 24;
 // The staged kernel: one warp per chunk.
 template <int D, bool kWindow>
 void launchStaged(const DecodeArgs& args, cudaStream_t stream) {
-  constexpr int kShared = kWarpsPerBlock * stagedWarpBytes<D>();  // fp32: 72 KiB
+  constexpr int kShared = kWarpsPerBlock * stagedWarpBytes<D, kWindow>();  // fp32: 72-73 KiB
   static std::atomic<uint64_t> configured{0};  // one per kernel: the limit is per kernel
   lossless::device::ensureSharedMemoryLimit(decodeKernel<D, true, kWindow>, kShared, configured);
   const uint64_t chunks = args.layout.numChunks;

@@ -59,8 +59,9 @@ constexpr uint32_t kWindowOverread = kMaxChunkElems / kLanes * 16 / 8 + 16;
 // planes from shared memory (staged whole), 16-byte stores. Returns true if the lane used
 // exactly `laneBits` bits, met no escape its header did not announce and no offset above top
 // (the lane loop's three checks).
-// shared: the block's shared memory; stageAt, tableAt: the warp's staged block and decode table
-// (a multiple of 2 KiB) as byte offsets from it; rawA, rawB: the warp's staged raw planes.
+// shared: the block's shared memory; stageAt, tableAt: the warp's staged block (swizzled where
+// swizzledStage(D)) and decode table (a multiple of 2 KiB) as byte offsets from it; rawA, rawB:
+// the warp's staged raw planes.
 // out: the chunk's first element.
 // kRawAhead: rawA and rawB are the chunk's planes in the frame (global memory: the general
 // kernel), read an iteration (two groups) ahead, the first group's given as firstA, firstB.
@@ -85,7 +86,8 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
   // The bit before the lane's first code (start >= 64, so inside the block).
   const uint32_t first = 8 * stageAt + start - 1;
   uint32_t p = first;
-  StageWords<kEscapes> near = stageWordsAt<kEscapes>(shared, first);
+  constexpr bool kSwizzled = swizzledStage(D);
+  StageWords<kEscapes> near = stageWordsAt<kEscapes, kSwizzled>(shared, first);
   uint32_t check = 0;
   // Groups j0 .. j0 + kUnroll - 1 of the lane. kRawAhead: their raw planes are in ra, rb, and
   // those of the next kUnroll groups are loaded into na, nb (a group past the lane's last is
@@ -114,7 +116,7 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
       uint32_t y[4], x[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k)
-        y[k] = decodePair<kEscapes>(shared, tableAt, topWord, p, near, x[k]);
+        y[k] = decodePair<kEscapes, kSwizzled>(shared, tableAt, topWord, p, near, x[k]);
       check = max3Halves(check, x[0], x[1]);
       check = max3Halves(check, x[2], x[3]);
       const uint32_t planeA[2] = {a.x, a.y}, planeB[4] = {b.x, b.y, b.z, b.w};

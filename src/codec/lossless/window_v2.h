@@ -95,13 +95,34 @@ CCLZ_HD uint32_t escapeMask(uint32_t x) {
 #endif
 }
 
+// Where byte `at` of a swizzled stage lies (offsets from the block's shared memory): each
+// 128-byte row r keeps its 16-byte units, in the order u ^ (r % 8). Such stages start and end on
+// 128-byte rows, so a row never holds two warps' bytes.
+// NOTE: why. Lanes read their own streams, which lie one after another in the block, about a
+// lane's size apart: ~12 words on Gaussian bf16, and 12 i mod 32 takes only 8 banks. So each
+// step's stream-word load took 4.46 shared wavefronts at 256 MiB (session 21's profile: 9.5M
+// of the decoder's 25.7M); swizzled, ~2.9 by bench/sim/lossless_v2_stage_banks.py. Measured
+// (bench/results/2026-11-24-s22-decode-swizzle): bf16 256 MiB decode +9% (with 64 registers),
+// fp32's staged kernel at 4 MiB +4%, but fp16 -3% (its chunks take the escape path, whose
+// longer streams conflict less, and the swizzle's ~3 instructions per pair cost more there).
+CCLZ_HD uint32_t swizzledStageOffset(uint32_t at) { return at ^ ((at >> 3) & 0x70u); }
+
+// Whether the window kernels swizzle their stages for this dtype (see swizzledStageOffset).
+constexpr bool swizzledStage(int dtype) { return dtype != cclzFloat16; }
+
 // NOTE: the stage and the table are read with plain C++ loads, never with a non-volatile inline
 // `ld.shared`: the compiler treats such an asm as a pure function of its inputs, free to move
 // above the table's stores and the staging wait (round 2's first device run decoded wrong
 // symbols at scattered positions). Plain loads keep those dependencies.
-// Word i (0..3) from the stage word holding bit p (p counted from `shared`).
+// Word i (0..3) from the stage word holding bit p (p counted from `shared`). kSwizzled: the stage
+// is swizzled (swizzledStageOffset).
+template <bool kSwizzled>
 CCLZ_HD uint32_t wordFromBit(const uint8_t* shared, uint32_t p, uint32_t i) {
-  return *reinterpret_cast<const uint32_t*>(shared + ((p >> 3) & ~3u) + 4 * i);
+  if constexpr (kSwizzled)
+    return *reinterpret_cast<const uint32_t*>(shared +
+                                              swizzledStageOffset(((p >> 3) & ~3u) + 4 * i));
+  else
+    return *reinterpret_cast<const uint32_t*>(shared + ((p >> 3) & ~3u) + 4 * i);
 }
 // The entry of the table at `tableAt` (a multiple of 2 KiB from `shared`, so OR adds) for the
 // next 10 stream bits, window bits 1..10.
@@ -119,10 +140,11 @@ struct StageWords {
   uint32_t w[kWords];
 };
 
-template <bool kEscapes>
+template <bool kEscapes, bool kSwizzled>
 CCLZ_HD StageWords<kEscapes> stageWordsAt(const uint8_t* shared, uint32_t p) {
   StageWords<kEscapes> s;
-  for (int i = 0; i < StageWords<kEscapes>::kWords; ++i) s.w[i] = wordFromBit(shared, p, i);
+  for (int i = 0; i < StageWords<kEscapes>::kWords; ++i)
+    s.w[i] = wordFromBit<kSwizzled>(shared, p, i);
   return s;
 }
 
@@ -131,8 +153,8 @@ CCLZ_HD StageWords<kEscapes> stageWordsAt(const uint8_t* shared, uint32_t p) {
 // escapes take up to 32 bits, one more than a 32-bit window holds after the leading bit).
 // p: the position of the bit before the next code, in bits from `shared` (the block's shared
 // memory); s: the stage words from p on (stageWordsAt), moved along with p. tableAt: the decode
-// table's byte offset from `shared`, a multiple of 2 KiB.
-template <bool kEscapes>
+// table's byte offset from `shared`, a multiple of 2 KiB. kSwizzled: the stage is swizzled.
+template <bool kEscapes, bool kSwizzled>
 CCLZ_HD uint32_t decodePair(const uint8_t* shared, uint32_t tableAt, uint32_t topWord, uint32_t& p,
                             StageWords<kEscapes>& s, uint32_t& x) {
   const uint32_t w = funnelRight(s.w[0], s.w[1], p);  // the shift is p % 32
@@ -157,9 +179,9 @@ CCLZ_HD uint32_t decodePair(const uint8_t* shared, uint32_t tableAt, uint32_t to
   s.w[1] = funnelRightClamped(s.w[1], s.w[2], by);
   if constexpr (kEscapes) {
     s.w[2] = funnelRightClamped(s.w[2], s.w[3], by);
-    s.w[3] = wordFromBit(shared, next, 3);
+    s.w[3] = wordFromBit<kSwizzled>(shared, next, 3);
   } else {
-    s.w[2] = wordFromBit(shared, next, 2);
+    s.w[2] = wordFromBit<kSwizzled>(shared, next, 2);
   }
   p = next;
   const uint32_t entries = permuteBytes(e0, e1, 0x5410);
