@@ -63,9 +63,10 @@ inline int multiprocessorCount() {
 namespace lossless {
 
 // Device scratch an encode of numChunks chunks needs: a work counter (the next chunk to take), a
-// count of the warps done (version 2) and one state word per chunk (the decoupled look-back),
-// zeroed by encodeDevice (version 2: unless the scratch carries an epoch, v2::encodeDevice).
-inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 8 * numChunks; }
+// count of the warps done (version 2) and two state words per chunk (the decoupled look-back:
+// the chunk's size or end offset; version 2, the sum of 32 chunks' sizes), zeroed by
+// encodeDevice (version 2: unless the scratch carries an epoch, v2::encodeDevice).
+inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 16 * numChunks; }
 
 // Encodes into dst (capacity >= maxEncodedBytes); scratch holds encodeScratchBytes.
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,

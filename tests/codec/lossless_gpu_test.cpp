@@ -366,6 +366,50 @@ TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
   ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess);
 }
 
+// Many chunks encoded at once: at 1-8 MiB every chunk of the message runs at the same time, and
+// publishes its size at nearly the same time, so most chunks find no end offset in their first
+// look-back round and take the second level (sums of 32 chunks, encode_v2_kernel.cu's lookBack).
+// Chunks of three kinds in turn (Gaussian, random bits: stored, two symbols: a few bytes) give
+// blocks of different sizes, so a sum off by one chunk moves every later block. Every call's frame
+// is checked against the CPU's.
+TEST(LosslessGpuScratch, ManyChunksAtOnceMatchReference) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  StreamHolder stream;
+  CodecPtr codec = makeCodec(v2Setup().apiConfig());
+  ASSERT_TRUE(codec);
+  const int dtype = cclzBfloat16;
+  const size_t esize = elementSize(dtype);
+  for (size_t chunks : {size_t{513}, size_t{2000}}) {
+    SCOPED_TRACE(chunks);
+    const size_t count = 4096 * chunks;
+    const DataKind kinds[3] = {DataKind::kGauss1, DataKind::kRandomBits,
+                               DataKind::kTwoSymbolsPerChunk};
+    std::vector<std::vector<uint8_t>> parts;
+    for (DataKind kind : kinds)
+      parts.push_back(makeData(kind, dtype, count, 4096, mixSeed(dtype, count, chunks)));
+    Case c{dtype, count, std::vector<uint8_t>(count * esize), {}, 0};
+    for (size_t k = 0; k < chunks; ++k)
+      std::memcpy(&c.input[k * 4096 * esize], &parts[k % 3][k * 4096 * esize], 4096 * esize);
+    ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
+    DeviceBuffer src(count * esize), dst(c.capacity);
+    ASSERT_TRUE(src.ok() && dst.ok());
+    ASSERT_NO_FATAL_FAILURE(src.upload(c.input.data(), c.input.size()));
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_EQ(cclzEncode(codec.get(), src.data(), count, static_cast<cclzDataType_t>(dtype),
+                           dst.data(), c.capacity, nullptr, stream.get()),
+                cclzSuccess)
+          << cclzGetLastError(nullptr);
+      size_t bytes = 0;
+      ASSERT_EQ(cclzCodecSynchronize(codec.get(), &bytes), cclzSuccess)
+          << cclzGetLastError(nullptr);
+      ASSERT_EQ(bytes, c.cpuFrame.size()) << "call " << i;
+      const std::vector<uint8_t> frame = dst.download(c.cpuFrame.size());
+      ASSERT_EQ(firstMismatch(frame.data(), c.cpuFrame.data(), c.cpuFrame.size()), SIZE_MAX)
+          << "call " << i;
+    }
+  }
+}
+
 // An encode captured in a CUDA graph (as a training step's graph holds one) runs with its
 // capture's arguments on every replay, so its scratch carries no call number: it takes the memset
 // (epoch 0) inside the graph. Replays on changing data (Gaussian, random bits: other block sizes),

@@ -66,36 +66,72 @@ __device__ void leaveScratch(const EncodeArgs& a, uint32_t lane) {
   }
 }
 
-// The whole warp: the offset of chunk k's block. Lane j reads the state of chunk k-1-j (32 at a
-// time) until a chunk whose end offset is known, and sums the sizes up to it; then lane 0
-// publishes chunk k's end offset (unless `publish` is false: the split encoder's other warps,
-// which find the same offset). Chunk k's own size was published before.
+// The whole warp: the offset of chunk k's block, found from its predecessors' states (a
+// decoupled look-back); then lane 0 publishes chunk k's end offset (unless `publish` is false: the
+// split encoder's other warps, which find the same offset). Chunk k's own size was published
+// before.
+// - First round: lane j reads the state of chunk k-1-j. If one of them has its end offset, the
+//   sizes of the chunks after it are added to it.
+// - Otherwise, with `sum32` null (one level), the next round reads the 32 chunks before those.
+// - With `sum32` (two levels): otherwise chunk k publishes the sum of its own size and its 31
+//   predecessors' (at sum32 + k), and each later round takes 32 such sums at once: lane j reads
+//   the state and the sum of the chunk that ends its lane's 32 chunks, and takes the end offset
+//   where there is one, the sum where not. Every chunk of the call must then take two levels (a
+//   short last chunk need not: no chunk waits for it), and look back before it codes: a sum is
+//   published only after its chunk's first round.
+// NOTE: why two levels. Where all chunks publish their sizes at nearly the same time (a 4 MiB
+// call's 512 chunks run at once), a chunk found no end offset nearer than chunk 0's, so the last
+// one walked back 32 chunks per L2 round trip: 16 rounds at 4 MiB, 36% of the split kernel's
+// stall samples (session 19's profile). With two levels every chunk publishes a sum or an end
+// offset after its first round, which waits only for sizes, so a round of sums reaches 1024
+// chunks back. Measured where it pays (bench/results/2026-11-24-s22-encode-lookback): the
+// split kernel with 4 warps per chunk from 256 chunks on (auto's choice up to 4 chunks per SM).
+// Elsewhere chunks run staggered, the first round nearly always finds an end offset, and the
+// sums cost 4-12% (at 16-64 MiB, with 2 warps per chunk).
 template <bool kMayNotPublish = false>
-__device__ uint64_t lookBack(uint64_t* state, uint64_t epochBits, uint64_t k, uint64_t size,
-                             uint32_t lane, bool publish = true) {
+__device__ uint64_t lookBack(uint64_t* state, uint64_t* sum32, uint64_t epochBits, uint64_t k,
+                             uint64_t size, uint32_t lane, bool publish = true) {
+  const bool publishes = !kMayNotPublish || publish;
   uint64_t exclusive = 0;
   int64_t base = static_cast<int64_t>(k) - 1;
+  int64_t stride = 1;  // chunks per lane: 1 in the first round, 32 after
   while (base >= 0) {
-    const int64_t j = base - static_cast<int64_t>(lane);
+    const int64_t j = base - stride * static_cast<int64_t>(lane);
     uint64_t v = kStateInclusive | epochBits;  // before chunk 0: an end offset of zero
-    if (j >= 0) v = *reinterpret_cast<volatile uint64_t*>(state + j);
+    uint64_t s = 0;
+    if (j >= 0) {
+      v = *reinterpret_cast<volatile uint64_t*>(state + j);
+      if (stride > 1) s = *reinterpret_cast<volatile uint64_t*>(sum32 + j);
+    }
     const uint32_t flag = (v & kStateEpoch) == epochBits ? static_cast<uint32_t>(v >> 62) : 0u;
+    const bool hasSum = (s & kStateEpoch) == epochBits && (s >> 62) == 1;
     const uint32_t inclusive = __ballot_sync(kFullMask, flag == 2);
     const uint32_t nearest = inclusive ? __ffs(inclusive) - 1 : 32u;
-    // A chunk nearer than the nearest end offset has published nothing yet: look again.
-    if (__any_sync(kFullMask, flag == 0 && lane <= nearest)) {
+    // What the lane adds: its chunk's size or end offset (first round), its 32 chunks' sum or
+    // its chunk's end offset (later rounds). A lane nearer than the nearest end offset without
+    // it has had nothing published yet: look again.
+    const bool known = stride == 1 ? flag != 0 : (flag == 2 || hasSum);
+    if (__any_sync(kFullMask, !known && lane <= nearest)) {
       __nanosleep(64);
       continue;
     }
-    const uint64_t mine = lane <= nearest ? (v & kStateValue) : 0;
+    const uint64_t mine = lane > nearest ? 0 : (flag == 2 || stride == 1 ? v : s) & kStateValue;
     uint64_t sum = mine;
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) sum += __shfl_xor_sync(kFullMask, sum, d);
     exclusive += sum;
     if (nearest < 32) break;
-    base -= 32;
+    if (sum32 && stride == 1) {
+      // This chunk's and its 31 predecessors' sizes (all but lane 31's chunk, k-32).
+      const uint64_t k32 = __shfl_sync(kFullMask, mine, 31);
+      if (lane == 0 && publishes)
+        atomicExch(reinterpret_cast<unsigned long long*>(sum32 + k),
+                   kStateAggregate | epochBits | (size + sum - k32));
+    }
+    base -= 32 * stride;
+    stride = sum32 ? 32 : 1;
   }
-  if (lane == 0 && (!kMayNotPublish || publish))
+  if (lane == 0 && publishes)
     atomicExch(reinterpret_cast<unsigned long long*>(state + k),
                kStateInclusive | epochBits | (exclusive + size));
   return exclusive;
@@ -256,7 +292,8 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   __syncwarp();
 
   // ---- Place the block after its predecessors and copy it out. ----
-  const uint64_t start = k == 0 ? 0 : lookBack(a.chunkState, a.epochBits, k, blockBytes, lane);
+  const uint64_t start =
+      k == 0 ? 0 : lookBack(a.chunkState, nullptr, a.epochBits, k, blockBytes, lane);
   uint8_t* out = a.dst + a.layout.blocksOffset + start;
   for (uint32_t i = lane * 16; i < blockBytes; i += 32 * 16)
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(stage + i);
@@ -398,6 +435,7 @@ template <int kParts>
 struct SplitExchange {
   uint4 packed[kParts][kLanes];          // each thread's costs under the 8 codes
   uint32_t top[kParts], bottom[kParts];  // each part's largest and smallest symbol
+  uint64_t start;                        // the block's offset (part 0's look-back)
 };
 
 // The barrier of one slot's kParts warps (barrier 0 is __syncthreads's). NOTE: a named barrier
@@ -413,8 +451,9 @@ __device__ __forceinline__ void partsSync(uint32_t slot) {
 }
 
 // One whole staged chunk (its input committed to the stage by stageInput<D, 32 * kParts>), by
-// the slot's kParts warps; the bytes equal ref_v2.cpp's, as encodeChunk's.
-template <int D, int kParts>
+// the slot's kParts warps; the bytes equal ref_v2.cpp's, as encodeChunk's. kEarly: the look-back
+// before the code, two levels (below).
+template <int D, int kParts, bool kEarly>
 __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const EncodeTables& tables,
                                                  uint8_t* stage, SplitExchange<kParts>& ex,
                                                  uint32_t slot, uint64_t k, uint32_t part,
@@ -486,6 +525,20 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   if (part == 0 && lane == 0)  // later chunks may count this one while it is still being written
     atomicExch(reinterpret_cast<unsigned long long*>(a.chunkState + k),
                (k == 0 ? kStateInclusive : kStateAggregate) | a.epochBits | blockBytes);
+  // kEarly (4 warps per chunk and 256 chunks or more: every chunk of the message runs at once):
+  // the block's place before the code. Part 0 looks back, two levels (lookBack), and publishes
+  // the end offset now, so that later chunks do not wait for this one's code; the other parts
+  // read it after the code. NOTE: measured (bench/results/2026-11-24-s22-encode-lookback): bf16
+  // 4 MiB 440 -> 467-476 GB/s queued, 352 -> 376-386 alone. Below 256 chunks (1 MiB) two levels
+  // lost 5%, the early look-back with one level 7-8% at 512 KiB; a uniform branch between the
+  // two placements in one kernel made ptxas spill (-9-15% at 1 MiB), hence a kernel each. With
+  // 2 warps per chunk (8-128 MiB) the early look-back lost 4-12%.
+  if (kEarly && part == 0) {
+    const uint64_t start = k == 0 ? 0
+                                  : lookBack(a.chunkState, a.chunkState + a.layout.numChunks,
+                                             a.epochBits, k, blockBytes, lane);
+    if (lane == 0) ex.start = start;
+  }
 
   // ---- The block, in the slot's stage: each part writes its groups. ----
   for (uint32_t i = thread * 16; i < blockBytes; i += kChunkThreads * 16)
@@ -527,10 +580,13 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   partsSync<kParts>(slot);
 
   // ---- Place the block after its predecessors and copy it out. ----
-  // NOTE: every part looks back (the same offset; only part 0 publishes it) rather than part 0
-  // alone and a barrier: the look-back is a chain of global loads, a barrier would add to it.
+  // NOTE: after the code, every part looks back (the same offset; only part 0 publishes it)
+  // rather than part 0 alone and a barrier: the look-back is a chain of global loads, a barrier
+  // would add to it.
   const uint64_t start =
-      k == 0 ? 0 : lookBack<true>(a.chunkState, a.epochBits, k, blockBytes, lane, part == 0);
+      kEarly   ? ex.start
+      : k == 0 ? 0
+               : lookBack<true>(a.chunkState, nullptr, a.epochBits, k, blockBytes, lane, part == 0);
   uint8_t* out = a.dst + a.layout.blocksOffset + start;
   for (uint32_t i = thread * 16; i < blockBytes; i += kChunkThreads * 16)
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(stage + i);
@@ -560,7 +616,7 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
 // L2 atomics (its chunk, then the one that found none left) and each warp a third
 // (leaveScratch's count), on the chain of every 4 MiB call, where every slot has one chunk. This
 // kernel leaves the scratch's counters as it found them, zero, and needs no leaveScratch.
-template <int D, int kParts>
+template <int D, int kParts, bool kEarly>
 __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKernel(EncodeArgs a) {
   static_assert(kWarpsPerBlock % kParts == 0, "a block holds whole slots");
   waitForPreviousKernel();  // as encodeKernel
@@ -578,7 +634,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKerne
   __syncthreads();
   if (k >= a.layout.numChunks) return;  // the last block's second slot, with kParts 2
   if (staged) {
-    encodeChunkSplit<D, kParts>(a, tables, stage, exchange[slot], slot, k, part, lane);
+    encodeChunkSplit<D, kParts, kEarly>(a, tables, stage, exchange[slot], slot, k, part, lane);
   } else if (part == 0) {
     const uint64_t first = k * a.chunkElems;
     const uint32_t n =
@@ -590,14 +646,15 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKerne
 // The split staged kernel: one block per kWarpsPerBlock / kParts chunks (a message with no
 // chunks takes the general kernel). NOTE: every chunk has its slot in the grid (numChunks <
 // 2^31, a grid's x dimension takes 2^31 - 1 blocks).
-template <int D, int kParts>
+template <int D, int kParts, bool kEarly = false>
 void launchSplit(const EncodeArgs& args, cudaStream_t stream) {
   constexpr uint64_t kSlots = kWarpsPerBlock / kParts;
   const auto blocks = static_cast<unsigned>((args.layout.numChunks + kSlots - 1) / kSlots);
   constexpr int kShared = kSlots * stagedEncodeWarpBytes<D>();  // fp32, 2 warps: 32 KiB
   static std::atomic<uint64_t> configured{0};
-  lossless::device::ensureSharedMemoryLimit(encodeSplitKernel<D, kParts>, kShared, configured);
-  launchKernel(encodeSplitKernel<D, kParts>, blocks, kThreads, kShared, stream,
+  lossless::device::ensureSharedMemoryLimit(encodeSplitKernel<D, kParts, kEarly>, kShared,
+                                            configured);
+  launchKernel(encodeSplitKernel<D, kParts, kEarly>, blocks, kThreads, kShared, stream,
                programmaticLaunchSupported(), args);
 }
 
@@ -615,7 +672,10 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
     if (warpsPerChunk == 2) {
       launchSplit<D, 2>(args, stream);
     } else if (warpsPerChunk == 4) {
-      launchSplit<D, 4>(args, stream);
+      if (chunks >= 256)  // the look-back before the code (encodeChunkSplit)
+        launchSplit<D, 4, true>(args, stream);
+      else
+        launchSplit<D, 4>(args, stream);
     } else {
       constexpr int kShared = kWarpsPerBlock * stagedEncodeWarpBytes<D>();  // fp32: 64 KiB
       static std::atomic<uint64_t> configured{0};

@@ -23,8 +23,10 @@ struct EncodeArgs {
   DeviceStatus* status;
   uint32_t* workCounter;
   uint32_t* warpsDone;  // the last warp out zeroes both counters (leaveScratch)
+  // Two state words per chunk: its size or end offset (numChunks of them), then the sum of its
+  // and its 31 predecessors' sizes (lookBack).
   uint64_t* chunkState;
-  uint64_t epochBits;  // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
+  uint64_t epochBits;    // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
   Layout layout;
   uint32_t chunkElems;
   int dtype;
