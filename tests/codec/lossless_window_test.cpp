@@ -1,7 +1,8 @@
 // The staged decoder's pair-window arithmetic (src/codec/lossless/window_v2.h) on the CPU. The
 // kernel's loop (src/codec/lossless/decode_v2_window.cuh) is replayed here with the same
 // functions and the same shared-memory addressing (a table at a nonzero multiple of 2 KiB, the
-// stage after the tables, bit positions counted from the start of "shared memory"), on every
+// stage after the tables, swizzled in 128-byte rows where the kernel swizzles it, bit positions
+// counted from the start of "shared memory"), on every
 // whole coded chunk of version 2 frames, against decodeRef: the same elements whenever the
 // reference accepts the frame, and a lane that fails its check exactly when the reference
 // rejects it (lane stream bits flipped, the escape flag toggled, the top symbol moved by one).

@@ -72,7 +72,7 @@ __device__ __forceinline__ Stage stageOf(uint8_t* stage, const uint8_t* base, ui
 
 // Whether the kernel swizzles its stages: the window loop for bf16 and fp32.
 template <int D, bool kWindow>
-constexpr bool kSwizzledStage = kWindow&& window::swizzledStage(D);
+constexpr bool kSwizzledStage = (kWindow && window::swizzledStage(D));
 
 // The bytes of a warp's stage: the block at its largest, rounded up to whole 128-byte rows where
 // the stage is swizzled.
@@ -569,7 +569,9 @@ unsigned decodeBlocks(uint64_t numChunks, uint64_t blocksPerSM) {
 // the window kernel (bf16, fp16) at 8 / 16 / 24: bf16 256 MiB 1966 / 1985 / 1953 GB/s queued
 // (64 MiB: 1684 / 1640 / 1643); the lane loop (fp32) at 16 / 24 / 32 / 40: fp32 256 MiB
 // 1718 / 1799 / 1769 / 1766 queued, 1689 / 1775 / 1741 / 1747 alone (512 MiB: 1804 / 1809 /
-// 1850 / 1870; 16 and 64 MiB level).
+// 1850 / 1870; 16 and 64 MiB level). Again with the swizzled stage (bench/results/
+// 2026-11-24-s22-decode-swizzle): 8 against 16, bf16 256 MiB 2105 / 2143 queued, 64 MiB 1786 /
+// 1725.
 constexpr uint64_t kWindowBlocksPerSM = 16;
 constexpr uint64_t kLaneLoopBlocksPerSM = 24;
 

@@ -529,9 +529,9 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   // the block's place before the code. Part 0 looks back, two levels (lookBack), and publishes
   // the end offset now, so that later chunks do not wait for this one's code; the other parts
   // read it after the code. NOTE: measured (bench/results/2026-11-24-s22-encode-lookback): bf16
-  // 4 MiB 440 -> 467-476 GB/s queued, 352 -> 376-386 alone. Below 256 chunks (1 MiB) two levels
-  // lost 5%, the early look-back with one level 7-8% at 512 KiB; a uniform branch between the
-  // two placements in one kernel made ptxas spill (-9-15% at 1 MiB), hence a kernel each. With
+  // 4 MiB 438-443 -> 467-476 GB/s queued, 349-359 -> 376-386 alone. Below 256 chunks (1 MiB) two
+  // levels lost 5%, the early look-back with one level 7-8% at 512 KiB; a uniform branch between
+  // the two placements in one kernel made ptxas spill (-9-15% at 1 MiB), hence a kernel each. With
   // 2 warps per chunk (8-128 MiB) the early look-back lost 4-12%.
   if (kEarly && part == 0) {
     const uint64_t start = k == 0 ? 0
