@@ -11,7 +11,10 @@
 # exact command on its `==` line) and bench-json.tgz (cclz-perf's JSON, j_{old,new}_<name>.json).
 # More trees to compare in the same run: NAME=TARBALL arguments after CONFIGS (each built like the
 # old tree, run between old and new, rows tagged NAME). AB_TEST_ENV="VAR=value ...": the
-# environment of the GPU tests only (e.g. CCLZ_LOSSLESS_PATH=general).
+# environment of the GPU tests only (e.g. CCLZ_LOSSLESS_PATH=general). AB_TEST_ENVS: more runs
+# of the same tests, one per environment, separated by ';' (e.g. "CCLZ_LOSSLESS_PATH=general;
+# CCLZ_LOSSLESS_PATH=staged CCLZ_LOSSLESS_ENCODE_WARPS=4"): the kernel paths the default does
+# not take. AB_TEST_VARIANTS=1: the variant trees are built with their GPU tests, and run them too.
 set -uo pipefail
 [ $# -ge 3 ] || { sed -n 2,14p "$0"; exit 2; }
 old_tar=$(realpath "$1") filter=$2 configs=$(realpath "$3")
@@ -37,19 +40,36 @@ cfg() { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_AR
   echo "new build: $?" >>"$sum" ) &
 for tag in "${tags[@]}"; do
   rm -rf "/tmp/ab-$tag" && mkdir -p "/tmp/ab-$tag" && tar -xf "${tree[$tag]}" -C "/tmp/ab-$tag"
-  ( cfg "/tmp/ab-$tag" "/tmp/ab-$tag/build" -DCCLZ_BUILD_TESTS=OFF >"/tmp/ab-$tag.log" 2>&1 &&
-      ninja -C "/tmp/ab-$tag/build" -j6 cclz-perf >>"/tmp/ab-$tag.log" 2>&1
+  tests=OFF targets=cclz-perf
+  [ "$tag" != old ] && [ "${AB_TEST_VARIANTS:-0}" = 1 ] && tests=ON targets="cclz-perf codec_gpu_tests"
+  # shellcheck disable=SC2086  # the targets are words
+  ( cfg "/tmp/ab-$tag" "/tmp/ab-$tag/build" -DCCLZ_BUILD_TESTS=$tests >"/tmp/ab-$tag.log" 2>&1 &&
+      ninja -C "/tmp/ab-$tag/build" -j6 $targets >>"/tmp/ab-$tag.log" 2>&1
     echo "$tag build: $?" >>"$sum" ) &
 done
 wait
 echo "builds: $((SECONDS - t0)) s" >>"$sum"
 grep -hE "error|FAILED" /tmp/ab-*.log | head -20 >>"$sum"
-# shellcheck disable=SC2086  # the variables are words
-env ${AB_TEST_ENV:-} build-device/tests/codec/codec_gpu_tests --gtest_filter="$filter" \
-  --gtest_brief=1 >"$OUT/tests.log" 2>&1
-status=$?
-verdict=$(grep -E 'PASSED|FAILED' "$OUT/tests.log" | head -5 | tr '\n' ' ')
-echo "gpu tests ($filter${AB_TEST_ENV:+, $AB_TEST_ENV}), new: exit $status -- $verdict" >>"$sum"
+# The GPU tests: this tree's, in AB_TEST_ENV, then in each of AB_TEST_ENVS; the variants' too
+# with AB_TEST_VARIANTS=1. One line each in the summary; the failures' output in tests.log.
+test_trees=(new)
+[ "${AB_TEST_VARIANTS:-0}" = 1 ] && test_trees+=("${tags[@]:1}")
+IFS=';' read -r -a test_envs <<<"${AB_TEST_ENV:-}${AB_TEST_ENVS:+;$AB_TEST_ENVS}"
+[ ${#test_envs[@]} -gt 0 ] || test_envs=("")
+: >"$OUT/tests.log"
+for tag in "${test_trees[@]}"; do
+  bin=build-device/tests/codec/codec_gpu_tests
+  [ "$tag" = new ] || bin=/tmp/ab-$tag/build/tests/codec/codec_gpu_tests
+  for e in "${test_envs[@]}"; do
+    echo "== $tag: ${e:-default environment}" >>"$OUT/tests.log"
+    # shellcheck disable=SC2086  # the environment's settings are words
+    env $e "$bin" --gtest_filter="$filter" --gtest_brief=1 >/tmp/ab-test.log 2>&1
+    status=$?
+    grep -vE '^\[ +(RUN|OK) +\]' /tmp/ab-test.log | tail -40 >>"$OUT/tests.log"
+    verdict=$(grep -E 'PASSED|FAILED' /tmp/ab-test.log | head -5 | tr '\n' ' ')
+    echo "gpu tests ($filter${e:+, $e}), $tag: exit $status -- $verdict" >>"$sum"
+  done
+done
 : >"$OUT/bench.log"
 while read -r name args; do
   case "$name" in ''|'#'*) continue ;; esac
