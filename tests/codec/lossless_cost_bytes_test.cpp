@@ -107,5 +107,34 @@ TEST(LosslessCostBytes, LanesSumLikeTheSixteenBitCosts) {
   }
 }
 
+// With escapes (laneCosts): offset indices up to D (the escape's), widened every
+// kSymbolsPerWidenWithEscapes symbols, against the 16-bit sums; all escapes is the largest.
+TEST(LosslessCostBytes, LanesWithEscapesSumLikeTheSixteenBitCosts) {
+  for (int fam = 0; fam < 2; ++fam) {
+    const uint32_t limit = kFamilyOffsets[fam];
+    std::vector<std::array<uint32_t, 2>> table(limit + 1);
+    for (uint32_t d = 0; d <= limit; ++d)
+      costbytes::entry(kCodes.cost[fam], d, table[d][0], table[d][1]);
+    std::mt19937 rng(9 + fam);
+    for (int lane = 0; lane < 5001; ++lane) {
+      std::vector<uint32_t> offsets(kMaxChunkElems / kLanes, limit);  // the last: all escapes
+      if (lane < 5000)
+        for (uint32_t& d : offsets) d = rng() % (limit + 1);
+      uint32_t packed[4] = {0, 0, 0, 0}, lo = 0, hi = 0;
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        lo += table[offsets[i]][0];
+        hi += table[offsets[i]][1];
+        if ((i + 1) % costbytes::kSymbolsPerWidenWithEscapes == 0) {
+          costbytes::widen(lo, hi, packed);
+          lo = hi = 0;
+        }
+      }
+      costbytes::widen(lo, hi, packed);
+      ASSERT_EQ((Packed{packed[0], packed[1], packed[2], packed[3]}), wordCosts(fam, offsets))
+          << "family " << fam << " lane " << lane;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cclz::test

@@ -26,10 +26,13 @@ constexpr uint32_t kMaxCodeBits = 10;
 // Symbols added as bytes before the sums are spread: 16 * 10 = 160 < 256.
 constexpr int kSymbolsPerWiden = 16;
 static_assert(kSymbolsPerWiden * kMaxCodeBits < 256, "byte sums must not carry");
+// With escapes (a code and the 8 symbol bits): 14 * 18 = 252 < 256.
+constexpr uint32_t kMaxEscapeBits = kMaxCodeBits + kEscapeBits;
+constexpr int kSymbolsPerWidenWithEscapes = 14;
+static_assert(kSymbolsPerWidenWithEscapes * kMaxEscapeBits < 256, "byte sums must not carry");
 
-// The 8-byte entry of offset index d: byte t of lo (t < 4) or hi (t >= 4) is d's cost under code t,
-// from the packed 16-bit costs (Codes::cost[family]). Only offsets below the family's D: the
-// escape's cost (its code and 8 symbol bits) can exceed kMaxCodeBits.
+// The 8-byte entry of offset index d (the escape's, D, included): byte t of lo (t < 4) or hi
+// (t >= 4) is d's cost under code t, from the packed 16-bit costs (Codes::cost[family]).
 CCLZ_HD void entry(const uint32_t (*cost)[4], uint32_t d, uint32_t& lo, uint32_t& hi) {
   uint32_t words[2] = {0, 0};
   for (uint32_t t = 0; t < kTables; ++t)

@@ -77,8 +77,9 @@ __device__ void leaveScratch(const EncodeArgs& a, uint32_t lane) {
 //   predecessors' (at sum32 + k), and each later round takes 32 such sums at once: lane j reads
 //   the state and the sum of the chunk that ends its lane's 32 chunks, and takes the end offset
 //   where there is one, the sum where not. Every chunk of the call must then take two levels (a
-//   short last chunk need not: no chunk waits for it), and look back before it codes: a sum is
-//   published only after its chunk's first round.
+//   short last chunk need not: no chunk waits for it), and look back without waiting for its own
+//   code (encodeSplitKernel's look-back warp): a sum is published only after its chunk's first
+//   round.
 // NOTE: why two levels. Where all chunks publish their sizes at nearly the same time (a 4 MiB
 // call's 512 chunks run at once), a chunk found no end offset nearer than chunk 0's, so the last
 // one walked back 32 chunks per L2 round trip: 16 rounds at 4 MiB, 36% of the split kernel's
@@ -224,7 +225,7 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
     if (kFull && !escapes)
       laneCostsByRounds<D>(tables, sym, top, packed);
     else
-      laneCosts<kFull>(tables, sym, top, offsets, n, lane, groupsPerLane, packed);
+      laneCosts<kFull, D == cclzFloat16>(tables, sym, top, offsets, n, lane, groupsPerLane, packed);
     uint32_t best = 0xffffffffu;
 #pragma unroll
     for (uint32_t t = 0; t < kTables; ++t) {
@@ -319,17 +320,32 @@ constexpr uint32_t stagedEncodeWarpBytes() {
   return std::max<uint32_t>(kStageBytes, kMaxChunkElems * sizeof(typename Elements<D>::Word));
 }
 
+// The stages start on a 128-byte line (the dynamic shared array's alignment, which pads the
+// static part before it: the code tables and the split kernel's exchange), and each is whole
+// lines. NOTE: measured (bench/results/2026-11-24-s23-encode-lookback-warp, c-aligned-stages):
+// the static part ended 16-80 bytes past a line, so every 512-byte row of a warp's 16-byte
+// copies into the stage, and of its reads from it, touched 5 lines, not 4. Aligned: bf16 8-64
+// MiB +3-9% (668 -> 728 GB/s at 8 MiB), fp32 16-256 MiB +8-9% (1790 -> 1945 at 256 MiB), bf16
+// 4 MiB 504 -> 525 queued; the general kernel (256 MiB bf16) has no stage and did not move.
+constexpr uint32_t kStageAlign = 128;
+static_assert(stagedEncodeWarpBytes<cclzBfloat16>() % kStageAlign == 0 &&
+                  stagedEncodeWarpBytes<cclzFloat16>() % kStageAlign == 0 &&
+                  stagedEncodeWarpBytes<cclzFloat32>() % kStageAlign == 0,
+              "every stage starts on a line");
+
 // The staged kernel copies chunk k's input to the warp's stage (cp.async, committed) if it is
 // a whole chunk from an aligned source (the chunks encodeChunk<D, true> takes); returns whether
 // it did. The split kernel: the kThreadsPerChunk threads of the chunk's warps (lane: the thread's
 // index among them).
+__device__ bool stagesChunk(const EncodeArgs& a, uint64_t k) {
+  return k < a.layout.numChunks && a.srcAligned16 && a.chunkElems == kMaxChunkElems &&
+         a.count - k * a.chunkElems >= kMaxChunkElems;
+}
 template <int D, uint32_t kThreadsPerChunk = 32>
 __device__ bool stageInput(const EncodeArgs& a, uint8_t* stage, uint64_t k, uint32_t lane) {
   using Word = typename Elements<D>::Word;
   const uint64_t first = k * a.chunkElems;
-  if (k >= a.layout.numChunks || !a.srcAligned16 || a.chunkElems != kMaxChunkElems ||
-      a.count - first < kMaxChunkElems)
-    return false;
+  if (!stagesChunk(a, k)) return false;
   const uint8_t* in = static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
   for (uint32_t i = lane * 16; i < kMaxChunkElems * sizeof(Word); i += kThreadsPerChunk * 16)
     lossless::device::copyAsync16(stage + i, in + i);
@@ -349,7 +365,7 @@ __device__ __forceinline__ void fillTables(EncodeTables& tables) {
     for (uint32_t t = 0; t < kTables; ++t)
       tables.code[t][i] = encoderEntry(kDeviceCodes.code[fam][t][i]);
   }
-  for (uint32_t i = threadIdx.x; i < offsets; i += blockDim.x) {
+  for (uint32_t i = threadIdx.x; i <= offsets; i += blockDim.x) {
     uint32_t lo, hi;
     costbytes::entry(kDeviceCodes.cost[fam], i, lo, hi);
     tables.cost8[i] = make_uint2(lo, hi);
@@ -374,7 +390,8 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
   uint64_t next = 0;    // staged: the warp's next chunk, already taken
   bool staged = false;  // staged: its input is on the way to the stage
   if constexpr (kStaged) {
-    extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedEncodeWarpBytes<D>() per warp
+    // stagedEncodeWarpBytes<D>() per warp
+    extern __shared__ __align__(kStageAlign) uint8_t stagedAll[];
     stage = stagedAll + warp * stagedEncodeWarpBytes<D>();
     uint32_t taken = 0;
     if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
@@ -435,8 +452,20 @@ template <int kParts>
 struct SplitExchange {
   uint4 packed[kParts][kLanes];          // each thread's costs under the 8 codes
   uint32_t top[kParts], bottom[kParts];  // each part's largest and smallest symbol
-  uint64_t start;                        // the block's offset (part 0's look-back)
+  uint64_t start;                        // the block's offset (the look-back warp's)
+  uint32_t blockBytes;                   // the block's size, for the look-back warp
 };
+
+// kEarly's look-back warp (the block's fifth warp) and part 0 meet on barrier 3 (part 0 hands
+// over the block's size), the look-back warp and the 4 parts on barrier 4 (it hands over the
+// block's offset, before the copy-out). The side that hands over only arrives: a barrier's
+// arrival orders the thread's earlier shared-memory stores before the reads of the threads that
+// wait on it (the producer-consumer use of named barriers); checked on the device by the frames
+// of every 4-warp call in the GPU tests (LosslessGpuScratch.ManyChunksAtOnce* included).
+__device__ __forceinline__ void handOverSize() { asm volatile("bar.arrive 3, 64;" ::: "memory"); }
+__device__ __forceinline__ void waitForSize() { asm volatile("bar.sync 3, 64;" ::: "memory"); }
+__device__ __forceinline__ void handOverStart() { asm volatile("bar.arrive 4, 160;" ::: "memory"); }
+__device__ __forceinline__ void waitForStart() { asm volatile("bar.sync 4, 160;" ::: "memory"); }
 
 // The barrier of one slot's kParts warps (barrier 0 is __syncthreads's). NOTE: a named barrier
 // of 64 (128) threads, not __syncthreads: the slots of a block go at their own pace. Immediate
@@ -494,7 +523,7 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
     if (!escapes)
       laneCostsNoEscapes<D>(tables, sym, top, packed);
     else
-      laneCosts<true, kG>(tables, sym, top, offsets, n, lane, kG, packed);
+      laneCosts<true, D == cclzFloat16, kG>(tables, sym, top, offsets, n, lane, kG, packed);
     ex.packed[part][lane] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     partsSync<kParts>(slot);
     uint32_t total[4] = {0, 0, 0, 0}, before[4] = {0, 0, 0, 0};
@@ -526,18 +555,20 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
     atomicExch(reinterpret_cast<unsigned long long*>(a.chunkState + k),
                (k == 0 ? kStateInclusive : kStateAggregate) | a.epochBits | blockBytes);
   // kEarly (4 warps per chunk and 256 chunks or more: every chunk of the message runs at once):
-  // the block's place before the code. Part 0 looks back, two levels (lookBack), and publishes
-  // the end offset now, so that later chunks do not wait for this one's code; the other parts
-  // read it after the code. NOTE: measured (bench/results/2026-11-24-s22-encode-lookback): bf16
-  // 4 MiB 438-443 -> 467-476 GB/s queued, 349-359 -> 376-386 alone. Below 256 chunks (1 MiB) two
-  // levels lost 5%, the early look-back with one level 7-8% at 512 KiB; a uniform branch between
-  // the two placements in one kernel made ptxas spill (-9-15% at 1 MiB), hence a kernel each. With
-  // 2 warps per chunk (8-128 MiB) the early look-back lost 4-12%.
+  // the block's place is found by the block's fifth warp (encodeSplitKernel) while the parts
+  // code: part 0 hands it the block's size here, and it publishes the end offset as soon as it
+  // has it, so that later chunks do not wait for this one's code. NOTE: measured. Part 0 looking
+  // back here, before its code (bench/results/2026-11-24-s22-encode-lookback): bf16 4 MiB
+  // 438-443 -> 467-476 GB/s queued, but the other parts waited for it at the barrier before the
+  // code (two thirds of the kernel's barrier stalls, 35% of all). The fifth warp
+  // (bench/results/2026-11-24-s23-encode-lookback-warp): 476-478 -> 504-509 queued, 2 MiB
+  // +5-12%, fp32 4 MiB +10%, fp16 4 MiB +16%. Below 256 chunks (1 MiB) two levels lost 5%, the
+  // early look-back with one level 7-8% at 512 KiB; a uniform branch between the two placements in
+  // one kernel made ptxas spill (-9-15% at 1 MiB), hence a kernel each. With 2 warps per chunk
+  // (8-128 MiB) the early look-back lost 4-12%.
   if (kEarly && part == 0) {
-    const uint64_t start = k == 0 ? 0
-                                  : lookBack(a.chunkState, a.chunkState + a.layout.numChunks,
-                                             a.epochBits, k, blockBytes, lane);
-    if (lane == 0) ex.start = start;
+    if (lane == 0) ex.blockBytes = blockBytes;
+    handOverSize();
   }
 
   // ---- The block, in the slot's stage: each part writes its groups. ----
@@ -577,7 +608,10 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
     partsSync<kParts>(slot);
     w.finish();
   }
-  partsSync<kParts>(slot);
+  if constexpr (kEarly)
+    waitForStart();  // the parts' barrier too
+  else
+    partsSync<kParts>(slot);
 
   // ---- Place the block after its predecessors and copy it out. ----
   // NOTE: after the code, every part looks back (the same offset; only part 0 publishes it)
@@ -616,16 +650,37 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
 // L2 atomics (its chunk, then the one that found none left) and each warp a third
 // (leaveScratch's count), on the chain of every 4 MiB call, where every slot has one chunk. This
 // kernel leaves the scratch's counters as it found them, zero, and needs no leaveScratch.
+// kEarly: blocks of 5 warps (kParts 4, and a look-back warp), 6 per SM: 64 registers each.
+template <bool kEarly>
+constexpr int kSplitThreads = kEarly ? kThreads + 32 : kThreads;
+
 template <int D, int kParts, bool kEarly>
-__global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeSplitKernel(EncodeArgs a) {
+__global__ void __launch_bounds__(kSplitThreads<kEarly>, kEarly ? 6 : kEncodeBlocksPerSM)
+    encodeSplitKernel(EncodeArgs a) {
   static_assert(kWarpsPerBlock % kParts == 0, "a block holds whole slots");
+  static_assert(!kEarly || kParts == kWarpsPerBlock, "the look-back warp serves one slot");
   waitForPreviousKernel();  // as encodeKernel
   constexpr uint32_t kSlots = kWarpsPerBlock / kParts;
   constexpr uint32_t kChunkThreads = 32 * kParts;
   __shared__ EncodeTables tables;
   __shared__ SplitExchange<kParts> exchange[kSlots];
-  extern __shared__ __align__(16) uint8_t stagedAll[];  // stagedEncodeWarpBytes<D>() per slot
+  // stagedEncodeWarpBytes<D>() per slot
+  extern __shared__ __align__(kStageAlign) uint8_t stagedAll[];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (kEarly && warp == kWarpsPerBlock) {  // the look-back warp
+    const uint64_t k = blockIdx.x;
+    fillTables<D>(tables);
+    __syncthreads();
+    if (!stagesChunk(a, k)) return;  // part 0 encodes it alone (encodeChunk), or no chunk
+    SplitExchange<kParts>& ex = exchange[0];
+    waitForSize();
+    const uint64_t start = k == 0 ? 0
+                                  : lookBack(a.chunkState, a.chunkState + a.layout.numChunks,
+                                             a.epochBits, k, ex.blockBytes, lane);
+    if (lane == 0) ex.start = start;
+    handOverStart();
+    return;
+  }
   const uint32_t slot = warp / kParts, part = warp % kParts, thread = part * 32 + lane;
   uint8_t* stage = stagedAll + slot * stagedEncodeWarpBytes<D>();
   const uint64_t k = uint64_t{blockIdx.x} * kSlots + slot;
@@ -654,7 +709,7 @@ void launchSplit(const EncodeArgs& args, cudaStream_t stream) {
   static std::atomic<uint64_t> configured{0};
   lossless::device::ensureSharedMemoryLimit(encodeSplitKernel<D, kParts, kEarly>, kShared,
                                             configured);
-  launchKernel(encodeSplitKernel<D, kParts, kEarly>, blocks, kThreads, kShared, stream,
+  launchKernel(encodeSplitKernel<D, kParts, kEarly>, blocks, kSplitThreads<kEarly>, kShared, stream,
                programmaticLaunchSupported(), args);
 }
 

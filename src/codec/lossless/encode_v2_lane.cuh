@@ -26,7 +26,7 @@ struct EncodeArgs {
   // Two state words per chunk: its size or end offset (numChunks of them), then the sum of its
   // and its 31 predecessors' sizes (lookBack).
   uint64_t* chunkState;
-  uint64_t epochBits;    // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
+  uint64_t epochBits;  // the call's scratch epoch in a state's bits 48-61 (0: memset scratch)
   Layout layout;
   uint32_t chunkElems;
   int dtype;
@@ -59,10 +59,10 @@ __device__ inline uint32_t symbolAt(const uint32_t (&sym)[kG][2], int j, int i) 
 }
 
 // The block-wide copies of the family's code and cost tables (code: encoderEntry below; cost8:
-// 8-bit costs of the offsets below D, cost_bytes_v2.h).
+// 8-bit costs, cost_bytes_v2.h).
 struct EncodeTables {
   uint4 cost[kMaxOffsets + 1];
-  uint2 cost8[kMaxOffsets];
+  uint2 cost8[kMaxOffsets + 1];
   uint32_t code[kTables][kMaxOffsets + 1];
 };
 
@@ -238,23 +238,55 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
   return j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0;
 }
 
+// The 8-bit costs of offset index d, from cost8.
+__device__ inline uint2 costBytesOf(const EncodeTables& t, uint32_t d) { return t.cost8[d]; }
+
 // Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2), one symbol at
 // a time, offsets clamped to the escape's index. (Whole chunks without escapes:
-// laneCostsNoEscapes.)
-template <bool kFull, int kG = kMaxGroupsPerLane>
+// laneCostsNoEscapes.) kBytes: 8-bit costs (cost_bytes_v2.h), spread to the 16-bit fields every
+// kSymbolsPerWidenWithEscapes symbols (kFull) or every group; otherwise the 16-bit costs.
+// NOTE: kBytes is fp16's (bench/results/2026-11-24-s23-encode-lookback-warp): its 64 offsets
+// leave an escape in nearly every Gaussian chunk, and the bytes took its encode from 770 to 920
+// GB/s at 64 MiB (+15-20% from 4 to 256 MiB). bf16 and fp32 chunks rarely escape: the bytes
+// gained nothing at 16-256 MiB, lost 3% for fp32 at 4 MiB and 1% on the real bf16 tensors.
+template <bool kFull, bool kBytes, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t (&sym)[kG][2],
                                           uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
                                           uint32_t groupsPerLane, uint32_t (&packed)[4]) {
   packed[0] = packed[1] = packed[2] = packed[3] = 0;
+  if constexpr (!kBytes) {
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {
+      const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        if (!kFull && i >= static_cast<int>(valid)) break;
+        addCosts(t, min(top - symbolAt(sym, j, i), offsets), packed);
+      }
+    }
+    return;
+  }
+  uint32_t lo = 0, hi = 0;
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
     const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
       if (!kFull && i >= static_cast<int>(valid)) break;
-      addCosts(t, min(top - symbolAt(sym, j, i), offsets), packed);
+      const uint2 c = costBytesOf(t, min(top - symbolAt(sym, j, i), offsets));
+      lo += c.x;
+      hi += c.y;
+      if (kFull && (kGroup * j + i + 1) % costbytes::kSymbolsPerWidenWithEscapes == 0) {
+        costbytes::widen(lo, hi, packed);
+        lo = hi = 0;
+      }
+    }
+    if (!kFull) {  // a group at a time: at most 8 symbols
+      costbytes::widen(lo, hi, packed);
+      lo = hi = 0;
     }
   }
+  if (kFull) costbytes::widen(lo, hi, packed);
 }
 
 // laneCosts for whole groups whose offsets are all below the family's D (top - bottom < D): no
