@@ -117,6 +117,21 @@ TEST(Fp8Format, FineScales) {
   }
 }
 
+// fineScale's bits as k << 18 plus 120 << 23 are those of its definition, the exponent field
+// (k >> 5) + 120 and the top 5 mantissa bits k & 31: for every k below 2^24, a sample of the rest
+// and the ends (the kernels fill their scale tables with it, the CPU reference reads it too).
+TEST(Fp8Format, FineScaleBits) {
+  auto byFields = [](uint32_t k) { return (((k >> 5) + 120u) << 23) | ((k & 31u) << 18); };
+  for (uint32_t k = 0; k < (1u << 24); ++k) ASSERT_EQ(floatToBits(fineScale(k)), byFields(k)) << k;
+  uint64_t state = 29;
+  for (int trial = 0; trial < 1000000; ++trial) {
+    const uint32_t k = static_cast<uint32_t>(test::uniformFrom(state) * 4294967296.0);
+    ASSERT_EQ(floatToBits(fineScale(k)), byFields(k)) << k;
+  }
+  for (uint32_t k : {0xFFFFFFFFu, 0xFFFFFF00u, 0x80000000u, 0x7FFFFFFFu})
+    EXPECT_EQ(floatToBits(fineScale(k)), byFields(k)) << k;
+}
+
 TEST(Fp8Format, LayoutIsAlignedAndSized) {
   for (uint64_t count : {0ull, 1ull, 63ull, 64ull, 65ull, 786432ull, 1000001ull}) {
     const Layout l = frameLayout(count, 768);
@@ -316,6 +331,19 @@ TEST(Fp8Format, ScaleRatiosAreTopOverTheGridPointsOfTheTopOctave) {
     ASSERT_LE(octave.size(), kMaxScaleRatios);
     for (uint32_t i = 0; i < octave.size(); ++i)
       EXPECT_EQ(scaleRatio(i), static_cast<float>(top / octave[i])) << grid << " " << i;
+  }
+}
+
+// The encoder's search takes the ratio of a lane's candidate as slot * (r1 - r0) + r0 (one fused
+// multiply-add, slot 0 or 1) for two consecutive ratios r0, r1 (encode_kernel.cu,
+// searchCandidates): exact, since the ratios lie in [1, 2).
+TEST(Fp8Format, ScaleRatioStepsAreExact) {
+  for (uint32_t i = 0; i + 1 < kMaxScaleRatios; ++i) {
+    const float r0 = scaleRatio(i), r1 = scaleRatio(i + 1);
+    const float step = subRn(r1, r0);
+    EXPECT_EQ(static_cast<double>(step), static_cast<double>(r1) - static_cast<double>(r0)) << i;
+    EXPECT_EQ(floatToBits(fmaRn(1.0f, step, r0)), floatToBits(r1)) << i;
+    EXPECT_EQ(floatToBits(fmaRn(0.0f, step, r0)), floatToBits(r0)) << i;
   }
 }
 

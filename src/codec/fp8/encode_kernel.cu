@@ -33,6 +33,16 @@ __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint
   __syncwarp();
 }
 
+// blockScale(coarse, k) as (s, inv) for the coarse scale of a row that has one (kMinCoarse <=
+// coarse <= FLT_MAX / 126, the smallest grid top): s = coarse * f(k) >= 2^-107, so blockScale's
+// test s > 0 holds and is left out.
+// NOTE: __frcp_rn kept: a Newton step after rcp.approx (its fast path, without the range test)
+// was 3 ALU instructions fewer per entry but moved the Chosen kernels' spills (+4 bytes stored).
+__device__ __forceinline__ float2 blockScaleOfRow(float coarse, uint32_t k) {
+  const float s = mulRn(coarse, fineScale(k));
+  return make_float2(s, __frcp_rn(s));
+}
+
 // startCodeFrom(grid, coarse, a, need) from the table: the smallest k whose scale fits a, for
 // coarse > 0 and a > 0.
 __device__ __forceinline__ uint32_t startCodeFast(uint32_t grid, float a, float need,
@@ -72,6 +82,23 @@ __device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTa
   return fmaRn(d[2], d[2], fmaRn(d[1], d[1], mulRn(d[0], d[0])));
 }
 
+// candidateErrorFast(grid, table, kA, t) and (grid, table, kB, t) for E4M3/E5M2, with the two
+// candidates' third magnitudes in one pair conversion (each half of it rounds on its own): 3
+// conversions and 3 unpacks for two candidates instead of 4 and 4.
+__device__ __forceinline__ float2 candidateErrorPairFast(uint32_t grid, const ScaleTable& table,
+                                                         uint32_t kA, uint32_t kB,
+                                                         const float* t) {
+  const float2 a = table.sInv[kA], b = table.sInv[kB];  // x: s, y: inv
+  const float2 qa = roundMagnitude2(grid, mulRn(t[0], a.y), mulRn(t[1], a.y));
+  const float2 qb = roundMagnitude2(grid, mulRn(t[0], b.y), mulRn(t[1], b.y));
+  const float2 q2 = roundMagnitude2(grid, mulRn(t[2], a.y), mulRn(t[2], b.y));
+  auto error = [&](float s, float q0, float q1, float q2) {
+    const float d0 = fmaRn(q0, -s, t[0]), d1 = fmaRn(q1, -s, t[1]), d2 = fmaRn(q2, -s, t[2]);
+    return fmaRn(d2, d2, fmaRn(d1, d1, mulRn(d0, d0)));
+  };
+  return make_float2(error(a.x, qa.x, qa.y, q2.x), error(b.x, qb.x, qb.y, q2.y));
+}
+
 // The smallest candidateKey of the block's candidates that lane `slot` of its kLanes takes
 // (format.h, chooseFineCode; kNoCandidateKey if none): E4M3's 8 grid-aligned candidates,
 // candidate 0 = k0 and candidate i + 1 = ratioCode(need, i), candidate j * kLanes + slot in step
@@ -91,20 +118,54 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleT
   }
   constexpr uint32_t kCandidates = kMaxScaleRatios + 1;
   static_assert(kCandidates % kLanes == 0, "every lane takes as many candidates");
+  if constexpr (kLanes == 2) {
+    // NOTE: fewer integer-ALU instructions per candidate than the general form below (the encoder
+    // is near that pipe's limit):
+    // - the ratio of candidate 2j + slot by one FMA, slot * (r1 - r0) + r0 with r0, r1 the
+    //   ratios of candidates 2j and 2j + 1, instead of a select: the ratios lie in [1, 2), so
+    //   r1 - r0 and r0 + (r1 - r0) are exact (Fp8Format.ScaleRatioStepsAreExact); in step 0,
+    //   slot 0's candidate is k0 and both lanes take r1;
+    // - the table read at k whether or not k is in the window (k is a code, 0..255; a stale
+    //   entry gives a key that is dropped), and a key outside the window dropped by a predicated
+    //   minimum rather than two selects;
+    // - two candidates' errors at once (candidateErrorPairFast).
+    const float slotValue = slot == 0 ? 0.0f : 1.0f;
+    uint32_t k[kCandidates / kLanes];
 #pragma unroll
-  for (uint32_t j = 0; j < kCandidates / kLanes; ++j) {
-    // Candidate j * kLanes + slot's ratio: compile-time constants and selects.
-    float ratio = 1.0f;
+    for (uint32_t j = 0; j < kCandidates / kLanes; ++j) {
+      const float r1 = scaleRatio(2 * j);
+      float ratio = r1;
+      if (j > 0) {
+        const float r0 = scaleRatio(2 * j - 1);
+        ratio = fmaRn(slotValue, subRn(r1, r0), r0);
+      }
+      const uint32_t nearest = nearestFineCode(mulRn(need, ratio));
+      k[j] = j == 0 && slot == 0 ? k0 : nearest;
+    }
 #pragma unroll
-    for (uint32_t s = 0; s < kLanes; ++s)
-      if (slot == s && j * kLanes + s > 0) ratio = scaleRatio(j * kLanes + s - 1);
-    // NOTE: computed in every lane and then selected: as a branch it was a divergence region
-    // (the two lanes of a block take different sides) where both sides ran anyway.
-    const uint32_t nearest = nearestFineCode(mulRn(need, ratio));
-    const uint32_t k = j == 0 && slot == 0 ? k0 : nearest;
-    const bool inWindow = k >= k0 && k <= last;
-    const uint32_t key = candidateKey(candidateErrorFast(kE4M3, table, inWindow ? k : k0, t), k);
-    best = min(best, inWindow ? key : kNoCandidateKey);
+    for (uint32_t j = 0; j < kCandidates / kLanes; j += 2) {
+      const float2 err = candidateErrorPairFast(kE4M3, table, k[j], k[j + 1], t);
+      const uint32_t keyA = candidateKey(err.x, k[j]), keyB = candidateKey(err.y, k[j + 1]);
+      if (k[j] >= k0 && k[j] <= last) best = min(best, keyA);
+      if (k[j + 1] >= k0 && k[j + 1] <= last) best = min(best, keyB);
+    }
+  } else {
+#pragma unroll
+    for (uint32_t j = 0; j < kCandidates / kLanes; ++j) {
+      // Candidate j * kLanes + slot's ratio: compile-time constants and selects.
+      float ratio = 1.0f;
+#pragma unroll
+      for (uint32_t s = 0; s < kLanes; ++s)
+        if (slot == s && j * kLanes + s > 0) ratio = scaleRatio(j * kLanes + s - 1);
+      // NOTE: computed in every lane and then selected: as a branch it was a divergence region
+      // (the two lanes of a block take different sides) where both sides ran anyway.
+      const uint32_t nearest = nearestFineCode(mulRn(need, ratio));
+      const uint32_t k = j == 0 && slot == 0 ? k0 : nearest;
+      const bool inWindow = k >= k0 && k <= last;
+      const uint32_t key =
+          candidateKey(candidateErrorFast(kE4M3, table, inWindow ? k : k0, t), k);
+      best = min(best, inWindow ? key : kNoCandidateKey);
+    }
   }
   return best;
 }
@@ -453,9 +514,12 @@ __global__ void __launch_bounds__(kThreads, 4)
                                  __shfl_xor_sync(kFullMask, d == 4 ? send[2] : top[2], d)};
           mergeTop3x2(top, o);
         }
+        // NOTE: the lane's half brought down by a shift of 16 * (mine & 1): one shift and one mask
+        // per magnitude where the two halvings and a select took three.
+        const uint32_t halfShift = (mine & 1) << 4;
 #pragma unroll
         for (int j = 0; j < 3; ++j)
-          t3[j] = halfWordAsFloat<Dtype>((mine & 1) ? halvedHigh(top[j]) : halvedLow(top[j]));
+          t3[j] = halfWordAsFloat<Dtype>(halvedLow(top[j] >> halfShift));
       } else {
         float top[kHeldTiles][3];
 #pragma unroll
@@ -487,14 +551,15 @@ __global__ void __launch_bounds__(kThreads, 4)
       // block of zeros needs none (its codes are 0 with any scale: it takes inv = 0 below).
       // NOTE: the start code by two or three table lookups instead of startCodeFrom's 1-3 IEEE
       // reciprocals (~110 instructions per lane and segment on the profile of round 8).
-      uint32_t lo = __reduce_min_sync(kFullMask, nonzero ? (f > 0 ? f - 1 : 0u) : 255u);
+      uint32_t lo = __reduce_min_sync(
+          kFullMask, nonzero ? static_cast<uint32_t>(max(static_cast<int>(f) - 1, 0)) : 255u);
       uint32_t hi = __reduce_max_sync(
           kFullMask, nonzero ? lastCandidate(f + 1, search ? p.candidates : 1u) : 0u);
+      // NOTE: only a row with a nonzero block fills (lo > hi otherwise), so c >= kMinCoarse and
+      // the entries are blockScaleOfRow's (blockScale's bits, without its test s > 0).
       auto fillTable = [&] {
-        for (uint32_t k = lo + lane; k <= hi; k += 32) {
-          const BlockScale sc = blockScale(c, k);
-          table.sInv[k] = make_float2(sc.s, sc.inv);
-        }
+#pragma unroll 1
+        for (uint32_t k = lo + lane; k <= hi; k += 32) table.sInv[k] = blockScaleOfRow(c, k);
         __syncwarp();
       };
       fillTable();
@@ -518,10 +583,12 @@ __global__ void __launch_bounds__(kThreads, 4)
       if ((lane & 1) == 0 && exists) storeFine(blockFirst, kBlock);
       // Phase 3: the codes, tile by tile; each lane fetches its block's inverse scale from the
       // searchers (one shuffle, where a code would cost a table read too).
+      // NOTE: the source lane 2t of the lane's group of 8 as the shuffle's width, so that the lane
+      // index is an immediate: (lane & ~7) + 2t cost an integer-ALU instruction per tile.
 #pragma unroll
       for (uint32_t t = 0; t < kHeldTiles; ++t) {
         if (kFull || t * kTileElems < sn) {  // uniform
-          const float inv = __shfl_sync(kFullMask, invBlock, (lane & ~7u) + 2 * t);
+          const float inv = __shfl_sync(kFullMask, invBlock, 2 * t, 8);
           const uint32_t first = s0 + t * kTileElems + lane * kLaneElems;
           const uint32_t valid = kFull ? kLaneElems : validIn(first, n);
           float v[kLaneElems];

@@ -262,10 +262,13 @@ CCLZ_HD float codeValue(uint32_t grid, uint8_t code) {
 
 // ---- Scales -----------------------------------------------------------------------------------
 
-// Fine scale code k: 2^((k >> 5) - 7) * (1 + (k & 31)/32), exact in fp32.
-CCLZ_HD float fineScale(uint32_t k) {
-  return bitsToFloat((((k >> 5) + 120u) << 23) | ((k & 31u) << 18));
-}
+// Fine scale code k: 2^((k >> 5) - 7) * (1 + (k & 31)/32), exact in fp32: exponent field
+// (k >> 5) + 120 and top 5 mantissa bits k & 31, ((k >> 5) + 120) << 23 | (k & 31) << 18.
+// NOTE: written as k << 18 plus 120 << 23, the same bits for every k (k << 18 is (k >> 5) << 23
+// plus (k & 31) << 18, and adding 120 << 23 leaves bits 18..22 alone; Fp8Format.FineScaleBits
+// checks every k < 2^24 and a sample beyond): one multiply-add (the FMA pipe) where the fields
+// took a shift, two masks and an add on the integer ALU pipe, once per table entry.
+CCLZ_HD float fineScale(uint32_t k) { return bitsToFloat((k << 18) + (120u << 23)); }
 
 // A row's coarse scale from its largest finite |value| a.
 CCLZ_HD float coarseScale(uint32_t grid, float a) {
