@@ -254,26 +254,19 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t 
                                           uint32_t top, uint32_t offsets, uint32_t n, uint32_t lane,
                                           uint32_t groupsPerLane, uint32_t (&packed)[4]) {
   packed[0] = packed[1] = packed[2] = packed[3] = 0;
-  if constexpr (!kBytes) {
-#pragma unroll
-    for (int j = 0; j < kG; ++j) {
-      const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        if (!kFull && i >= static_cast<int>(valid)) break;
-        addCosts(t, min(top - symbolAt(sym, j, i), offsets), packed);
-      }
-    }
-    return;
-  }
-  uint32_t lo = 0, hi = 0;
+  uint32_t lo = 0, hi = 0;  // kBytes: the byte sums since the last widening
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
     const uint32_t valid = laneGroupValid<kFull>(j, groupsPerLane, n, lane);
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
       if (!kFull && i >= static_cast<int>(valid)) break;
-      const uint2 c = costBytesOf(t, min(top - symbolAt(sym, j, i), offsets));
+      const uint32_t d = min(top - symbolAt(sym, j, i), offsets);
+      if constexpr (!kBytes) {
+        addCosts(t, d, packed);
+        continue;
+      }
+      const uint2 c = costBytesOf(t, d);
       lo += c.x;
       hi += c.y;
       if (kFull && (kGroup * j + i + 1) % costbytes::kSymbolsPerWidenWithEscapes == 0) {
@@ -281,12 +274,12 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t 
         lo = hi = 0;
       }
     }
-    if (!kFull) {  // a group at a time: at most 8 symbols
+    if (kBytes && !kFull) {  // a group at a time: at most 8 symbols
       costbytes::widen(lo, hi, packed);
       lo = hi = 0;
     }
   }
-  if (kFull) costbytes::widen(lo, hi, packed);
+  if (kBytes && kFull) costbytes::widen(lo, hi, packed);
 }
 
 // laneCosts for whole groups whose offsets are all below the family's D (top - bottom < D): no
