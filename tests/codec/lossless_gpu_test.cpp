@@ -84,6 +84,17 @@ void checkEncode(const CodecPtr& codec, const Case& c, size_t srcOffsetElems, cc
   EXPECT_TRUE(src.guardsIntact());
 }
 
+// Waits for the handle's last encode and checks that it wrote c's CPU frame into dst: the size
+// it reports and every byte. `what` names the call in a failure.
+void expectLastEncodeIs(const CodecPtr& codec, DeviceBuffer& dst, const Case& c,
+                        const std::string& what) {
+  size_t bytes = 0;
+  ASSERT_EQ(cclzCodecSynchronize(codec.get(), &bytes), cclzSuccess) << cclzGetLastError(nullptr);
+  ASSERT_EQ(bytes, c.cpuFrame.size()) << what;
+  const std::vector<uint8_t> frame = dst.download(c.cpuFrame.size());
+  ASSERT_EQ(firstMismatch(frame.data(), c.cpuFrame.data(), c.cpuFrame.size()), SIZE_MAX) << what;
+}
+
 // Decodes `frame` (srcBytes of it) on the device; returns the synchronize result and fills
 // *out with the output bytes. Checks the output's guards.
 cclzResult_t deviceDecode(const CodecPtr& codec, const std::vector<uint8_t>& frame, size_t srcBytes,
@@ -355,13 +366,9 @@ TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
         cclzSuccess)
         << cclzGetLastError(nullptr);
     const bool check = i < 8 || i % 997 == 0 || (i >= 16378 && i <= 16392);
-    if (!check) continue;
-    size_t bytes = 0;
-    ASSERT_EQ(cclzCodecSynchronize(codec.get(), &bytes), cclzSuccess) << cclzGetLastError(nullptr);
-    ASSERT_EQ(bytes, c.cpuFrame.size()) << "call " << i;
-    const std::vector<uint8_t> frame = dst[which]->download(c.cpuFrame.size());
-    ASSERT_EQ(firstMismatch(frame.data(), c.cpuFrame.data(), c.cpuFrame.size()), SIZE_MAX)
-        << "call " << i;
+    if (check)
+      ASSERT_NO_FATAL_FAILURE(
+          expectLastEncodeIs(codec, *dst[which], c, "call " + std::to_string(i)));
   }
   ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess);
 }
@@ -399,13 +406,7 @@ TEST(LosslessGpuScratch, ManyChunksAtOnceMatchReference) {
                            dst.data(), c.capacity, nullptr, stream.get()),
                 cclzSuccess)
           << cclzGetLastError(nullptr);
-      size_t bytes = 0;
-      ASSERT_EQ(cclzCodecSynchronize(codec.get(), &bytes), cclzSuccess)
-          << cclzGetLastError(nullptr);
-      ASSERT_EQ(bytes, c.cpuFrame.size()) << "call " << i;
-      const std::vector<uint8_t> frame = dst.download(c.cpuFrame.size());
-      ASSERT_EQ(firstMismatch(frame.data(), c.cpuFrame.data(), c.cpuFrame.size()), SIZE_MAX)
-          << "call " << i;
+      ASSERT_NO_FATAL_FAILURE(expectLastEncodeIs(codec, dst, c, "call " + std::to_string(i)));
     }
   }
 }
@@ -470,13 +471,8 @@ TEST(LosslessGpuScratch, CapturedEncodesBesideDirectCallsMatchReference) {
                          nullptr, stream.get()),
               cclzSuccess)
         << cclzGetLastError(nullptr);
-    size_t bytes = 0;
-    ASSERT_EQ(cclzCodecSynchronize(codec.get(), &bytes), cclzSuccess) << cclzGetLastError(nullptr);
-    ASSERT_EQ(bytes, direct.cpuFrame.size()) << "direct call after replay " << i;
-    EXPECT_EQ(firstMismatch(directDst.download(direct.cpuFrame.size()).data(),
-                            direct.cpuFrame.data(), direct.cpuFrame.size()),
-              SIZE_MAX)
-        << "direct call after replay " << i;
+    ASSERT_NO_FATAL_FAILURE(expectLastEncodeIs(codec, directDst, direct,
+                                               "direct call after replay " + std::to_string(i)));
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

@@ -640,6 +640,13 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   }
 }
 
+// The split kernel's block: kWarpsPerBlock warps, and with kEarly a fifth, the look-back warp;
+// 6 blocks of 5 warps per SM keep 64 registers a thread.
+template <bool kEarly>
+constexpr int kSplitThreads = kEarly ? kThreads + 32 : kThreads;
+template <bool kEarly>
+constexpr int kSplitBlocksPerSM = kEarly ? 6 : kEncodeBlocksPerSM;
+
 // The split staged kernel: kParts warps per chunk, one chunk per slot, otherwise as
 // encodeKernel<D, true> (the slot starts copying its chunk's input before the code tables are
 // filled). A chunk that is not staged (a short last chunk, an unaligned source, another chunk
@@ -650,12 +657,9 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
 // L2 atomics (its chunk, then the one that found none left) and each warp a third
 // (leaveScratch's count), on the chain of every 4 MiB call, where every slot has one chunk. This
 // kernel leaves the scratch's counters as it found them, zero, and needs no leaveScratch.
-// kEarly: blocks of 5 warps (kParts 4, and a look-back warp), 6 per SM: 64 registers each.
-template <bool kEarly>
-constexpr int kSplitThreads = kEarly ? kThreads + 32 : kThreads;
-
+// kEarly: blocks of kSplitThreads (the 4 parts and the look-back warp).
 template <int D, int kParts, bool kEarly>
-__global__ void __launch_bounds__(kSplitThreads<kEarly>, kEarly ? 6 : kEncodeBlocksPerSM)
+__global__ void __launch_bounds__(kSplitThreads<kEarly>, kSplitBlocksPerSM<kEarly>)
     encodeSplitKernel(EncodeArgs a) {
   static_assert(kWarpsPerBlock % kParts == 0, "a block holds whole slots");
   static_assert(!kEarly || kParts == kWarpsPerBlock, "the look-back warp serves one slot");

@@ -238,9 +238,6 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
   return j < static_cast<int>(groupsPerLane) ? groupValid(n, lane + kLanes * j) : 0;
 }
 
-// The 8-bit costs of offset index d, from cost8.
-__device__ inline uint2 costBytesOf(const EncodeTables& t, uint32_t d) { return t.cost8[d]; }
-
 // Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2), one symbol at
 // a time, offsets clamped to the escape's index. (Whole chunks without escapes:
 // laneCostsNoEscapes.) kBytes: 8-bit costs (cost_bytes_v2.h), spread to the 16-bit fields every
@@ -266,7 +263,7 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t 
         addCosts(t, d, packed);
         continue;
       }
-      const uint2 c = costBytesOf(t, d);
+      const uint2 c = t.cost8[d];
       lo += c.x;
       hi += c.y;
       if (kFull && (kGroup * j + i + 1) % costbytes::kSymbolsPerWidenWithEscapes == 0) {
