@@ -34,13 +34,15 @@ __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint
 }
 
 // blockScale(coarse, k) as (s, inv) for the coarse scale of a row that has one (kMinCoarse <=
-// coarse <= FLT_MAX / 126, the smallest grid top): s = coarse * f(k) >= 2^-107, so blockScale's
-// test s > 0 holds and is left out.
-// NOTE: __frcp_rn kept: a Newton step after rcp.approx (its fast path, without the range test)
-// was 3 ALU instructions fewer per entry but moved the Chosen kernels' spills (+4 bytes stored).
+// coarse <= FLT_MAX / 126, the smallest grid top) and k <= 255 + 31 (a fill's lane past 255 stores
+// nothing): s = coarse * f(k) lies in [2^-107, 2^123), so blockScale's test s > 0 holds and is
+// left out, and the reciprocal needs no range test.
+// NOTE: __frcp_rn's range test and slow path were a divergence region per entry, and the fill
+// (~2.2 entries per lane and row at rows of 1024) was ~8% of the encode's stall samples (session 23
+// profile at 64 MiB).
 __device__ __forceinline__ float2 blockScaleOfRow(float coarse, uint32_t k) {
   const float s = mulRn(coarse, fineScale(k));
-  return make_float2(s, __frcp_rn(s));
+  return make_float2(s, reciprocalOfNormal(s));
 }
 
 // startCodeFrom(grid, coarse, a, need) from the table: the smallest k whose scale fits a, for
@@ -559,7 +561,12 @@ __global__ void __launch_bounds__(kThreads, 4)
       // the entries are blockScaleOfRow's (blockScale's bits, without its test s > 0).
       auto fillTable = [&] {
 #pragma unroll 1
-        for (uint32_t k = lo + lane; k <= hi; k += 32) table.sInv[k] = blockScaleOfRow(c, k);
+        // NOTE: every lane stores, those past hi the entries after it (up to 255; the last code
+        // stored by several lanes): they are this row's entries too, so no store is predicated.
+        for (uint32_t base = lo; base <= hi; base += 32) {  // uniform: lo and hi are the warp's
+          const uint32_t k = min(base + lane, 255u);
+          table.sInv[k] = blockScaleOfRow(c, k);
+        }
         __syncwarp();
       };
       fillTable();
