@@ -64,10 +64,8 @@ __device__ __forceinline__ float2 roundMagnitude2(uint32_t grid, float a, float 
   return __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(q, fp8Kind(grid))));
 }
 
-// candidateError(grid, coarse, k, t) from the table.
-__device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTable& table,
-                                                    uint32_t k, const float* t) {
-  const float2 sInv = table.sInv[k];
+// candidateError(grid, coarse, k, t) from the block scale sInv = (s, inv) of code k.
+__device__ __forceinline__ float candidateErrorFast(uint32_t grid, float2 sInv, const float* t) {
   const float s = sInv.x, inv = sInv.y;
   float q[3];
   if (grid == kInt8) {
@@ -84,13 +82,11 @@ __device__ __forceinline__ float candidateErrorFast(uint32_t grid, const ScaleTa
   return fmaRn(d[2], d[2], fmaRn(d[1], d[1], mulRn(d[0], d[0])));
 }
 
-// candidateErrorFast(grid, table, kA, t) and (grid, table, kB, t) for E4M3/E5M2, with the two
-// candidates' third magnitudes in one pair conversion (each half of it rounds on its own): 3
-// conversions and 3 unpacks for two candidates instead of 4 and 4.
-__device__ __forceinline__ float2 candidateErrorPairFast(uint32_t grid, const ScaleTable& table,
-                                                         uint32_t kA, uint32_t kB,
+// candidateErrorFast(grid, a, t) and (grid, b, t) for E4M3/E5M2 (a, b: two codes' (s, inv)), with
+// the two candidates' third magnitudes in one pair conversion (each half of it rounds on its own):
+// 3 conversions and 3 unpacks for two candidates instead of 4 and 4.
+__device__ __forceinline__ float2 candidateErrorPairFast(uint32_t grid, float2 a, float2 b,
                                                          const float* t) {
-  const float2 a = table.sInv[kA], b = table.sInv[kB];  // x: s, y: inv
   const float2 qa = roundMagnitude2(grid, mulRn(t[0], a.y), mulRn(t[1], a.y));
   const float2 qb = roundMagnitude2(grid, mulRn(t[0], b.y), mulRn(t[1], b.y));
   const float2 q2 = roundMagnitude2(grid, mulRn(t[2], a.y), mulRn(t[2], b.y));
@@ -104,16 +100,17 @@ __device__ __forceinline__ float2 candidateErrorPairFast(uint32_t grid, const Sc
 // The smallest candidateKey of the block's candidates that lane `slot` of its kLanes takes
 // (format.h, chooseFineCode; kNoCandidateKey if none): E4M3's 8 grid-aligned candidates,
 // candidate 0 = k0 and candidate i + 1 = ratioCode(need, i), candidate j * kLanes + slot in step
-// j, branch-free (a candidate outside the window reads the table at k0 and is dropped); other
-// grids every code k0 + slot + j * kLanes up to last.
-template <uint32_t kLanes>
-__device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleTable& table,
-                                                     const float* t, float need, uint32_t k0,
-                                                     uint32_t last, uint32_t slot) {
+// j, branch-free (a candidate outside the window is scored and dropped); other grids every code
+// k0 + slot + j * kLanes up to last. scales(k): the block scale (s, inv) of code k (0..255), from
+// the row's table or computed.
+template <uint32_t kLanes, typename Scales>
+__device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, Scales scales, const float* t,
+                                                     float need, uint32_t k0, uint32_t last,
+                                                     uint32_t slot) {
   uint32_t best = kNoCandidateKey;
   if (numScaleRatios(grid) == 0) {  // uniform
     for (uint32_t k = k0 + slot; k <= last; k += kLanes) {
-      const uint32_t key = candidateKey(candidateErrorFast(grid, table, k, t), k);
+      const uint32_t key = candidateKey(candidateErrorFast(grid, scales(k), t), k);
       best = min(best, key);
     }
     return best;
@@ -127,9 +124,9 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleT
     //   ratios of candidates 2j and 2j + 1, instead of a select: the ratios lie in [1, 2), so
     //   r1 - r0 and r0 + (r1 - r0) are exact (Fp8Format.ScaleRatioStepsAreExact); in step 0,
     //   slot 0's candidate is k0 and both lanes take r1;
-    // - the table read at k whether or not k is in the window (k is a code, 0..255; a stale
-    //   entry gives a key that is dropped), and a key outside the window dropped by a predicated
-    //   minimum rather than two selects;
+    // - the scales of k read whether or not k is in the window (k is a code, 0..255; a stale
+    //   table entry gives a key that is dropped), and a key outside the window dropped by a
+    //   predicated minimum rather than two selects;
     // - two candidates' errors at once (candidateErrorPairFast).
     const float slotValue = slot == 0 ? 0.0f : 1.0f;
     uint32_t k[kCandidates / kLanes];
@@ -146,7 +143,7 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleT
     }
 #pragma unroll
     for (uint32_t j = 0; j < kCandidates / kLanes; j += 2) {
-      const float2 err = candidateErrorPairFast(kE4M3, table, k[j], k[j + 1], t);
+      const float2 err = candidateErrorPairFast(kE4M3, scales(k[j]), scales(k[j + 1]), t);
       const uint32_t keyA = candidateKey(err.x, k[j]), keyB = candidateKey(err.y, k[j + 1]);
       if (k[j] >= k0 && k[j] <= last) best = min(best, keyA);
       if (k[j + 1] >= k0 && k[j + 1] <= last) best = min(best, keyB);
@@ -165,7 +162,7 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, const ScaleT
       const uint32_t k = j == 0 && slot == 0 ? k0 : nearest;
       const bool inWindow = k >= k0 && k <= last;
       const uint32_t key =
-          candidateKey(candidateErrorFast(kE4M3, table, inWindow ? k : k0, t), k);
+          candidateKey(candidateErrorFast(kE4M3, scales(inWindow ? k : k0), t), k);
       best = min(best, inWindow ? key : kNoCandidateKey);
     }
   }
@@ -548,45 +545,68 @@ __global__ void __launch_bounds__(kThreads, 4)
       const float need = nonzero ? fineScaleNeeded(grid, c, t3[0]) : 0.0f;
       const uint32_t f = floorFineCode(need);
       const bool search = nonzero && p.candidates > 1;
-      // The scale table over [lo, hi]: the codes around each nonzero block's guess f, where its
-      // start code k0 nearly always is (f or f + 1, startCodeNear), and the window after them. A
-      // block of zeros needs none (its codes are 0 with any scale: it takes inv = 0 below).
-      // NOTE: the start code by two or three table lookups instead of startCodeFrom's 1-3 IEEE
+      // The block's code: its start code k0 (startCodeNear: the fit of its guess f and the codes
+      // beside it), then the search over the window after k0. scales(k): code k's (s, inv);
+      // afterStart(k0, last) runs once k0 and the window's last code are known.
+      // NOTE: the start code by two or three lookups instead of startCodeFrom's 1-3 IEEE
       // reciprocals (~110 instructions per lane and segment on the profile of round 8).
-      uint32_t lo = __reduce_min_sync(
-          kFullMask, nonzero ? static_cast<uint32_t>(max(static_cast<int>(f) - 1, 0)) : 255u);
-      uint32_t hi = __reduce_max_sync(
-          kFullMask, nonzero ? lastCandidate(f + 1, search ? p.candidates : 1u) : 0u);
-      // NOTE: only a row with a nonzero block fills (lo > hi otherwise), so c >= kMinCoarse and
-      // the entries are blockScaleOfRow's (blockScale's bits, without its test s > 0).
-      auto fillTable = [&] {
-#pragma unroll 1
-        // NOTE: every lane stores, those past hi the entries after it (up to 255; the last code
-        // stored by several lanes): they are this row's entries too, so no store is predicated.
-        for (uint32_t base = lo; base <= hi; base += 32) {  // uniform: lo and hi are the warp's
-          const uint32_t k = min(base + lane, 255u);
-          table.sInv[k] = blockScaleOfRow(c, k);
+      auto blockCode = [&](auto scales, auto afterStart) {
+        uint32_t k0 = 0;
+        if (nonzero) {
+          k0 = startCodeNear(grid, t3[0], f, [&](uint32_t k) { return scales(k).y; });
+          if (k0 == kNoStartCode) k0 = startCodeFrom(grid, c, t3[0], need);  // rare
         }
-        __syncwarp();
+        const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
+        afterStart(k0, last);
+        uint32_t key = kNoCandidateKey;
+        if (search) key = searchCandidates<2>(grid, scales, t3, need, k0, last, lane & 1);
+        key = smallestKey(key, 2);
+        return search ? key & 0xFFu : k0;
       };
-      fillTable();
-      uint32_t k0 = 0;
-      if (nonzero) {
-        k0 = startCodeNear(grid, t3[0], f, [&](uint32_t k) { return table.sInv[k].y; });
-        if (k0 == kNoStartCode) k0 = startCodeFrom(grid, c, t3[0], need);  // rare
-      }
-      const uint32_t last = search ? lastCandidate(k0, p.candidates) : k0;
-      // Where rounding put a start code outside the guesses, the table grows to its window.
-      if (__any_sync(kFullMask, nonzero && (k0 < lo || last > hi))) {
-        lo = __reduce_min_sync(kFullMask, nonzero ? k0 : 255u);
-        hi = __reduce_max_sync(kFullMask, nonzero ? last : 0u);
+      // A block of zeros needs no scale: its codes are 0 with any (it takes inv = 0).
+      // NOTE: only a nonzero block reads scales, so c >= kMinCoarse and they are blockScaleOfRow's
+      // (blockScale's bits, without its test s > 0).
+      uint32_t kBlock = 0;
+      float invBlock = 0.0f;
+      if (numScaleRatios(grid) > 0) {  // uniform (E4M3; a constant in a whole segment's copy)
+        // NOTE: each lane computes the scales it reads: 3 for the start code, its 4 candidates
+        // and its block's code. A table shared by the warp took two warp reductions for its range,
+        // a fill of ~2 entries per lane and a __syncwarp before its first read, all on the row's
+        // serial chain, for about as many reciprocals.
+        auto scales = [&](uint32_t k) { return blockScaleOfRow(c, k); };
+        kBlock = blockCode(scales, [](uint32_t, uint32_t) {});
+        if (nonzero) invBlock = scales(kBlock).y;
+      } else {
+        // The other grids search every code of the window (up to p.candidates per block): the
+        // warp fills a table over [lo, hi], the codes around each nonzero block's guess f (its
+        // start code nearly always is f or f + 1) and the window after them.
+        uint32_t lo = __reduce_min_sync(
+            kFullMask, nonzero ? static_cast<uint32_t>(max(static_cast<int>(f) - 1, 0)) : 255u);
+        uint32_t hi = __reduce_max_sync(
+            kFullMask, nonzero ? lastCandidate(f + 1, search ? p.candidates : 1u) : 0u);
+        auto fillTable = [&] {
+          // NOTE: every lane stores, those past hi the entries after it (up to 255; the last
+          // code stored by several lanes): they are this row's entries too, so no store is
+          // predicated and the loop is the same for every lane.
+#pragma unroll 1
+          for (uint32_t base = lo; base <= hi; base += 32) {
+            const uint32_t k = min(base + lane, 255u);
+            table.sInv[k] = blockScaleOfRow(c, k);
+          }
+          __syncwarp();
+        };
         fillTable();
+        auto scales = [&](uint32_t k) { return table.sInv[k]; };
+        kBlock = blockCode(scales, [&](uint32_t k0, uint32_t last) {
+          // Where rounding put a start code outside the guesses, the table grows to its window.
+          if (__any_sync(kFullMask, nonzero && (k0 < lo || last > hi))) {
+            lo = __reduce_min_sync(kFullMask, nonzero ? k0 : 255u);
+            hi = __reduce_max_sync(kFullMask, nonzero ? last : 0u);
+            fillTable();
+          }
+        });
+        if (nonzero) invBlock = scales(kBlock).y;
       }
-      uint32_t key = kNoCandidateKey;
-      if (search) key = searchCandidates<2>(grid, table, t3, need, k0, last, lane & 1);
-      key = smallestKey(key, 2);
-      const uint32_t kBlock = search ? key & 0xFFu : k0;
-      const float invBlock = nonzero ? table.sInv[kBlock].y : 0.0f;
       if ((lane & 1) == 0 && exists) storeFine(blockFirst, kBlock);
       // Phase 3: the codes, tile by tile; each lane fetches its block's inverse scale from the
       // searchers (one shuffle, where a code would cost a table read too).
@@ -657,8 +677,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       const bool search = p.candidates > 1 && nonzero;
       uint32_t key = kNoCandidateKey;
       if (search)
-        key = searchCandidates<8>(p.grid, table, t, need, k0, lastCandidate(k0, p.candidates),
-                                  lane & 7);
+        key = searchCandidates<8>(p.grid, [&](uint32_t k) { return table.sInv[k]; }, t, need, k0,
+                                  lastCandidate(k0, p.candidates), lane & 7);
       key = smallestKey(key, 8);
       const uint32_t k = search ? key & 0xFFu : k0;
       storeCodes(p.grid, first, valid, v, table.sInv[k].y, fast);
