@@ -1,6 +1,7 @@
-// The fp8 encoder's scale-table reciprocal (codec/fp8/device.cuh, reciprocalOfNormal) against the
-// IEEE reciprocal __frcp_rn, on every float it is used for and more: each exponent field 1..252,
-// each mantissa, both signs (2 x 252 x 2^23 values). The table's scales lie in [2^-107, 2^123).
+// The fp8 encoder's reciprocal of a block scale (codec/fp8/device.cuh, reciprocalOfNormal) against
+// the IEEE reciprocal __frcp_rn, on every float it is used for and more: each exponent field
+// 1..252, each mantissa, both signs (2 x 252 x 2^23 values). The block scales lie in
+// [2^-107, 2^122) (encode_kernel.cu, blockScaleOfRow).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 

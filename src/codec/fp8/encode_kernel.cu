@@ -34,12 +34,12 @@ __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint
 }
 
 // blockScale(coarse, k) as (s, inv) for the coarse scale of a row that has one (kMinCoarse <=
-// coarse <= FLT_MAX / 126, the smallest grid top) and k <= 255 + 31 (a fill's lane past 255 stores
-// nothing): s = coarse * f(k) lies in [2^-107, 2^123), so blockScale's test s > 0 holds and is
-// left out, and the reciprocal needs no range test.
-// NOTE: __frcp_rn's range test and slow path were a divergence region per entry, and the fill
-// (~2.2 entries per lane and row at rows of 1024) was ~8% of the encode's stall samples (session 23
-// profile at 64 MiB).
+// coarse <= FLT_MAX / 126, the smallest grid top) and a code k <= 255: s = coarse * f(k) lies in
+// [2^-107, 2^122), so blockScale's test s > 0 holds and is left out, and the reciprocal needs no
+// range test.
+// NOTE: __frcp_rn's range test and slow path were a divergence region per scale; in the fill of
+// the scale table (~2.2 entries per lane and row at rows of 1024) they were part of ~8% of the
+// encode's stall samples (session 23 profile at 64 MiB).
 __device__ __forceinline__ float2 blockScaleOfRow(float coarse, uint32_t k) {
   const float s = mulRn(coarse, fineScale(k));
   return make_float2(s, reciprocalOfNormal(s));
