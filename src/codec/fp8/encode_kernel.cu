@@ -474,11 +474,11 @@ __global__ void __launch_bounds__(kThreads, 4)
       const uint32_t grid = kFull ? decltype(kind)::kGrid : p.grid;
       // NOTE: in three phases, so that each block's scale is searched by 2 lanes (4 E4M3
       // candidates each) rather than 8 (1 each): the start code once per segment and lane
-      // instead of once per tile, one merge step instead of three, and the scale table only over
-      // the codes the segment's blocks can use.
+      // instead of once per tile, one merge step instead of three, and (on E5M2 and INT8) the
+      // scale table only over the codes the segment's blocks can use.
       // Phase 1: the top-3 of every block (block 4t + lane / 8 of the segment, in tile t).
       // Phase 2: lanes 8g + 2t and 8g + 2t + 1 search block 4t + g (its top-3 is in their
-      // top[t]), k0 from the scale table (startCodeNear).
+      // top[t]), k0 by startCodeNear (scales computed by the lane on E4M3, else from the table).
       const uint32_t mine = (lane & 7) >> 1;
       float t3[3];
       if (kFull || ((plainHeld || segmented) && finite)) {  // uniform
@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
       if ((lane & 1) == 0 && exists) storeFine(blockFirst, kBlock);
       // Phase 3: the codes, tile by tile; each lane fetches its block's inverse scale from the
-      // searchers (one shuffle, where a code would cost a table read too).
+      // searchers (one shuffle, where a code would cost a reciprocal or a table read too).
       // NOTE: the source lane 2t of the lane's group of 8 as the shuffle's width, so that the lane
       // index is an immediate: (lane & ~7) + 2t cost an integer-ALU instruction per tile.
 #pragma unroll
