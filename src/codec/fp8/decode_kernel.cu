@@ -453,6 +453,119 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
   }
 }
 
+// ---- Plain decode into fp32 by groups. A lane's 16 values written as its own (4 float4 at a
+// stride of 64 bytes) fill half of each 32-byte sector per store; the L2 then takes every sector in
+// two writes and its input from the SMs, not DRAM, bounds the kernel. So the lanes trade codes:
+// each decodes and stores 4 groups of 4 consecutive values, group k at 128 k + 4 lane of the tile,
+// and each store of the warp writes 512 contiguous bytes. Measured
+// (bench/results/2026-11-24-s25-fp8-decode-groups, round f): decode into fp32 +48% at 64 and
+// 256 MiB (1456 -> 2158, 1633 -> 2383 GB/s queued).
+// NOTE: into bf16 and fp16 (stores half as wide) the trade lost 9%, and decode-and-accumulate
+// lost 14% with it, 5-20% with its accumulator read ahead: those keep decodePiece.
+
+constexpr uint32_t kGroupElems = 4;                  // one code word, one float4
+constexpr uint32_t kGroupStride = 32 * kGroupElems;  // from a lane's group to its next
+
+// What a lane decodes of one plain tile: its 4 groups' code words and scales.
+struct PieceGroups {
+  uint64_t tileFirst;
+  uint32_t words[4], scales[4];  // group k's
+};
+
+// A lane's scale as its groups' lanes receive it when its row is bad: no valid scale has these
+// bits (validCoarse refuses a negative coarse scale, and fine scales are positive).
+constexpr uint32_t kBadScaleBits = 0xFFFFFFFFu;
+
+// a[i] = a[(i + n) % 4] for every i, by two conditional rotations (no indexed registers).
+__device__ __forceinline__ void rotate4(uint32_t (&a)[4], uint32_t n) {
+  if (n & 1u) {
+    const uint32_t a0 = a[0];
+    a[0] = a[1], a[1] = a[2], a[2] = a[3], a[3] = a0;
+  }
+  if (n & 2u) {
+    const uint32_t a0 = a[0], a1 = a[1];
+    a[0] = a[2], a[1] = a[3], a[2] = a0, a[3] = a1;
+  }
+}
+
+// Trades the tile's codes within the warp (every lane calls it). Lane L takes, in round q, group
+// k = (q + L) % 4, which is code word L % 4 of lane 8 k + L / 4, with that lane's scale. A lane
+// whose row is bad reports it, and its 16 values are skipped (no other value depends on them).
+__device__ __forceinline__ PieceGroups tradePiece(const PieceLoad& t, uint32_t lane,
+                                                  DeviceStatus* status) {
+  uint32_t scaleBits = 0;
+  if (t.valid > 0) {
+    const float coarse = bitsToFloat(t.coarseBits);
+    if (t.flag != 0 || !validCoarse(coarse, 0)) {  // policy 0: no row may be rotated
+      atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
+      scaleBits = kBadScaleBits;
+    } else {
+      scaleBits = floatToBits(mulRn(coarse, fineScale(t.fine)));
+    }
+  }
+  // Lane M sends word (M / 8 - q) % 4 in round q: rotated by M / 8 first, that is word -q % 4.
+  uint32_t c[4] = {t.codes.x, t.codes.y, t.codes.z, t.codes.w};
+  rotate4(c, lane >> 3);
+  uint32_t words[4], scales[4];  // round q's
+#pragma unroll
+  for (uint32_t q = 0; q < 4; ++q) {
+    const uint32_t from = 8 * ((q + lane) & 3u) + (lane >> 2);
+    words[q] = __shfl_sync(kFullMask, c[(4 - q) & 3u], from);
+    scales[q] = __shfl_sync(kFullMask, scaleBits, from);
+  }
+  // Group k came in round (k - L) % 4: rotated by -L, the groups are in order, so that the
+  // warp's k-th store is one run of 128 values.
+  rotate4(words, 0u - lane);
+  rotate4(scales, 0u - lane);
+  PieceGroups g;
+  g.tileFirst = t.first - lane * kPieceElems;
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) g.words[k] = words[k], g.scales[k] = scales[k];
+  return g;
+}
+
+// Decodes and stores a lane's 4 groups of one plain tile into fp32; a group with a rare code or
+// past the end of the frame takes the general per-value path.
+__device__ __forceinline__ void decodeGroupsFp32(const PieceGroups& g, uint64_t count,
+                                                 uint32_t grid, const float* codeTable,
+                                                 float* dst, uint32_t lane) {
+  const uint32_t carry = grid == kE5M2 ? 0x04040404u : 0x01010101u;
+  const float maxFinite = dtypeMaxFinite(cclzFloat32);
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) {
+    const uint64_t e = g.tileFirst + k * kGroupStride + lane * kGroupElems;
+    if (e >= count || g.scales[k] == kBadScaleBits) continue;
+    const float s = bitsToFloat(g.scales[k]);
+    const uint32_t w = g.words[k];
+    float v[kGroupElems];
+    if (rareBytes(w, carry) != 0 || count - e < kGroupElems) {  // NaN and Inf keep their value
+#pragma unroll
+      for (uint32_t j = 0; j < kGroupElems; ++j) {
+        const uint8_t code = static_cast<uint8_t>(w >> (8 * j));
+        v[j] = isSpecialCode(code) ? specialValue(code)
+                                   : saturate(mulRn(codeTable[code], s), maxFinite);
+        if (e + j < count) dst[e + j] = v[j];
+      }
+      continue;
+    }
+    if (grid == kInt8) {  // uniform
+#pragma unroll
+      for (uint32_t j = 0; j < kGroupElems; ++j) v[j] = mulRn(codeTable[(w >> (8 * j)) & 0xFFu], s);
+    } else {
+      // NOTE: as in decodePiece, the hardware's exact conversion to fp16 pairs gives codeValue.
+#pragma unroll
+      for (uint32_t j = 0; j < kGroupElems; j += 2) {
+        const auto pair = static_cast<__nv_fp8x2_storage_t>(w >> (8 * j));
+        const float2 m = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, fp8Kind(grid))));
+        v[j] = mulRn(m.x, s), v[j + 1] = mulRn(m.y, s);
+      }
+    }
+    *reinterpret_cast<float4*>(dst + e) = make_float4(
+        saturate(v[0], maxFinite), saturate(v[1], maxFinite), saturate(v[2], maxFinite),
+        saturate(v[3], maxFinite));
+  }
+}
+
 // The plain decode: every warp takes tiles (512 values) tile, tile + warps, ... two per step.
 template <int Dtype, int Mode>
 __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l, const Params& p,
@@ -469,8 +582,21 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
     b.valid = 0;
     if (tile + warps < tiles)
       b = loadPiece(src, l, p.rowElems, invRowElems, count, tile + warps, lane);
+    if constexpr (Dtype == cclzFloat32 && Mode == kStore) {
+      // NOTE: every lane trades (shuffles); b only when loaded, a condition uniform across the
+      // warp. (Setting b for every step, in the code all dtypes share, cost bf16 7%.)
+      const PieceGroups ga = tradePiece(a, lane, status);
+      decodeGroupsFp32(ga, count, p.grid, codeTable, static_cast<float*>(dst), lane);
+      if (tile + warps < tiles) {
+        const PieceGroups gb = tradePiece(b, lane, status);
+        decodeGroupsFp32(gb, count, p.grid, codeTable, static_cast<float*>(dst), lane);
+      }
+      continue;
+    }
     // NOTE: no L2 prefetch of the accumulator here: the build that had one (and the 64-register
     // bound, new in the same round) accumulated at 1361 GB/s at 256 MiB, against 1565 before.
+    // Nor a read of it ahead of the codes: 24 warps per SM that held it lost 11% at 64 MiB
+    // (bench/results/2026-11-24-s25-fp8-decode-groups, round a).
     decodePiece<Dtype, Mode>(a, p.grid, codeTable, dst, r, status);
     decodePiece<Dtype, Mode>(b, p.grid, codeTable, dst, r, status);
   }
