@@ -346,23 +346,25 @@ std::vector<uint8_t> withByte(std::vector<uint8_t> bytes, size_t at, uint8_t val
   return bytes;
 }
 
-// Every frame of `bad` (bf16, `count` values): the host decoder rejects it, the device decoder
-// reports it (cclzCodecSynchronize) and writes nothing outside its output.
+// Every frame of `bad` (of dtype, `count` values): the host decoder rejects it, the device
+// decoder reports it (cclzCodecSynchronize) and writes nothing outside its output.
 void expectBothReject(cclzCodec_t codec, const NamedFrames& bad, size_t count,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, int dtype = cclzBfloat16) {
   auto* cs = reinterpret_cast<cclzStream_t>(stream);
+  const auto type = static_cast<cclzDataType_t>(dtype);
+  const size_t esize = elementSize(dtype);
   for (const auto& [name, bytes] : bad) {
-    std::vector<uint8_t> hostOut(2 * count);
-    EXPECT_EQ(
-        cclzDecodeHost(codec, bytes.data(), bytes.size(), hostOut.data(), count, cclzBfloat16),
-        cclzCorruptFrame)
-        << name;
-    GuardedDeviceBuffer frame(bytes.size()), out(2 * count);
+    std::vector<uint8_t> hostOut(esize * count);
+    EXPECT_EQ(cclzDecodeHost(codec, bytes.data(), bytes.size(), hostOut.data(), count, type),
+              cclzCorruptFrame)
+        << name << " / " << dtypeLabel(dtype);
+    GuardedDeviceBuffer frame(bytes.size()), out(esize * count);
     frame.upload(bytes.data(), bytes.size());
-    ASSERT_EQ(cclzDecode(codec, frame.data(), bytes.size(), out.data(), count, cclzBfloat16, cs),
+    ASSERT_EQ(cclzDecode(codec, frame.data(), bytes.size(), out.data(), count, type, cs),
               cclzSuccess);
-    EXPECT_EQ(cclzCodecSynchronize(codec, nullptr), cclzCorruptFrame) << name;
-    EXPECT_TRUE(out.guardsIntact()) << name;
+    EXPECT_EQ(cclzCodecSynchronize(codec, nullptr), cclzCorruptFrame)
+        << name << " / " << dtypeLabel(dtype);
+    EXPECT_TRUE(out.guardsIntact()) << name << " / " << dtypeLabel(dtype);
   }
 }
 
@@ -425,16 +427,22 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     *deviceOut = out.download(x.size() * esize);
     EXPECT_TRUE(out.guardsIntact());
   };
-  NamedFrames bad;
-  bad.emplace_back("coarse sign",
-                   withByte(cpu.bytes, l.coarse + 4 * 3 + 3, 0x80 | cpu.bytes[l.coarse + 15]));
-  std::vector<uint8_t> b = cpu.bytes;
-  b[l.coarse + 4 * 5 + 2] |= 0x80;
-  b[l.coarse + 4 * 5 + 3] = 0x7F;
-  bad.emplace_back("coarse Inf", b);
-  bad.emplace_back("flag under policy never", withByte(cpu.bytes, l.flags + 2, 1));
-  bad.emplace_back("flag 7", withByte(cpu.bytes, l.flags + 19, 7));
-  expectBothReject(codec.get(), bad, x.size(), stream);
+  // Bad rows in bf16 frames (decodePiece) and fp32 frames (the lanes trade codes: tradePiece).
+  for (int dtype : {int(cclzBfloat16), int(cclzFloat32)}) {
+    const std::vector<uint8_t> good =
+        dtype == cclzBfloat16 ? cpu.bytes
+                              : encodeHost(codec.get(), dtype, toDtype(x, dtype), x.size()).bytes;
+    NamedFrames bad;
+    bad.emplace_back("coarse sign",
+                     withByte(good, l.coarse + 4 * 3 + 3, 0x80 | good[l.coarse + 15]));
+    std::vector<uint8_t> b = good;
+    b[l.coarse + 4 * 5 + 2] |= 0x80;
+    b[l.coarse + 4 * 5 + 3] = 0x7F;
+    bad.emplace_back("coarse Inf", b);
+    bad.emplace_back("flag under policy never", withByte(good, l.flags + 2, 1));
+    bad.emplace_back("flag 7", withByte(good, l.flags + 19, 7));
+    expectBothReject(codec.get(), bad, x.size(), stream, dtype);
+  }
   // Valid frames of every dtype (a frame decodes only into its own dtype): every rare code in the
   // first tiles, then decoded by both.
   const uint8_t codes[] = {0x7C, 0x7D, 0x7E, 0xFC, 0xFD, 0xFE, 0x7F, 0xFF, 0x80, 0x00, 0x01, 0x81};

@@ -1,6 +1,7 @@
 // The fp8 decode and decode-and-accumulate on the device, one pass: frames without rotation or
-// smoothing (the E4M3/E5M2 default) take 16 codes per lane (decodePlain), the others one warp per
-// 256-value tile (the rotation's butterflies span the warp).
+// smoothing (the E4M3/E5M2 default) take 16 codes per lane (decodePlain; into fp32 the lanes then
+// trade them, so that each warp store writes whole L2 lines), the others one warp per 256-value
+// tile (the rotation's butterflies span the warp).
 #include <algorithm>
 
 #include "codec/fp8/device.cuh"
