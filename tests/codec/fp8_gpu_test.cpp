@@ -347,7 +347,8 @@ std::vector<uint8_t> withByte(std::vector<uint8_t> bytes, size_t at, uint8_t val
 }
 
 // Every frame of `bad` (of dtype, `count` values): the host decoder rejects it, the device
-// decoder reports it (cclzCodecSynchronize) and writes nothing outside its output.
+// decoder reports it (cclzCodecSynchronize) and writes nothing outside its output; so do both
+// decode-and-accumulates.
 void expectBothReject(cclzCodec_t codec, const NamedFrames& bad, size_t count,
                       cudaStream_t stream, int dtype = cclzBfloat16) {
   auto* cs = reinterpret_cast<cclzStream_t>(stream);
@@ -365,6 +366,19 @@ void expectBothReject(cclzCodec_t codec, const NamedFrames& bad, size_t count,
     EXPECT_EQ(cclzCodecSynchronize(codec, nullptr), cclzCorruptFrame)
         << name << " / " << dtypeLabel(dtype);
     EXPECT_TRUE(out.guardsIntact()) << name << " / " << dtypeLabel(dtype);
+    std::vector<float> hostAcc(count, 1.0f);
+    EXPECT_EQ(cclzDecodeAccumulateHost(codec, bytes.data(), bytes.size(), hostAcc.data(), count,
+                                       type),
+              cclzCorruptFrame)
+        << name << " / " << dtypeLabel(dtype) << " / accumulate";
+    GuardedDeviceBuffer acc(4 * count);
+    acc.upload(hostAcc.data(), 4 * count);
+    ASSERT_EQ(cclzDecodeAccumulate(codec, frame.data(), bytes.size(),
+                                   reinterpret_cast<float*>(acc.data()), count, type, cs),
+              cclzSuccess);
+    EXPECT_EQ(cclzCodecSynchronize(codec, nullptr), cclzCorruptFrame)
+        << name << " / " << dtypeLabel(dtype) << " / accumulate";
+    EXPECT_TRUE(acc.guardsIntact()) << name << " / " << dtypeLabel(dtype) << " / accumulate";
   }
 }
 
@@ -455,6 +469,25 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     ASSERT_EQ(host, cclzSuccess) << dtypeLabel(dtype);
     EXPECT_EQ(device, cclzSuccess) << dtypeLabel(dtype);
     expectSameBytes(deviceOut, hostOut, std::string("rare codes, ") + dtypeLabel(dtype));
+    // Decode-and-accumulate takes its own path through whole tiles (accumulateTileGroups).
+    const auto type = static_cast<cclzDataType_t>(dtype);
+    std::vector<float> hostAcc(x.size());
+    for (size_t i = 0; i < x.size(); ++i) hostAcc[i] = 0.25f * float(i % 7) - 0.5f;
+    GuardedDeviceBuffer frame(rare.size()), acc(4 * x.size());
+    frame.upload(rare.data(), rare.size());
+    acc.upload(hostAcc.data(), 4 * x.size());
+    ASSERT_EQ(cclzDecodeAccumulateHost(codec.get(), rare.data(), rare.size(), hostAcc.data(),
+                                       x.size(), type),
+              cclzSuccess);
+    ASSERT_EQ(cclzDecodeAccumulate(codec.get(), frame.data(), rare.size(),
+                                   reinterpret_cast<float*>(acc.data()), x.size(), type, cs),
+              cclzSuccess);
+    EXPECT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess) << dtypeLabel(dtype);
+    std::vector<uint8_t> hostAccBytes(4 * x.size());
+    std::memcpy(hostAccBytes.data(), hostAcc.data(), hostAccBytes.size());
+    expectSameBytes(acc.download(4 * x.size()), hostAccBytes,
+                    std::string("rare codes, accumulate, ") + dtypeLabel(dtype));
+    EXPECT_TRUE(acc.guardsIntact());
   }
   cudaStreamDestroy(stream);
 }

@@ -1,7 +1,8 @@
-// The fp8 decode and decode-and-accumulate on the device, one pass: frames without rotation or
-// smoothing (the E4M3/E5M2 default) take 16 codes per lane (decodePlain; into fp32 the lanes then
-// trade them, so that each warp store writes whole L2 lines), the others one warp per 256-value
-// tile (the rotation's butterflies span the warp).
+// The fp8 decode and decode-and-accumulate on the device, one pass. Frames without rotation or
+// smoothing (the E4M3/E5M2 default) take 512-value tiles a warp (decodePlain): 16 consecutive
+// codes a lane, except where each warp store must write whole L2 lines to be fast (the decode into
+// fp32 trades codes between lanes; decode-and-accumulate loads 4 groups a lane). The others take
+// one warp per 256-value tile (the rotation's butterflies span the warp).
 #include <algorithm>
 
 #include "codec/fp8/device.cuh"
@@ -461,8 +462,9 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 // and each store of the warp writes 512 contiguous bytes. Measured
 // (bench/results/2026-11-24-s25-fp8-decode-groups, round f): decode into fp32 +48% at 64 and
 // 256 MiB (1456 -> 2158, 1633 -> 2383 GB/s queued).
-// NOTE: into bf16 and fp16 (stores half as wide) the trade lost 9%, and decode-and-accumulate
-// lost 14% with it, 5-20% with its accumulator read ahead: those keep decodePiece.
+// NOTE: into bf16 and fp16 (stores half as wide) the trade lost 9%: those keep decodePiece.
+// Decode-and-accumulate lost 14% with it (its 4 accumulator reads waited on the shuffles), 5-20%
+// with them read ahead (16 more registers): it loads by groups instead (accumulateTileGroups).
 
 constexpr uint32_t kGroupElems = 4;                  // one code word, one float4
 constexpr uint32_t kGroupStride = 32 * kGroupElems;  // from a lane's group to its next
@@ -567,6 +569,106 @@ __device__ __forceinline__ void decodeGroupsFp32(const PieceGroups& g, uint64_t 
   }
 }
 
+// ---- Plain decode-and-accumulate by groups, for the same reason: the lane layout's read-modify-
+// write fills half of each 32-byte sector per store, and the L2's write input bounds it. Here a
+// lane loads its 4 groups' code words itself (each warp load 128 contiguous bytes) and the
+// accumulator's 4 float4 with them, all before any value is decoded; only the scales are shared,
+// by 4 shuffles (lane L computes block L % 8's; groups take theirs from lanes 0-7). Every load is
+// issued before the first wait, so a lane waits once per tile, not once per group. Measured
+// (bench/results/2026-11-24-s26-fp8-accumulate-groups), GB/s of fp32 accumulator, queued: bf16
+// frames 1487 -> 1665 at 64 MiB, 1638 -> 1772 at 256 MiB; fp32 frames 1359 -> 1566, 1610 -> 1747.
+// NOTE: the fused steps of a reduce-scatter (kReduce) keep decodePiece: no benchmark on one GPU
+// times them apart from the collective.
+
+// A decoded value as the frame's dtype would store it, back in fp32: what decode-and-accumulate
+// adds (decode then add, bit for bit).
+template <int Dtype>
+__device__ __forceinline__ float asStored(float v) {
+  if constexpr (Dtype == cclzFloat32) {
+    return v;
+  } else {
+    uint16_t bits;
+    storeFromFloat(&bits, Dtype, 0, v);
+    return unpackHalfWord<Dtype>(bits);
+  }
+}
+
+// acc[tile's value e] += decoded value e for one whole plain tile (every lane calls it; the tile
+// lies inside the frame). A group of a bad row is reported and skipped, as decodePiece skips it.
+template <int Dtype>
+__device__ __forceinline__ void accumulateTileGroups(const uint8_t* src, const Layout& l,
+                                                     uint32_t rowElems, double invRowElems,
+                                                     uint32_t grid, const float* codeTable,
+                                                     uint64_t tile, float* acc, uint32_t lane,
+                                                     DeviceStatus* status) {
+  const uint64_t tileFirst = tile * kPlainTileElems;
+  float4 sums[4];
+  uint32_t words[4];
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) {
+    const uint64_t e = tileFirst + k * kGroupStride + lane * kGroupElems;
+    sums[k] = *reinterpret_cast<const float4*>(acc + e);
+    words[k] = __ldg(reinterpret_cast<const uint32_t*>(src + l.codes + e));
+  }
+  // Block lane % 8 of the tile (a block lies in one row: rows are multiples of 64 values).
+  const uint64_t blockFirst = tileFirst + (lane & 7u) * kBlockElems;
+  const uint64_t row = rowOf(blockFirst, rowElems, invRowElems);
+  const float coarse = bitsToFloat(__ldg(reinterpret_cast<const unsigned int*>(src + l.coarse) + row));
+  const uint8_t flag = __ldg(src + l.flags + row);
+  const uint8_t fine = __ldg(src + l.fine + blockFirst / kBlockElems);
+  uint32_t scaleBits;
+  if (flag != 0 || !validCoarse(coarse, 0)) {  // policy 0: no row may be rotated
+    if (lane < 8) atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
+    scaleBits = kBadScaleBits;
+  } else {
+    scaleBits = floatToBits(mulRn(coarse, fineScale(fine)));
+  }
+  const uint32_t carry = grid == kE5M2 ? 0x04040404u : 0x01010101u;
+  const float maxFinite = dtypeMaxFinite(Dtype);
+#pragma unroll
+  for (uint32_t k = 0; k < 4; ++k) {
+    // Group k starts at value 128 k + 4 lane of the tile: block 2 k + lane / 16.
+    const uint32_t bits = __shfl_sync(kFullMask, scaleBits, 2 * k + (lane >> 4));
+    if (bits == kBadScaleBits) continue;
+    const float s = bitsToFloat(bits);
+    const uint32_t w = words[k];
+    float v[kGroupElems];
+    if (rareBytes(w, carry) != 0) {  // NaN and Inf keep their value
+#pragma unroll
+      for (uint32_t j = 0; j < kGroupElems; ++j) {
+        const uint8_t code = static_cast<uint8_t>(w >> (8 * j));
+        v[j] = asStored<Dtype>(isSpecialCode(code) ? specialValue(code)
+                                                   : saturate(mulRn(codeTable[code], s), maxFinite));
+      }
+    } else {
+      if (grid == kInt8) {  // uniform
+#pragma unroll
+        for (uint32_t j = 0; j < kGroupElems; ++j) v[j] = mulRn(codeTable[(w >> (8 * j)) & 0xFFu], s);
+      } else {  // as in decodePiece: the hardware's exact conversion to fp16 pairs gives codeValue
+#pragma unroll
+        for (uint32_t j = 0; j < kGroupElems; j += 2) {
+          const auto pair = static_cast<__nv_fp8x2_storage_t>(w >> (8 * j));
+          const float2 m = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, fp8Kind(grid))));
+          v[j] = mulRn(m.x, s), v[j + 1] = mulRn(m.y, s);
+        }
+      }
+#pragma unroll
+      for (uint32_t j = 0; j < kGroupElems; j += 2) {
+        if constexpr (Dtype == cclzFloat32) {
+          v[j] = saturate(v[j], maxFinite), v[j + 1] = saturate(v[j + 1], maxFinite);
+        } else {
+          const uint32_t pair = packSaturated2<Dtype>(v[j], v[j + 1]);
+          v[j] = unpackHalfWord<Dtype>(pair & 0xFFFFu), v[j + 1] = unpackHalfWord<Dtype>(pair >> 16);
+        }
+      }
+    }
+    float4 a = sums[k];
+    a.x = accumulateRn(a.x, v[0]), a.y = accumulateRn(a.y, v[1]);
+    a.z = accumulateRn(a.z, v[2]), a.w = accumulateRn(a.w, v[3]);
+    *reinterpret_cast<float4*>(acc + tileFirst + k * kGroupStride + lane * kGroupElems) = a;
+  }
+}
+
 // The plain decode: every warp takes tiles (512 values) tile, tile + warps, ... two per step.
 template <int Dtype, int Mode>
 __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l, const Params& p,
@@ -578,6 +680,20 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        tile < tiles; tile += 2 * warps) {
+    if constexpr (Mode == kAccumulate) {
+      // One tile at a time: its loads are all in flight together (accumulateTileGroups). The
+      // frame's last tile, when it is short, takes the lanes' path.
+#pragma unroll 1
+      for (uint64_t t = tile; t < tiles && t < tile + 2 * warps; t += warps) {
+        if ((t + 1) * kPlainTileElems <= count)
+          accumulateTileGroups<Dtype>(src, l, p.rowElems, invRowElems, p.grid, codeTable, t,
+                                      r.acc, lane, status);
+        else
+          decodePiece<Dtype, Mode>(loadPiece(src, l, p.rowElems, invRowElems, count, t, lane),
+                                   p.grid, codeTable, dst, r, status);
+      }
+      continue;
+    }
     const PieceLoad a = loadPiece(src, l, p.rowElems, invRowElems, count, tile, lane);
     PieceLoad b;
     b.valid = 0;
@@ -594,10 +710,6 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
       }
       continue;
     }
-    // NOTE: no L2 prefetch of the accumulator here: the build that had one (and the 64-register
-    // bound, new in the same round) accumulated at 1361 GB/s at 256 MiB, against 1565 before.
-    // Nor a read of it ahead of the codes: 24 warps per SM that held it lost 11% at 64 MiB
-    // (bench/results/2026-11-24-s25-fp8-decode-groups, round a).
     decodePiece<Dtype, Mode>(a, p.grid, codeTable, dst, r, status);
     decodePiece<Dtype, Mode>(b, p.grid, codeTable, dst, r, status);
   }
@@ -664,15 +776,18 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
 }
 
 // The decode's grid: two plain tiles a warp (the general path's loop takes whatever grid it
-// gets). A plain decode (kStore) into bf16 or fp16 takes at most the blocks that are resident at
-// once, and its warps loop: every block checks the header and builds its code table before it
-// decodes, and at one step per warp that preamble was most of a block's time. Measured
+// gets). A plain decode (kStore) takes at most the blocks that are resident at once, and its warps
+// loop: every block checks the header and builds its code table before it decodes, and at one
+// step per warp that preamble was most of a block's time. Measured
 // (bench/results/2026-11-23-s12-fp8-grid-h200), 256 MiB: bf16 1702 -> 2320 GB/s, fp16 1702 ->
-// 2314, INT8 716 -> 874. Into fp32 (twice the bytes written) it measured slower (1601 -> 1410), as
-// did decode-and-accumulate (1632 -> 1362): those keep the full grid.
-unsigned decodeGrid(int mode, int dtype, uint64_t count) {
+// 2314, INT8 716 -> 874. Into fp32 it measured slower then (1601 -> 1410), with each lane storing
+// its own values; since its stores are whole lines (decodeGroupsFp32) it gains too: 2159 -> 2388
+// at 64 MiB, 2383 -> 2751 at 256 MiB (bench/results/2026-11-24-s26-fp8-accumulate-groups, b).
+// Decode-and-accumulate keeps the full grid: the resident one measured the same with its whole-
+// line stores (round a there), slower before them (1632 -> 1362).
+unsigned decodeGrid(int mode, uint64_t count) {
   const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
-  if (mode != kStore || dtype == cclzFloat32) return blocks;
+  if (mode != kStore) return blocks;
   return std::min(blocks, static_cast<unsigned>(kDecodeBlocksPerSM * multiprocessorCount()));
 }
 
@@ -682,7 +797,7 @@ void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t cou
                   const ReduceStep* reduce, DeviceStatus* status, cudaStream_t stream) {
   const ReduceStep r = reduce ? *reduce : ReduceStep{};
   const int mode = !reduce ? kStore : (r.fromZero || r.store) ? kReduce : kAccumulate;
-  const unsigned blocks = decodeGrid(mode, dtype, count);
+  const unsigned blocks = decodeGrid(mode, count);
   const bool programmatic = programmaticLaunchSupported();
 #define CCLZ_FP8_DECODE(DT, MODE)                                                           \
   launchFp8Kernel(decodeKernel<DT, MODE>, blocks, stream, programmatic, src, srcBytes, count, \
