@@ -441,7 +441,7 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     *deviceOut = out.download(x.size() * esize);
     EXPECT_TRUE(out.guardsIntact());
   };
-  // Bad rows in bf16 frames (decodePiece) and fp32 frames (the lanes trade codes: tradePiece).
+  // Bad rows in bf16 frames (decodePiece) and fp32 frames (decodeTileGroups: by groups).
   for (int dtype : {int(cclzBfloat16), int(cclzFloat32)}) {
     const std::vector<uint8_t> good =
         dtype == cclzBfloat16 ? cpu.bytes
@@ -469,7 +469,7 @@ TEST(Fp8GpuCorrupt, PlainFramesAreCheckedAndRareCodesDecodeAsTheHost) {
     ASSERT_EQ(host, cclzSuccess) << dtypeLabel(dtype);
     EXPECT_EQ(device, cclzSuccess) << dtypeLabel(dtype);
     expectSameBytes(deviceOut, hostOut, std::string("rare codes, ") + dtypeLabel(dtype));
-    // Decode-and-accumulate takes its own path through whole tiles (accumulateTileGroups).
+    // Decode-and-accumulate takes its own path through whole tiles (decodeTileGroups).
     const auto type = static_cast<cclzDataType_t>(dtype);
     std::vector<float> hostAcc(x.size());
     for (size_t i = 0; i < x.size(); ++i) hostAcc[i] = 0.25f * float(i % 7) - 0.5f;

@@ -1,8 +1,8 @@
 // The fp8 decode and decode-and-accumulate on the device, one pass. Frames without rotation or
 // smoothing (the E4M3/E5M2 default) take 512-value tiles a warp (decodePlain): 16 consecutive
-// codes a lane, except where each warp store must write whole L2 lines to be fast (the decode into
-// fp32 trades codes between lanes; decode-and-accumulate loads 4 groups a lane). The others take
-// one warp per 256-value tile (the rotation's butterflies span the warp).
+// codes a lane into bf16 and fp16; into fp32 and for decode-and-accumulate 4 groups of 4 a lane,
+// so that each warp store writes whole L2 lines (decodeTileGroups). The others take one warp per
+// 256-value tile (the rotation's butterflies span the warp).
 #include <algorithm>
 
 #include "codec/fp8/device.cuh"
@@ -455,130 +455,28 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
   }
 }
 
-// ---- Plain decode into fp32 by groups. A lane's 16 values written as its own (4 float4 at a
-// stride of 64 bytes) fill half of each 32-byte sector per store; the L2 then takes every sector in
-// two writes and its input from the SMs, not DRAM, bounds the kernel. So the lanes trade codes:
-// each decodes and stores 4 groups of 4 consecutive values, group k at 128 k + 4 lane of the tile,
-// and each store of the warp writes 512 contiguous bytes. Measured
-// (bench/results/2026-11-24-s25-fp8-decode-groups, round f): decode into fp32 +48% at 64 and
-// 256 MiB (1456 -> 2158, 1633 -> 2383 GB/s queued).
-// NOTE: into bf16 and fp16 (stores half as wide) the trade lost 9%: those keep decodePiece.
-// Decode-and-accumulate lost 14% with it (its 4 accumulator reads waited on the shuffles), 5-20%
-// with them read ahead (16 more registers): it loads by groups instead (accumulateTileGroups).
+// ---- Plain decode into fp32 and decode-and-accumulate, by groups. A lane that writes its own 16
+// values (4 float4 at a stride of 64 bytes) fills half of each 32-byte sector per warp store; the
+// L2 then takes every sector in two writes, and its input from the SMs, not DRAM, bounds the
+// kernel (bench/results/2026-11-24-s25-fp8-decode-groups). So here a lane takes 4 groups of 4
+// consecutive values, group k at 128 k + 4 lane of the tile: each warp load of codes reads 128
+// contiguous bytes and each store of the warp writes 512. A lane loads its groups' code words (and
+// the accumulator's float4) itself, all before any value is decoded, and waits once per tile; only
+// the scales are shared, by 4 shuffles (lane L computes block L % 8's; groups take theirs from
+// lanes 0-7). Measured, GB/s of fp32 output, queued (bench/results/2026-11-24-s26-fp8-accumulate-
+// groups): decode-and-accumulate of bf16 frames 1490 -> 1661 at 64 MiB, 1639 -> 1772 at 256 MiB;
+// decode into fp32 (on the resident grid, decodeGrid) 2149 -> 2437, 2381 -> 2820.
+// NOTE: into bf16 and fp16 (8-byte stores) groups lost 8% (round c there), and lanes that traded
+// codes by shuffles 9%: those keep decodePiece. The trade served fp32 before (session 25); loads
+// by groups measured 2% faster (round c). The fused steps of a reduce-scatter (kReduce) keep
+// decodePiece too: no benchmark on one GPU times them apart from the collective.
 
 constexpr uint32_t kGroupElems = 4;                  // one code word, one float4
 constexpr uint32_t kGroupStride = 32 * kGroupElems;  // from a lane's group to its next
 
-// What a lane decodes of one plain tile: its 4 groups' code words and scales.
-struct PieceGroups {
-  uint64_t tileFirst;
-  uint32_t words[4], scales[4];  // group k's
-};
-
 // A lane's scale as its groups' lanes receive it when its row is bad: no valid scale has these
 // bits (validCoarse refuses a negative coarse scale, and fine scales are positive).
 constexpr uint32_t kBadScaleBits = 0xFFFFFFFFu;
-
-// a[i] = a[(i + n) % 4] for every i, by two conditional rotations (no indexed registers).
-__device__ __forceinline__ void rotate4(uint32_t (&a)[4], uint32_t n) {
-  if (n & 1u) {
-    const uint32_t a0 = a[0];
-    a[0] = a[1], a[1] = a[2], a[2] = a[3], a[3] = a0;
-  }
-  if (n & 2u) {
-    const uint32_t a0 = a[0], a1 = a[1];
-    a[0] = a[2], a[1] = a[3], a[2] = a0, a[3] = a1;
-  }
-}
-
-// Trades the tile's codes within the warp (every lane calls it). Lane L takes, in round q, group
-// k = (q + L) % 4, which is code word L % 4 of lane 8 k + L / 4, with that lane's scale. A lane
-// whose row is bad reports it, and its 16 values are skipped (no other value depends on them).
-__device__ __forceinline__ PieceGroups tradePiece(const PieceLoad& t, uint32_t lane,
-                                                  DeviceStatus* status) {
-  uint32_t scaleBits = 0;
-  if (t.valid > 0) {
-    const float coarse = bitsToFloat(t.coarseBits);
-    if (t.flag != 0 || !validCoarse(coarse, 0)) {  // policy 0: no row may be rotated
-      atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
-      scaleBits = kBadScaleBits;
-    } else {
-      scaleBits = floatToBits(mulRn(coarse, fineScale(t.fine)));
-    }
-  }
-  // Lane M sends word (M / 8 - q) % 4 in round q: rotated by M / 8 first, that is word -q % 4.
-  uint32_t c[4] = {t.codes.x, t.codes.y, t.codes.z, t.codes.w};
-  rotate4(c, lane >> 3);
-  uint32_t words[4], scales[4];  // round q's
-#pragma unroll
-  for (uint32_t q = 0; q < 4; ++q) {
-    const uint32_t from = 8 * ((q + lane) & 3u) + (lane >> 2);
-    words[q] = __shfl_sync(kFullMask, c[(4 - q) & 3u], from);
-    scales[q] = __shfl_sync(kFullMask, scaleBits, from);
-  }
-  // Group k came in round (k - L) % 4: rotated by -L, the groups are in order, so that the
-  // warp's k-th store is one run of 128 values.
-  rotate4(words, 0u - lane);
-  rotate4(scales, 0u - lane);
-  PieceGroups g;
-  g.tileFirst = t.first - lane * kPieceElems;
-#pragma unroll
-  for (uint32_t k = 0; k < 4; ++k) g.words[k] = words[k], g.scales[k] = scales[k];
-  return g;
-}
-
-// Decodes and stores a lane's 4 groups of one plain tile into fp32; a group with a rare code or
-// past the end of the frame takes the general per-value path.
-__device__ __forceinline__ void decodeGroupsFp32(const PieceGroups& g, uint64_t count,
-                                                 uint32_t grid, const float* codeTable,
-                                                 float* dst, uint32_t lane) {
-  const uint32_t carry = grid == kE5M2 ? 0x04040404u : 0x01010101u;
-  const float maxFinite = dtypeMaxFinite(cclzFloat32);
-#pragma unroll
-  for (uint32_t k = 0; k < 4; ++k) {
-    const uint64_t e = g.tileFirst + k * kGroupStride + lane * kGroupElems;
-    if (e >= count || g.scales[k] == kBadScaleBits) continue;
-    const float s = bitsToFloat(g.scales[k]);
-    const uint32_t w = g.words[k];
-    float v[kGroupElems];
-    if (rareBytes(w, carry) != 0 || count - e < kGroupElems) {  // NaN and Inf keep their value
-#pragma unroll
-      for (uint32_t j = 0; j < kGroupElems; ++j) {
-        const uint8_t code = static_cast<uint8_t>(w >> (8 * j));
-        v[j] = isSpecialCode(code) ? specialValue(code)
-                                   : saturate(mulRn(codeTable[code], s), maxFinite);
-        if (e + j < count) dst[e + j] = v[j];
-      }
-      continue;
-    }
-    if (grid == kInt8) {  // uniform
-#pragma unroll
-      for (uint32_t j = 0; j < kGroupElems; ++j) v[j] = mulRn(codeTable[(w >> (8 * j)) & 0xFFu], s);
-    } else {
-      // NOTE: as in decodePiece, the hardware's exact conversion to fp16 pairs gives codeValue.
-#pragma unroll
-      for (uint32_t j = 0; j < kGroupElems; j += 2) {
-        const auto pair = static_cast<__nv_fp8x2_storage_t>(w >> (8 * j));
-        const float2 m = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, fp8Kind(grid))));
-        v[j] = mulRn(m.x, s), v[j + 1] = mulRn(m.y, s);
-      }
-    }
-    *reinterpret_cast<float4*>(dst + e) = make_float4(
-        saturate(v[0], maxFinite), saturate(v[1], maxFinite), saturate(v[2], maxFinite),
-        saturate(v[3], maxFinite));
-  }
-}
-
-// ---- Plain decode-and-accumulate by groups, for the same reason: the lane layout's read-modify-
-// write fills half of each 32-byte sector per store, and the L2's write input bounds it. Here a
-// lane loads its 4 groups' code words itself (each warp load 128 contiguous bytes) and the
-// accumulator's 4 float4 with them, all before any value is decoded; only the scales are shared,
-// by 4 shuffles (lane L computes block L % 8's; groups take theirs from lanes 0-7). Every load is
-// issued before the first wait, so a lane waits once per tile, not once per group. Measured
-// (bench/results/2026-11-24-s26-fp8-accumulate-groups), GB/s of fp32 accumulator, queued: bf16
-// frames 1487 -> 1665 at 64 MiB, 1638 -> 1772 at 256 MiB; fp32 frames 1359 -> 1566, 1610 -> 1747.
-// NOTE: the fused steps of a reduce-scatter (kReduce) keep decodePiece: no benchmark on one GPU
-// times them apart from the collective.
 
 // A decoded value as the frame's dtype would store it, back in fp32: what decode-and-accumulate
 // adds (decode then add, bit for bit).
@@ -593,21 +491,23 @@ __device__ __forceinline__ float asStored(float v) {
   }
 }
 
-// acc[tile's value e] += decoded value e for one whole plain tile (every lane calls it; the tile
-// lies inside the frame). A group of a bad row is reported and skipped, as decodePiece skips it.
-template <int Dtype>
-__device__ __forceinline__ void accumulateTileGroups(const uint8_t* src, const Layout& l,
-                                                     uint32_t rowElems, double invRowElems,
-                                                     uint32_t grid, const float* codeTable,
-                                                     uint64_t tile, float* acc, uint32_t lane,
-                                                     DeviceStatus* status) {
+// One whole plain tile (every lane calls it; the tile lies inside the frame): out[e] = decoded
+// value e (kStore, fp32 frames) or out[e] += it (kAccumulate, out the accumulator). A group of a
+// bad row is reported and skipped, as decodePiece skips its piece.
+template <int Dtype, int Mode>
+__device__ __forceinline__ void decodeTileGroups(const uint8_t* src, const Layout& l,
+                                                 uint32_t rowElems, double invRowElems,
+                                                 uint32_t grid, const float* codeTable,
+                                                 uint64_t tile, float* out, uint32_t lane,
+                                                 DeviceStatus* status) {
+  static_assert(Mode == kAccumulate || (Mode == kStore && Dtype == cclzFloat32));
   const uint64_t tileFirst = tile * kPlainTileElems;
   float4 sums[4];
   uint32_t words[4];
 #pragma unroll
   for (uint32_t k = 0; k < 4; ++k) {
     const uint64_t e = tileFirst + k * kGroupStride + lane * kGroupElems;
-    sums[k] = *reinterpret_cast<const float4*>(acc + e);
+    if constexpr (Mode == kAccumulate) sums[k] = *reinterpret_cast<const float4*>(out + e);
     words[k] = __ldg(reinterpret_cast<const uint32_t*>(src + l.codes + e));
   }
   // Block lane % 8 of the tile (a block lies in one row: rows are multiples of 64 values).
@@ -632,7 +532,7 @@ __device__ __forceinline__ void accumulateTileGroups(const uint8_t* src, const L
     if (bits == kBadScaleBits) continue;
     const float s = bitsToFloat(bits);
     const uint32_t w = words[k];
-    float v[kGroupElems];
+    float v[kGroupElems];  // as decode stores them, in fp32
     if (rareBytes(w, carry) != 0) {  // NaN and Inf keep their value
 #pragma unroll
       for (uint32_t j = 0; j < kGroupElems; ++j) {
@@ -644,7 +544,8 @@ __device__ __forceinline__ void accumulateTileGroups(const uint8_t* src, const L
       if (grid == kInt8) {  // uniform
 #pragma unroll
         for (uint32_t j = 0; j < kGroupElems; ++j) v[j] = mulRn(codeTable[(w >> (8 * j)) & 0xFFu], s);
-      } else {  // as in decodePiece: the hardware's exact conversion to fp16 pairs gives codeValue
+      } else {
+        // NOTE: as in decodePiece, the hardware's exact conversion to fp16 pairs gives codeValue.
 #pragma unroll
         for (uint32_t j = 0; j < kGroupElems; j += 2) {
           const auto pair = static_cast<__nv_fp8x2_storage_t>(w >> (8 * j));
@@ -662,10 +563,13 @@ __device__ __forceinline__ void accumulateTileGroups(const uint8_t* src, const L
         }
       }
     }
-    float4 a = sums[k];
-    a.x = accumulateRn(a.x, v[0]), a.y = accumulateRn(a.y, v[1]);
-    a.z = accumulateRn(a.z, v[2]), a.w = accumulateRn(a.w, v[3]);
-    *reinterpret_cast<float4*>(acc + tileFirst + k * kGroupStride + lane * kGroupElems) = a;
+    float4 a = make_float4(v[0], v[1], v[2], v[3]);
+    if constexpr (Mode == kAccumulate) {
+      a = sums[k];
+      a.x = accumulateRn(a.x, v[0]), a.y = accumulateRn(a.y, v[1]);
+      a.z = accumulateRn(a.z, v[2]), a.w = accumulateRn(a.w, v[3]);
+    }
+    *reinterpret_cast<float4*>(out + tileFirst + k * kGroupStride + lane * kGroupElems) = a;
   }
 }
 
@@ -680,14 +584,15 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        tile < tiles; tile += 2 * warps) {
-    if constexpr (Mode == kAccumulate) {
-      // One tile at a time: its loads are all in flight together (accumulateTileGroups). The
-      // frame's last tile, when it is short, takes the lanes' path.
+    if constexpr (Mode == kAccumulate || (Mode == kStore && Dtype == cclzFloat32)) {
+      // By groups, one tile at a time: its loads are all in flight together. The frame's last
+      // tile, when it is short, takes the lanes' path.
+      float* out = Mode == kAccumulate ? r.acc : static_cast<float*>(dst);
 #pragma unroll 1
       for (uint64_t t = tile; t < tiles && t < tile + 2 * warps; t += warps) {
         if ((t + 1) * kPlainTileElems <= count)
-          accumulateTileGroups<Dtype>(src, l, p.rowElems, invRowElems, p.grid, codeTable, t,
-                                      r.acc, lane, status);
+          decodeTileGroups<Dtype, Mode>(src, l, p.rowElems, invRowElems, p.grid, codeTable, t,
+                                        out, lane, status);
         else
           decodePiece<Dtype, Mode>(loadPiece(src, l, p.rowElems, invRowElems, count, t, lane),
                                    p.grid, codeTable, dst, r, status);
@@ -699,17 +604,6 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
     b.valid = 0;
     if (tile + warps < tiles)
       b = loadPiece(src, l, p.rowElems, invRowElems, count, tile + warps, lane);
-    if constexpr (Dtype == cclzFloat32 && Mode == kStore) {
-      // NOTE: every lane trades (shuffles); b only when loaded, a condition uniform across the
-      // warp. (Setting b for every step, in the code all dtypes share, cost bf16 7%.)
-      const PieceGroups ga = tradePiece(a, lane, status);
-      decodeGroupsFp32(ga, count, p.grid, codeTable, static_cast<float*>(dst), lane);
-      if (tile + warps < tiles) {
-        const PieceGroups gb = tradePiece(b, lane, status);
-        decodeGroupsFp32(gb, count, p.grid, codeTable, static_cast<float*>(dst), lane);
-      }
-      continue;
-    }
     decodePiece<Dtype, Mode>(a, p.grid, codeTable, dst, r, status);
     decodePiece<Dtype, Mode>(b, p.grid, codeTable, dst, r, status);
   }
@@ -781,7 +675,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
 // step per warp that preamble was most of a block's time. Measured
 // (bench/results/2026-11-23-s12-fp8-grid-h200), 256 MiB: bf16 1702 -> 2320 GB/s, fp16 1702 ->
 // 2314, INT8 716 -> 874. Into fp32 it measured slower then (1601 -> 1410), with each lane storing
-// its own values; since its stores are whole lines (decodeGroupsFp32) it gains too: 2159 -> 2388
+// its own values; since its stores are whole lines (decodeTileGroups) it gains too: 2159 -> 2388
 // at 64 MiB, 2383 -> 2751 at 256 MiB (bench/results/2026-11-24-s26-fp8-accumulate-groups, b).
 // Decode-and-accumulate keeps the full grid: the resident one measured the same with its whole-
 // line stores (round a there), slower before them (1632 -> 1362).
