@@ -464,8 +464,9 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 // the accumulator's float4) itself, all before any value is decoded, and waits once per tile; only
 // the scales are shared, by 4 shuffles (lane L computes block L % 8's; groups take theirs from
 // lanes 0-7). Measured, GB/s of fp32 output, queued (bench/results/2026-11-24-s26-fp8-accumulate-
-// groups): decode-and-accumulate of bf16 frames 1490 -> 1661 at 64 MiB, 1639 -> 1772 at 256 MiB;
-// decode into fp32 (on the resident grid, decodeGrid) 2149 -> 2437, 2381 -> 2820.
+// groups, round f, with decodeGeneral apart): decode-and-accumulate of bf16 frames 1493 -> 1705 at
+// 64 MiB, 1637 -> 1816 at 256 MiB; decode into fp32 (on the resident grid, decodeGrid) 2144 ->
+// 2446, 2370 -> 2800.
 // NOTE: into bf16 and fp16 (8-byte stores) groups lost 8% (round c there), and lanes that traded
 // codes by shuffles 9%: those keep decodePiece. The trade served fp32 before (session 25); loads
 // by groups measured 2% faster (round c). The fused steps of a reduce-scatter (kReduce) keep
@@ -609,10 +610,44 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
   }
 }
 
+// The block's value table of the frame's grid, built by decodeKernel. At namespace scope so that
+// decodeGeneral, a function of its own, reads it from shared memory by name (a pointer passed to a
+// call would be generic: slower loads).
+__shared__ float sharedCodeTable[256];
+
+// The general decode (rotated or smoothed frames: INT8's default): every warp takes 256-value
+// tiles, two per step, loaded together.
+// NOTE: not inlined, so that ptxas allocates its registers apart from decodePlain's. Inlined, the
+// plain loops' registers made it spill 72 bytes (INT8 decode-and-accumulate -3%); apart, the
+// plain decode-and-accumulate gained 3% too (bench/results/2026-11-24-s26-fp8-accumulate-groups,
+// round f). decodePlain not inlined instead cost bf16 decode 1-2% (round e).
+template <int Dtype, int Mode>
+__device__ __noinline__ void decodeGeneral(const uint8_t* src, const Layout l, const Params p,
+                                           uint64_t count, void* dst, const ReduceStep r,
+                                           DeviceStatus* status) {
+  const float* codeTable = sharedCodeTable;
+  const bool smoothed = p.smoothApplied != 0;
+  const double invRowElems = 1.0 / p.rowElems;
+  const uint32_t lane = threadIdx.x & 31;
+  const uint64_t tiles = (count + kTileElems - 1) / kTileElems;
+  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
+  for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       tile < tiles; tile += 2 * warps) {
+    const bool second = tile + warps < tiles;  // uniform across the warp
+    const TileLoad a = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile, lane);
+    TileLoad b;
+    if (second)
+      b = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile + warps, lane);
+    decodeTile<Dtype, Mode>(a, p, count, codeTable, dst, r, lane, status);
+    if (second) decodeTile<Dtype, Mode>(b, p, count, codeTable, dst, r, lane, status);
+  }
+}
+
 // Decodes into dst (dtype; Mode kStore) or takes one step of a sum (r; kAccumulate, kReduce).
 // Every block checks the header before it reads the payload and builds the value table of the
 // frame's grid (one entry per code; the special codes' entries are overwritten per value). A
-// tile whose side data or codes fail validation is reported and skipped. Each warp takes two tiles per step, loaded together.
+// tile whose side data or codes fail validation is reported and skipped. Plain frames take
+// decodePlain, the others decodeGeneral.
 template <int Dtype, int Mode>
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers (77 without the bound cost the general
 // path, INT8's, 9% in the first device run).
@@ -628,7 +663,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
   if constexpr (Mode == kStore) letNextKernelStart();
   __shared__ FrameHeader header;
   __shared__ uint32_t headerError;
-  __shared__ float codeTable[256];
+  float* codeTable = sharedCodeTable;
   if (threadIdx.x == 0) {
     uint32_t err = kFrameTruncated;
     if (srcBytes >= kFrameHeaderBytes) {
@@ -652,21 +687,7 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
     decodePlain<Dtype, Mode>(src, l, p, count, codeTable, dst, r, status);
     return;
   }
-  const bool smoothed = p.smoothApplied != 0;
-  const double invRowElems = 1.0 / p.rowElems;
-  const uint32_t lane = threadIdx.x & 31;
-  const uint64_t tiles = (count + kTileElems - 1) / kTileElems;
-  const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
-  for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-       tile < tiles; tile += 2 * warps) {
-    const bool second = tile + warps < tiles;  // uniform across the warp
-    const TileLoad a = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile, lane);
-    TileLoad b;
-    if (second)
-      b = loadTile(src, l, p.rowElems, invRowElems, smoothed, count, tile + warps, lane);
-    decodeTile<Dtype, Mode>(a, p, count, codeTable, dst, r, lane, status);
-    if (second) decodeTile<Dtype, Mode>(b, p, count, codeTable, dst, r, lane, status);
-  }
+  decodeGeneral<Dtype, Mode>(src, l, p, count, dst, r, status);
 }
 
 // The decode's grid: two plain tiles a warp (the general path's loop takes whatever grid it
