@@ -1,8 +1,9 @@
 // The fp8 decode and decode-and-accumulate on the device, one pass. Frames without rotation or
 // smoothing (the E4M3/E5M2 default) take 512-value tiles a warp (decodePlain): 16 consecutive
-// codes a lane into bf16 and fp16; into fp32 and for decode-and-accumulate 4 groups of 4 a lane,
-// so that each warp store writes whole L2 lines (decodeTileGroups). The others take one warp per
-// 256-value tile (the rotation's butterflies span the warp).
+// codes a lane where bf16 or fp16 is stored; where fp32 is (the decode into fp32, decode-and-
+// accumulate, a reduce step that writes the accumulator) 4 groups of 4 a lane, so that each warp
+// store writes whole L2 lines (decodeTileGroups). The others take one warp per 256-value tile
+// (the rotation's butterflies span the warp).
 #include <algorithm>
 
 #include "codec/fp8/device.cuh"
@@ -469,8 +470,10 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 // 2446, 2370 -> 2800.
 // NOTE: into bf16 and fp16 (8-byte stores) groups lost 8% (round c there), and lanes that traded
 // codes by shuffles 9%: those keep decodePiece. The trade served fp32 before (session 25); loads
-// by groups measured 2% faster (round c). The fused steps of a reduce-scatter (kReduce) keep
-// decodePiece too: no benchmark on one GPU times them apart from the collective.
+// by groups measured 2% faster (round c). The fused steps of a reduce-scatter (kReduce) take
+// groups where they write the accumulator (the first step, from zero: 82 -> 60 us at 64 MiB of
+// bf16, round h's probes/reduceprobe.cu) and the lanes' layout where they store the dtype (the
+// last step's bf16 stores lost 3-6% by groups, round g).
 
 constexpr uint32_t kGroupElems = 4;                  // one code word, one float4
 constexpr uint32_t kGroupStride = 32 * kGroupElems;  // from a lane's group to its next
@@ -492,23 +495,26 @@ __device__ __forceinline__ float asStored(float v) {
   }
 }
 
-// One whole plain tile (every lane calls it; the tile lies inside the frame): out[e] = decoded
-// value e (kStore, fp32 frames) or out[e] += it (kAccumulate, out the accumulator). A group of a
-// bad row is reported and skipped, as decodePiece skips its piece.
+// One whole plain tile (every lane calls it; the tile lies inside the frame): dst[e] = decoded
+// value e (kStore, fp32 frames), or r.acc[e] += it (kAccumulate; kReduce without r.store, where
+// r.fromZero takes the accumulator as zeros, as accumulate8 does). A group of a bad row is
+// reported and skipped, as decodePiece skips its piece.
 template <int Dtype, int Mode>
 __device__ __forceinline__ void decodeTileGroups(const uint8_t* src, const Layout& l,
                                                  uint32_t rowElems, double invRowElems,
                                                  uint32_t grid, const float* codeTable,
-                                                 uint64_t tile, float* out, uint32_t lane,
-                                                 DeviceStatus* status) {
-  static_assert(Mode == kAccumulate || (Mode == kStore && Dtype == cclzFloat32));
+                                                 uint64_t tile, void* dst, const ReduceStep& r,
+                                                 uint32_t lane, DeviceStatus* status) {
+  static_assert(Mode != kStore || Dtype == cclzFloat32);
   const uint64_t tileFirst = tile * kPlainTileElems;
+  const bool readAcc = Mode == kAccumulate || (Mode == kReduce && !r.fromZero);
   float4 sums[4];
   uint32_t words[4];
 #pragma unroll
   for (uint32_t k = 0; k < 4; ++k) {
     const uint64_t e = tileFirst + k * kGroupStride + lane * kGroupElems;
-    if constexpr (Mode == kAccumulate) sums[k] = *reinterpret_cast<const float4*>(out + e);
+    sums[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (readAcc) sums[k] = *reinterpret_cast<const float4*>(r.acc + e);
     words[k] = __ldg(reinterpret_cast<const uint32_t*>(src + l.codes + e));
   }
   // Block lane % 8 of the tile (a block lies in one row: rows are multiples of 64 values).
@@ -564,13 +570,15 @@ __device__ __forceinline__ void decodeTileGroups(const uint8_t* src, const Layou
         }
       }
     }
-    float4 a = make_float4(v[0], v[1], v[2], v[3]);
-    if constexpr (Mode == kAccumulate) {
-      a = sums[k];
+    const uint64_t e = tileFirst + k * kGroupStride + lane * kGroupElems;
+    if constexpr (Mode == kStore) {
+      *reinterpret_cast<float4*>(static_cast<float*>(dst) + e) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+      float4 a = sums[k];
       a.x = accumulateRn(a.x, v[0]), a.y = accumulateRn(a.y, v[1]);
       a.z = accumulateRn(a.z, v[2]), a.w = accumulateRn(a.w, v[3]);
+      *reinterpret_cast<float4*>(r.acc + e) = a;
     }
-    *reinterpret_cast<float4*>(out + tileFirst + k * kGroupStride + lane * kGroupElems) = a;
   }
 }
 
@@ -585,20 +593,22 @@ __device__ __forceinline__ void decodePlain(const uint8_t* src, const Layout& l,
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
   for (uint64_t tile = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
        tile < tiles; tile += 2 * warps) {
-    if constexpr (Mode == kAccumulate || (Mode == kStore && Dtype == cclzFloat32)) {
-      // By groups, one tile at a time: its loads are all in flight together. The frame's last
-      // tile, when it is short, takes the lanes' path.
-      float* out = Mode == kAccumulate ? r.acc : static_cast<float*>(dst);
+    // By groups where what is written is fp32 (the accumulator, or fp32 values; r.store is
+    // uniform: a kernel parameter), one tile at a time: its loads are all in flight together.
+    // The frame's last tile, when it is short, takes the lanes' path.
+    if constexpr (Mode != kStore || Dtype == cclzFloat32) {
+      if (Mode != kReduce || !r.store) {
 #pragma unroll 1
-      for (uint64_t t = tile; t < tiles && t < tile + 2 * warps; t += warps) {
-        if ((t + 1) * kPlainTileElems <= count)
-          decodeTileGroups<Dtype, Mode>(src, l, p.rowElems, invRowElems, p.grid, codeTable, t,
-                                        out, lane, status);
-        else
-          decodePiece<Dtype, Mode>(loadPiece(src, l, p.rowElems, invRowElems, count, t, lane),
-                                   p.grid, codeTable, dst, r, status);
+        for (uint64_t t = tile; t < tiles && t < tile + 2 * warps; t += warps) {
+          if ((t + 1) * kPlainTileElems <= count)
+            decodeTileGroups<Dtype, Mode>(src, l, p.rowElems, invRowElems, p.grid, codeTable, t,
+                                          dst, r, lane, status);
+          else
+            decodePiece<Dtype, Mode>(loadPiece(src, l, p.rowElems, invRowElems, count, t, lane),
+                                     p.grid, codeTable, dst, r, status);
+        }
+        continue;
       }
-      continue;
     }
     const PieceLoad a = loadPiece(src, l, p.rowElems, invRowElems, count, tile, lane);
     PieceLoad b;
