@@ -319,9 +319,11 @@ __device__ __forceinline__ bool decodeTile(const TileLoad& t, const Params& p, u
 }
 
 // ---- Decode of plain frames (policy 0, not smoothed: the E4M3/E5M2 default). No value depends
-// on another, so each lane takes 16 consecutive codes (one 16-byte load, one block, one row) and
-// a warp two 512-value tiles per step, both loaded before either is decoded. The bits are the
-// general path's: the same scale, product and saturation; only the instructions differ.
+// on another, so a warp takes two 512-value tiles per step. Where bf16 or fp16 is stored, each
+// lane takes 16 consecutive codes of each (one 16-byte load, one block, one row), both tiles
+// loaded before either is decoded; where fp32 is written, the tiles go by groups, one after the
+// other (decodeTileGroups, below). The bits are the general path's: the same scale, product and
+// saturation; only the instructions differ.
 
 constexpr uint32_t kPieceElems = 16;                  // a lane's codes: one uint4
 constexpr uint32_t kPlainTileElems = 32 * kPieceElems;  // one warp step
@@ -478,8 +480,8 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 constexpr uint32_t kGroupElems = 4;                  // one code word, one float4
 constexpr uint32_t kGroupStride = 32 * kGroupElems;  // from a lane's group to its next
 
-// A lane's scale as its groups' lanes receive it when its row is bad: no valid scale has these
-// bits (validCoarse refuses a negative coarse scale, and fine scales are positive).
+// A block's scale as the lanes of its groups receive it when its row is bad: no valid scale has
+// these bits (validCoarse refuses a negative coarse scale, and fine scales are positive).
 constexpr uint32_t kBadScaleBits = 0xFFFFFFFFu;
 
 // A decoded value as the frame's dtype would store it, back in fp32: what decode-and-accumulate
