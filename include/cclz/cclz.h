@@ -18,6 +18,14 @@
 extern "C" {
 #endif
 
+/* CCLZ_API marks what libcclz exports: the library is built with hidden visibility, so the C API
+ * below is its only dynamic interface (nm -D libcclz.so lists cclz* functions and nothing else). */
+#if defined(CCLZ_BUILDING_LIBRARY) && defined(__GNUC__)
+#define CCLZ_API __attribute__((visibility("default")))
+#else
+#define CCLZ_API
+#endif
+
 #define CCLZ_MAJOR 0
 #define CCLZ_MINOR 1
 #define CCLZ_PATCH 0
@@ -111,15 +119,15 @@ typedef struct cclzCodec* cclzCodec_t;
 /* ---- Library ------------------------------------------------------------------------------ */
 
 /* *version = CCLZ_VERSION_CODE of the library that is linked. */
-cclzResult_t cclzGetVersion(int* version);
+CCLZ_API cclzResult_t cclzGetVersion(int* version);
 
 /* A static, human-readable name for a result code. Never NULL. */
-const char* cclzGetErrorString(cclzResult_t result);
+CCLZ_API const char* cclzGetErrorString(cclzResult_t result);
 
 /* The message of the last failed call. comm NULL: the last failed call made by this thread.
  * comm given: the last failed call on that communicator (from any thread). An empty string when
  * there was none. Valid until the next call. */
-const char* cclzGetLastError(cclzComm_t comm);
+CCLZ_API const char* cclzGetLastError(cclzComm_t comm);
 
 typedef struct {
   size_t size;            /* set by the caller: sizeof(cclzBuildInfo_t) */
@@ -133,7 +141,7 @@ typedef struct {
 } cclzBuildInfo_t;
 
 /* Fills *info with what this build of the library contains. info->size must be set. */
-cclzResult_t cclzGetBuildInfo(cclzBuildInfo_t* info);
+CCLZ_API cclzResult_t cclzGetBuildInfo(cclzBuildInfo_t* info);
 
 /* ---- Codecs ------------------------------------------------------------------------------- */
 
@@ -209,10 +217,10 @@ typedef struct {
  * the next call: queue them so that each starts after the one before (one stream, or streams
  * ordered by events); use one handle per concurrent stream. Calls captured into a CUDA graph may
  * be replayed between direct calls on the same handle. */
-cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config);
+CCLZ_API cclzResult_t cclzCodecCreate(cclzCodec_t* codec, const cclzCodecConfig_t* config);
 
 /* Frees the handle. Device work queued with it must have completed (cclzCodecSynchronize). */
-cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
+CCLZ_API cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
 
 /* *bytes = the largest frame that encoding count elements of dtype can produce: the capacity a
  * destination buffer needs. Incompressible data (chunks that the code would not shrink are stored)
@@ -220,7 +228,7 @@ cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
  * messages of 4097 elements or more at the default chunking.
  * Fp8 frames have a fixed size: about 1.02 bytes per value (0.51x of bf16) plus 64-byte header
  * and alignment (docs/formats.md, "fp8"). */
-cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
+CCLZ_API cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
                                      size_t* bytes);
 
 /* Encodes count elements of dtype from src into one frame at dst, on the device.
@@ -230,7 +238,7 @@ cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataTy
  *     The size is also in the frame header and is returned by cclzCodecSynchronize.
  * Asynchronous on stream: no host synchronization; the host may reuse nothing until the stream
  * has passed this point. */
-cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
+CCLZ_API cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
                         void* dst, size_t dstCapacity, size_t* encodedBytesDevice,
                         cclzStream_t stream);
 
@@ -239,14 +247,14 @@ cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDa
  * with the same codec configuration, count and dtype. Asynchronous on stream. A frame that fails
  * validation is reported by the next cclzCodecSynchronize as cclzCorruptFrame; the decoder never
  * reads outside [src, src+srcBytes) nor writes outside the count elements of dst. */
-cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
+CCLZ_API cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
                         size_t count, cclzDataType_t dtype, cclzStream_t stream);
 
 /* acc[i] += element i of the frame at src, in fp32, for i < count: decoding and reducing in one
  * pass, as a reduce-scatter does with the frame each peer sends. acc: device memory, count floats,
  * 16-byte aligned. Asynchronous on stream; a rejected frame is reported by cclzCodecSynchronize.
  * Codecs without a device path return cclzNotSupported. */
-cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t srcBytes, float* acc,
+CCLZ_API cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t srcBytes, float* acc,
                                   size_t count, cclzDataType_t dtype, cclzStream_t stream);
 
 /* Waits until the device work queued with this codec has finished (a host synchronization: keep
@@ -255,22 +263,22 @@ cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t src
  * cclzInvalidArgument if a device qgrad encode since the previous call met a NaN or Inf in its
  * input (docs/formats.md, qgrad, "NaN and Inf"); the errors are then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame.
  */
-cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes);
+CCLZ_API cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes);
 
 /* The same codec on host memory, through the CPU reference (identical bytes to the device).
  * Qgrad: a plain encode quantizes src without feedback (stochastic rounding uses step 0); a NaN or
  * Inf returns cclzInvalidArgument after writing the frame and *encodedBytes as cclzEncode would
  * (the device encode reports it at cclzCodecSynchronize). */
-cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
+CCLZ_API cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
                             void* dst, size_t dstCapacity, size_t* encodedBytes);
 
 /* Decodes a host frame. Unlike the device decoder it accepts any chunking the frame declares;
  * count and dtype must match the frame's. */
-cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
+CCLZ_API cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
                             size_t count, cclzDataType_t dtype);
 
 /* The same on host memory. A frame that fails validation leaves acc unchanged. */
-cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* src, size_t srcBytes,
+CCLZ_API cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* src, size_t srcBytes,
                                       float* acc, size_t count, cclzDataType_t dtype);
 
 /* ---- Error feedback (qgrad) ------------------------------------------------------------------ */
@@ -284,25 +292,25 @@ typedef struct cclzFeedback* cclzFeedback_t;
  * where the residual lives: cclzMemoryHost for cclzEncodeFeedbackHost, cclzMemoryDevice (the
  * current device; allocated and zeroed synchronously, not on the data path) for cclzEncodeFeedback.
  */
-cclzResult_t cclzFeedbackCreate(cclzFeedback_t* feedback, size_t count, cclzMemoryType_t memory);
+CCLZ_API cclzResult_t cclzFeedbackCreate(cclzFeedback_t* feedback, size_t count, cclzMemoryType_t memory);
 
 /* Frees the state. Device work that uses it must have completed (cclzCodecSynchronize). */
-cclzResult_t cclzFeedbackDestroy(cclzFeedback_t feedback);
+CCLZ_API cclzResult_t cclzFeedbackDestroy(cclzFeedback_t feedback);
 
 /* Zeroes the residual and sets the step to 0 (after a restart without a checkpoint, or when the
  * model's parameters are replaced). Device state: stream-ordered on stream; host: stream ignored. */
-cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t stream);
+CCLZ_API cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t stream);
 
 /* The state, for checkpoints and inspection: *residual (may be NULL) receives the residual's
  * address (count floats in the state's memory, 16-byte aligned; the caller may read or overwrite it
  * between encodes), *count and *step (may be NULL) the element count and the next encode's step.
  * Asking for the residual's address makes the next plain adaptive call add the residual in even
  * if cclz knew it to be zero (the caller may have written it). */
-cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, size_t* count,
+CCLZ_API cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, size_t* count,
                                   uint64_t* step);
 
 /* Sets the step of the next encode (to resume from a checkpoint). */
-cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step);
+CCLZ_API cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step);
 
 /* The error-feedback encode of a qgrad codec, in one pass: x = grad + residual (fp32), the frame
  * of x at dst, residual = x - (the value the frame decodes to), then step += 1. The frame is an
@@ -314,14 +322,14 @@ cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step);
  * Asynchronous on stream. A NaN or Inf in x is reported by the next cclzCodecSynchronize; the
  * frame is still complete, the affected blocks decode to NaN and keep their residual. Other codecs
  * return cclzNotSupported. */
-cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
+CCLZ_API cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
                                 size_t count, cclzDataType_t dtype, void* dst, size_t dstCapacity,
                                 size_t* encodedBytesDevice, cclzStream_t stream);
 
 /* The same on host memory, with host state (identical frame and residual). A NaN or Inf in x
  * returns cclzInvalidArgument naming the first such element; the frame (and *encodedBytes) and the
  * residual are still written as for the device, and the step still advances. */
-cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
+CCLZ_API cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
                                     size_t count, cclzDataType_t dtype, void* dst,
                                     size_t dstCapacity, size_t* encodedBytes);
 
@@ -388,34 +396,34 @@ typedef struct {
   { sizeof(cclzCommConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, 0, CCLZ_ADAPTIVE_DEFAULT }
 
 /* Creates a unique id for cclzCommInitRank (NCCL builds only; else cclzNotSupported). */
-cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
+CCLZ_API cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
 
 /* Creates a device (NCCL) communicator of nranks ranks, this one being `rank`, on the current
  * CUDA device; collective over the ranks, like ncclCommInitRank. */
-cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank);
+CCLZ_API cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank);
 
 /* Creates a device communicator over an NCCL communicator the caller already has (an ncclComm_t,
  * passed as a pointer so that this header needs no nccl.h). The caller keeps owning it and must
  * destroy it after cclzCommDestroy. Not collective. */
-cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm);
+CCLZ_API cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm);
 
 /* The same creators with a configuration (NULL: CCLZ_COMM_CONFIG_INITIALIZER's defaults), like
  * ncclCommInitRankConfig. A config not made by CCLZ_COMM_CONFIG_INITIALIZER of this major.minor
  * version (size, magic, version) or with asyncCalls other than 0 or 1 returns cclzInvalidArgument
  * before anything is created. */
-cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank,
+CCLZ_API cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank,
                                     const cclzCommConfig_t* config);
-cclzResult_t cclzCommInitFromNcclConfig(cclzComm_t* comm, void* ncclComm,
+CCLZ_API cclzResult_t cclzCommInitFromNcclConfig(cclzComm_t* comm, void* ncclComm,
                                         const cclzCommConfig_t* config);
 
 /* Creates a host (MPI) communicator over the ranks of an MPI communicator: mpiComm points to an
  * MPI_Comm (e.g. &MPI_COMM_WORLD cast to const void*), so that this header needs no mpi.h. MPI
  * must be initialized; cclz duplicates the communicator (collective over its ranks) and never
  * uses the caller's. MPI builds only; else cclzNotSupported. */
-cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm);
+CCLZ_API cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm);
 
 /* The MPI creator with a configuration (see cclzCommInitRankConfig); asyncCalls must be 0. */
-cclzResult_t cclzCommInitFromMpiConfig(cclzComm_t* comm, const void* mpiComm,
+CCLZ_API cclzResult_t cclzCommInitFromMpiConfig(cclzComm_t* comm, const void* mpiComm,
                                        const cclzCommConfig_t* config);
 
 /* Makes `stream` (a cudaStream_t) wait for every collective queued on comm so far, on a
@@ -428,17 +436,17 @@ cclzResult_t cclzCommInitFromMpiConfig(cclzComm_t* comm, const void* mpiComm,
  * captured into a CUDA graph returns cclzInvalidUsage. On a communicator without asyncCalls (and
  * on host ones) it does nothing and returns cclzSuccess: calls are already ordered on their
  * streams. */
-cclzResult_t cclzCommStreamWait(cclzComm_t comm, cclzStream_t stream);
+CCLZ_API cclzResult_t cclzCommStreamWait(cclzComm_t comm, cclzStream_t stream);
 
 /* Frees the communicator (and destroys the NCCL communicator it created, not a wrapped one).
  * Waits for the proxy thread to queue every call it holds (asyncCalls). Device work queued with
  * it must have completed. */
-cclzResult_t cclzCommDestroy(cclzComm_t comm);
+CCLZ_API cclzResult_t cclzCommDestroy(cclzComm_t comm);
 
 /* Stops what the communicator has in flight and frees it, without waiting for the peers. Over
  * NCCL this calls ncclCommAbort, also on a wrapped ncclComm_t (the only way to stop its
  * operations): the caller must then neither use nor destroy that ncclComm_t. */
-cclzResult_t cclzCommAbort(cclzComm_t comm);
+CCLZ_API cclzResult_t cclzCommAbort(cclzComm_t comm);
 
 /* *asyncError = an error met after a call returned: cclzSuccess when there is none,
  * cclzSystemError for an NCCL asynchronous error (network, peer), cclzCorruptFrame when a device
@@ -446,10 +454,10 @@ cclzResult_t cclzCommAbort(cclzComm_t comm);
  * that failed on the proxy thread (the message is in cclzGetLastError(comm)). Does not wait for
  * queued work: a collective still running is not yet judged. Host communicators report every
  * error from the call itself. */
-cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError);
+CCLZ_API cclzResult_t cclzCommGetAsyncError(cclzComm_t comm, cclzResult_t* asyncError);
 
-cclzResult_t cclzCommCount(cclzComm_t comm, int* count);
-cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
+CCLZ_API cclzResult_t cclzCommCount(cclzComm_t comm, int* count);
+CCLZ_API cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
 
 /* *pieceBytes = the pipeline piece (input bytes per destination and frame) that comm's
  * collectives use when the largest block one rank sends to one destination is chunkBytes (an
@@ -465,9 +473,9 @@ cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * trials are over (always 1 on a communicator that is not adaptive), 0 while it was one of them.
  * Either pointer may be NULL. */
 typedef enum CCLZ_ENUM_INT { cclzPathCompressed = 0, cclzPathPlain = 1 } cclzPath_t;
-cclzResult_t cclzCommGetLastPath(cclzComm_t comm, cclzPath_t* path, int* decided);
+CCLZ_API cclzResult_t cclzCommGetLastPath(cclzComm_t comm, cclzPath_t* path, int* decided);
 
-cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes);
+CCLZ_API cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes);
 
 /* ---- Collectives ----------------------------------------------------------------------------- */
 
@@ -494,14 +502,14 @@ cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* p
 
 /* recvbuff[r*sendcount + i] = element i of rank r's sendbuff, for every rank r (its own included,
  * which also goes through the codec, so that every rank holds the same bytes). */
-cclzResult_t cclzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+CCLZ_API cclzResult_t cclzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
                            cclzStream_t stream);
 
 /* recvbuff[i] = op over ranks r of element rank*recvcount + i of rank r's sendbuff
  * (recvcount * nranks elements). Each rank encodes each destination's block once, the blocks
  * travel all-to-all, and the receiver decodes and reduces them in fp32. */
-cclzResult_t cclzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+CCLZ_API cclzResult_t cclzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
                                const cclzCodecConfig_t* codec, cclzStream_t stream);
 
@@ -509,7 +517,7 @@ cclzResult_t cclzReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
  * count: rank r owns a shard of count/nranks elements, one more for r < count % nranks). A
  * reduce-scatter into the shards, then an all-gather of the reduced shards, each re-encoded once:
  * every rank ends with bit-identical results, also with lossy codecs. */
-cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+CCLZ_API cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
                            const cclzCodecConfig_t* codec, cclzStream_t stream);
 
@@ -520,18 +528,18 @@ cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
  * adds the error of re-encoding the shard this rank owns (times the rank count for avg) to the
  * residual of that shard, so that both quantizations are compensated at the next step. The step
  * advances by one per call. Other codecs return cclzNotSupported. */
-cclzResult_t cclzReduceScatterFeedback(const void* sendbuff, void* recvbuff, size_t recvcount,
+CCLZ_API cclzResult_t cclzReduceScatterFeedback(const void* sendbuff, void* recvbuff, size_t recvcount,
                                        cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
                                        const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
                                        cclzStream_t stream);
-cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t count,
+CCLZ_API cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t count,
                                    cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
                                    const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
                                    cclzStream_t stream);
 
 /* recvbuff[r*count + i] = element rank*count + i of rank r's sendbuff (count per peer; both
  * buffers hold count*nranks elements). */
-cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+CCLZ_API cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
                           cclzStream_t stream);
 
@@ -540,9 +548,9 @@ cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,
  * the calls block until the peer has matched them, so two ranks that exchange must order their
  * calls (one sends first); on a device communicator, as with NCCL outside a group, a send and a
  * recv queued on the same stream in the wrong order deadlock. */
-cclzResult_t cclzSend(const void* sendbuff, size_t count, cclzDataType_t dtype, int peer,
+CCLZ_API cclzResult_t cclzSend(const void* sendbuff, size_t count, cclzDataType_t dtype, int peer,
                       cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream);
-cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtype, int peer,
+CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtype, int peer,
                       cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 typedef struct {
@@ -556,7 +564,7 @@ typedef struct {
 } cclzFrameInfo_t;
 
 /* Reads and validates the header of a frame in host memory (at least 64 bytes). */
-cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* info);
+CCLZ_API cclzResult_t cclzFrameGetInfo(const void* frame, size_t bytes, cclzFrameInfo_t* info);
 
 #ifdef __cplusplus
 } /* extern "C" */
