@@ -461,21 +461,19 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
 // ---- Plain decode into fp32 and decode-and-accumulate, by groups. A lane that writes its own 16
 // values (4 float4 at a stride of 64 bytes) fills half of each 32-byte sector per warp store; the
 // L2 then takes every sector in two writes, and its input from the SMs, not DRAM, bounds the
-// kernel (bench/results/2026-11-24-s25-fp8-decode-groups). So here a lane takes 4 groups of 4
-// consecutive values, group k at 128 k + 4 lane of the tile: each warp load of codes reads 128
-// contiguous bytes and each store of the warp writes 512. A lane loads its groups' code words (and
-// the accumulator's float4) itself, all before any value is decoded, and waits once per tile; only
-// the scales are shared, by 4 shuffles (lane L computes block L % 8's; groups take theirs from
-// lanes 0-7). Measured, GB/s of fp32 output, queued (bench/results/2026-11-24-s26-fp8-accumulate-
-// groups, round f, with decodeGeneral apart): decode-and-accumulate of bf16 frames 1493 -> 1705 at
-// 64 MiB, 1637 -> 1816 at 256 MiB; decode into fp32 (on the resident grid, decodeGrid) 2144 ->
-// 2446, 2370 -> 2800.
-// NOTE: into bf16 and fp16 (8-byte stores) groups lost 8% (round c there), and lanes that traded
-// codes by shuffles 9%: those keep decodePiece. The trade served fp32 before (session 25); loads
-// by groups measured 2% faster (round c). The fused steps of a reduce-scatter (kReduce) take
-// groups where they write the accumulator (the first step, from zero: 82 -> 60 us at 64 MiB of
-// bf16, round h's probes/reduceprobe.cu) and the lanes' layout where they store the dtype (the
-// last step's bf16 stores lost 3-6% by groups, round g).
+// kernel. So here a lane takes 4 groups of 4 consecutive values, group k at 128 k + 4 lane of the
+// tile: each warp load of codes reads 128 contiguous bytes and each store of the warp writes 512.
+// A lane loads its groups' code words (and the accumulator's float4) itself, all before any value
+// is decoded, and waits once per tile; only the scales are shared, by 4 shuffles (lane L computes
+// block L % 8's; groups take theirs from lanes 0-7). GB/s of fp32 output on the H200, queued,
+// lanes' layout -> groups: decode-and-accumulate of bf16 frames 1493 -> 1705 at 64 MiB, 1637 ->
+// 1816 at 256 MiB; decode into fp32 (on the resident grid, decodeGrid) 2144 -> 2446, 2370 -> 2800
+// (docs/kernels/fp8.md, "Decode-and-accumulate").
+// NOTE: into bf16 and fp16 (8-byte stores) groups are 8% slower, and lanes that trade codes by
+// shuffles 9%: those keep decodePiece. Into fp32, loads by groups are 2% faster than codes traded
+// between lanes by shuffles. The fused steps of a reduce-scatter (kReduce) take groups where they
+// write the accumulator (the first step, from zero: 82 -> 60 us at 64 MiB of bf16) and the lanes'
+// layout where they store the dtype (the last step's bf16 stores are 3-6% slower by groups).
 
 constexpr uint32_t kGroupElems = 4;                  // one code word, one float4
 constexpr uint32_t kGroupStride = 32 * kGroupElems;  // from a lane's group to its next
@@ -630,9 +628,9 @@ __shared__ float sharedCodeTable[256];
 // The general decode (rotated or smoothed frames: INT8's default): every warp takes 256-value
 // tiles, two per step, loaded together.
 // NOTE: not inlined, so that ptxas allocates its registers apart from decodePlain's. Inlined, the
-// plain loops' registers made it spill 72 bytes (INT8 decode-and-accumulate -3%); apart, the
-// plain decode-and-accumulate gained 3% too (bench/results/2026-11-24-s26-fp8-accumulate-groups,
-// round f). decodePlain not inlined instead cost bf16 decode 1-2% (round e).
+// plain loops' registers make it spill 72 bytes (INT8 decode-and-accumulate -3%) and the plain
+// decode-and-accumulate is 3% slower too; decodePlain not inlined instead costs bf16 decode 1-2%
+// (docs/kernels/fp8.md, "Decoder").
 template <int Dtype, int Mode>
 __device__ __noinline__ void decodeGeneral(const uint8_t* src, const Layout l, const Params p,
                                            uint64_t count, void* dst, const ReduceStep r,
@@ -661,16 +659,17 @@ __device__ __noinline__ void decodeGeneral(const uint8_t* src, const Layout l, c
 // tile whose side data or codes fail validation is reported and skipped. Plain frames take
 // decodePlain, the others decodeGeneral.
 template <int Dtype, int Mode>
-// NOTE: 4 blocks (32 warps) per SM: at most 64 registers (77 without the bound cost the general
-// path, INT8's, 9% in the first device run).
+// NOTE: 4 blocks (32 warps) per SM: at most 64 registers (without the bound ptxas takes 77 and
+// the general path, INT8's, is 9% slower; docs/kernels/fp8.md, "Decoder").
 __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
     decodeKernel(const uint8_t* src, uint64_t srcBytes, uint64_t count, void* dst, ReduceStep r,
                  DeviceStatus* status) {
   static_assert(kThreads == 256, "one thread per code builds the table");
   // NOTE: launched programmatic where it can be (decodeDevice), as the encode is. The plain
   // decode (a resident grid) lets the next kernel start once it has waited for the one before.
-  // Decode-and-accumulate (a full grid, one wave at 4 MiB) lost 10% at 4 MiB that way
-  // (bench/results/2026-11-23-s17-fp8-pdl): it lets the next one start as its blocks end.
+  // Decode-and-accumulate (a full grid, one wave at 4 MiB) lets the next one start only as its
+  // blocks end: letting it start early costs 10% at 4 MiB (docs/kernels/fp8.md, "Small messages
+  // and programmatic dependent launch").
   waitForPreviousKernel();
   if constexpr (Mode == kStore) letNextKernelStart();
   __shared__ FrameHeader header;
@@ -705,13 +704,11 @@ __global__ void __launch_bounds__(kThreads, kDecodeBlocksPerSM)
 // The decode's grid: two plain tiles a warp (the general path's loop takes whatever grid it
 // gets). A plain decode (kStore) takes at most the blocks that are resident at once, and its warps
 // loop: every block checks the header and builds its code table before it decodes, and at one
-// step per warp that preamble was most of a block's time. Measured
-// (bench/results/2026-11-23-s12-fp8-grid-h200), 256 MiB: bf16 1702 -> 2320 GB/s, fp16 1702 ->
-// 2314, INT8 716 -> 874. Into fp32 it measured slower then (1601 -> 1410), with each lane storing
-// its own values; since its stores are whole lines (decodeTileGroups) it gains too: 2159 -> 2388
-// at 64 MiB, 2383 -> 2751 at 256 MiB (bench/results/2026-11-24-s26-fp8-accumulate-groups, b).
-// Decode-and-accumulate keeps the full grid: the resident one measured the same with its whole-
-// line stores (round a there), slower before them (1632 -> 1362).
+// step per warp that preamble is most of a block's time. Full grid -> resident grid on the H200:
+// at 256 MiB bf16 1702 -> 2320 GB/s, fp16 1702 -> 2314, INT8 716 -> 874; into fp32 (whole-line
+// stores, decodeTileGroups) 2159 -> 2388 at 64 MiB, 2383 -> 2751 at 256 MiB. Decode-and-
+// accumulate keeps the full grid: the resident one measures the same (docs/kernels/fp8.md,
+// "Decoder").
 unsigned decodeGrid(int mode, uint64_t count) {
   const unsigned blocks = gridFor((count + 2 * kPlainTileElems - 1) / (2 * kPlainTileElems));
   if (mode != kStore) return blocks;

@@ -169,7 +169,7 @@ static_assert(sizeof(EncodeChoice) % 16 == 0 && sizeof(ShapeSample) % 16 == 0,
               "the scratch's parts stay 16-byte aligned");
 
 // What the first sampling kernel zeroes for the kernels after it, besides the choice's counters
-// (the memsets it replaces): the frame's side data from its coarse scales on.
+// (in place of two memsets): the frame's side data from its coarse scales on.
 struct SampleZeroing {
   uint8_t* side;
   uint64_t sideBytes;

@@ -37,9 +37,9 @@ __device__ __forceinline__ void fillScaleTable(ScaleTable& t, float coarse, uint
 // coarse <= FLT_MAX / 126, the smallest grid top) and a code k <= 255: s = coarse * f(k) lies in
 // [2^-107, 2^122), so blockScale's test s > 0 holds and is left out, and the reciprocal needs no
 // range test.
-// NOTE: __frcp_rn's range test and slow path were a divergence region per scale; in the fill of
-// the scale table (~2.2 entries per lane and row at rows of 1024) they were part of ~8% of the
-// encode's stall samples (session 23 profile at 64 MiB).
+// NOTE: __frcp_rn's range test and slow path are a divergence region per scale; in the fill of
+// the scale table (~2.2 entries per lane and row at rows of 1024) they are part of ~8% of the
+// encode's stall samples under ncu at 64 MiB (docs/kernels/fp8.md, "Encoder").
 __device__ __forceinline__ float2 blockScaleOfRow(float coarse, uint32_t k) {
   const float s = mulRn(coarse, fineScale(k));
   return make_float2(s, reciprocalOfNormal(s));
@@ -156,8 +156,8 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, Scales scale
 #pragma unroll
       for (uint32_t s = 0; s < kLanes; ++s)
         if (slot == s && j * kLanes + s > 0) ratio = scaleRatio(j * kLanes + s - 1);
-      // NOTE: computed in every lane and then selected: as a branch it was a divergence region
-      // (the two lanes of a block take different sides) where both sides ran anyway.
+      // NOTE: computed in every lane and then selected: as a branch it would be a divergence
+      // region (the two lanes of a block take different sides) where both sides run anyway.
       const uint32_t nearest = nearestFineCode(mulRn(need, ratio));
       const uint32_t k = j == 0 && slot == 0 ? k0 : nearest;
       const bool inWindow = k >= k0 && k <= last;
@@ -235,7 +235,7 @@ __device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_
 // header with them, and leaves the side data's unused slots to the memset that preceded it.
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers.
 // kLong: rows may be longer than kHeldElems (false where the host knows they are not: the
-// segment loops then compile away, which the held rows measured 3-5% faster without).
+// segment loops then compile away, and held rows encode 3-5% faster without them).
 template <int Dtype, bool Chosen, bool kLong>
 __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
@@ -467,8 +467,9 @@ __global__ void __launch_bounds__(kThreads, 4)
     // values of a plain row on an E4M3 or E5M2 grid (every block exists, every lane holds 8
     // values), is compiled apart for each grid.
     // NOTE: without the tests that hold for it, the full segment's code is straight: each of them
-    // was a divergence region (BSSY, branch, BSYNC), ~14% of the encode's instructions and most of
-    // its instruction-fetch stalls (ncu, round 11).
+    // would be a divergence region (BSSY, branch, BSYNC); together ~14% of the encode's
+    // instructions and most of its instruction-fetch stalls under ncu (docs/kernels/fp8.md,
+    // "Encoder").
     auto encodeSegment = [&](auto kind, uint32_t s0, uint32_t sn) {
       constexpr bool kFull = decltype(kind)::kFull;
       const uint32_t grid = kFull ? decltype(kind)::kGrid : p.grid;
@@ -549,7 +550,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       // beside it), then the search over the window after k0. scales(k): code k's (s, inv);
       // afterStart(k0, last) runs once k0 and the window's last code are known.
       // NOTE: the start code by two or three lookups instead of startCodeFrom's 1-3 IEEE
-      // reciprocals (~110 instructions per lane and segment on the profile of round 8).
+      // reciprocals (~110 instructions per lane and segment under ncu; docs/kernels/fp8.md,
+      // "Encoder").
       auto blockCode = [&](auto scales, auto afterStart) {
         uint32_t k0 = 0;
         if (nonzero) {
@@ -570,9 +572,9 @@ __global__ void __launch_bounds__(kThreads, 4)
       float invBlock = 0.0f;
       if (numScaleRatios(grid) > 0) {  // uniform (E4M3; a constant in a whole segment's copy)
         // NOTE: each lane computes the scales it reads: 3 for the start code, its 4 candidates
-        // and its block's code. A table shared by the warp took two warp reductions for its range,
-        // a fill of ~2 entries per lane and a __syncwarp before its first read, all on the row's
-        // serial chain, for about as many reciprocals.
+        // and its block's code. A table shared by the warp would take two warp reductions for its
+        // range, a fill of ~2 entries per lane and a __syncwarp before its first read, all on the
+        // row's serial chain, for about as many reciprocals.
         auto scales = [&](uint32_t k) { return blockScaleOfRow(c, k); };
         kBlock = blockCode(scales, [](uint32_t, uint32_t) {});
         if (nonzero) invBlock = scales(kBlock).y;
@@ -750,8 +752,8 @@ void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* d
   auto* levels = reinterpret_cast<uint32_t*>(scratch + parts.levels);
   if (parts.sample) {
     // NOTE: the first sampling kernel zeroes the counters and the side data's unused slots (rows
-    // the choice did not need, the smoothing area of a frame not smoothed), which two memsets did
-    // before it: two fewer launches on the chain.
+    // the choice did not need, the smoothing area of a frame not smoothed) in place of two
+    // memsets: two fewer launches on the chain.
     launchShapeKernels(Dtype, src, count, vector, p.log2Hadamard, choice,
                        reinterpret_cast<ShapeSample*>(scratch + parts.sample),
                        SampleZeroing{dst + l.coarse, l.frameBytes - l.coarse}, stream);

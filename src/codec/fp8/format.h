@@ -107,8 +107,8 @@ CCLZ_HD bool isSupportedDtype(int dtype) {
 // Where each part of a frame lies (docs/formats.md, "Layout").
 // rowSlots: entries of the coarse-scale and flag arrays (numRows, or where the encoder chooses
 // the row length, the rows of its shortest candidate, so that the frame's size does not depend on
-// the choice); smoothBytes: the smoothing area (0: none). Without either, the layout is version
-// 1's: the smoothing area starts where the frame ends.
+// the choice); smoothBytes: the smoothing area (0: none). Without either, rowSlots = numRows and
+// the smoothing area is empty: it starts where the frame ends.
 struct Layout {
   uint64_t numRows, numBlocks, rowSlots, smoothBytes;
   uint64_t codes, fine, coarse, flags, smooth, frameBytes;
@@ -267,7 +267,7 @@ CCLZ_HD float codeValue(uint32_t grid, uint8_t code) {
 // NOTE: written as k << 18 plus 120 << 23, the same bits for every k (k << 18 is (k >> 5) << 23
 // plus (k & 31) << 18, and adding 120 << 23 leaves bits 18..22 alone; Fp8Format.FineScaleBits
 // checks every k < 2^24 and a sample beyond): one multiply-add (the FMA pipe) where the fields
-// took a shift, two masks and an add on the integer ALU pipe, once per table entry.
+// would take a shift, two masks and an add on the integer ALU pipe, once per table entry.
 CCLZ_HD float fineScale(uint32_t k) { return bitsToFloat((k << 18) + (120u << 23)); }
 
 // A row's coarse scale from its largest finite |value| a.
@@ -288,9 +288,9 @@ CCLZ_HD BlockScale blockScale(float coarse, uint32_t k) {
 // The largest fine code k with f(k) <= x (0 where x < f(0) = 2^-7, 255 where x >= 2): x's
 // exponent and top 5 mantissa bits.
 // NOTE: b >> 18 is (exponent << 5 | top 5 mantissa bits) for x >= 0, so the code is that minus
-// (127 - 7) << 5, clamped; a sign bit (or NaN, Inf) lands above 255 and clamps to 255 as before.
-// A subtraction and a clamp instead of tests and selects: the encoder is near the limit of its
-// integer ALU pipe (session 16 profile).
+// (127 - 7) << 5, clamped; a sign bit (or NaN, Inf) lands above 255 and clamps to 255.
+// A subtraction and a clamp instead of tests and selects: the encoder runs near the limit of its
+// integer ALU pipe (ncu; docs/kernels/fp8.md, "Encoder").
 CCLZ_HD uint32_t floorFineCode(float x) {
   const int code = static_cast<int>(floatToBits(x) >> 18) - ((127 - 7) << 5);
   return static_cast<uint32_t>(code < 0 ? 0 : code > 255 ? 255 : code);
@@ -327,7 +327,7 @@ CCLZ_HD uint32_t startCodeFrom(uint32_t grid, float coarse, float a, float need)
 // the ends of the codes): the caller then calls startCodeFrom.
 constexpr uint32_t kNoStartCode = 0xFFFFFFFFu;
 // NOTE: the three inverses are read whatever they decide and combined by selects: on the device a
-// branch per lookup cost a divergence region each. A guess at the ends reads codes 0..2 instead
+// branch per lookup would cost a divergence region each. A guess at the ends reads codes 0..2 instead
 // (in range; declined whatever they hold).
 template <typename Inverse>
 CCLZ_HD uint32_t startCodeNear(uint32_t grid, float a, uint32_t guess, Inverse inv) {
@@ -372,10 +372,11 @@ CCLZ_HD uint32_t lastCandidate(uint32_t k0, uint32_t candidates) {
 // The grid-aligned candidates (E4M3): the fine scale that puts the block's largest value a on
 // grid point g is need * top / g, so for each grid value g with top / 2 < g < top, the code
 // nearest to need * R, R = top / g (fp32, rounded to nearest); with k0 (a at the top) that is 8
-// codes where the window has 32. The block's 2nd and 3rd largest values seldom prefer another
-// (bench/results/2026-11-23-fp8-eight-candidates). E5M2's grid is too coarse for that (its 2nd
-// and 3rd values decide more often: grid-aligned codes gave 9-12% more top-3 error on Gaussian
-// blocks in a study not kept in the tests): it searches every code of the window, as INT8 does.
+// codes where the window has 32. The block's 2nd and 3rd largest values seldom prefer another:
+// all 32 codes give a geometric-mean NMSE of 3.79e-4 on the real tensors against 3.83e-4, for
+// 1.22x the encode time at 256 MiB (docs/formats.md, fp8 "Why this design"). E5M2's grid is too
+// coarse for that (its 2nd and 3rd values decide more often: grid-aligned codes give 9-12% more
+// top-3 error on Gaussian blocks): it searches every code of the window, as INT8 does.
 constexpr uint32_t kMaxScaleRatios = 7;
 CCLZ_HD uint32_t numScaleRatios(uint32_t grid) { return grid == kE4M3 ? kMaxScaleRatios : 0u; }
 // Ratio i: 448 / g for g = 416, 384, 352, 320, 288, 256, 240 (largest first).
@@ -543,8 +544,9 @@ CCLZ_HD uint32_t highHalves(uint32_t a, uint32_t b) {
 // shifted out into the high half), the high half 2|b| plus the low half's sign bit (its own sign
 // shifted out of the word). Maxima and top-3 of these halves give those of the magnitudes
 // (halving each result): the extra bit only breaks ties between equal magnitudes.
-// NOTE: a multiply, so that it goes to the FMA pipe, where masking the signs off was an integer
-// ALU instruction per word and the encoder is near the limit of that pipe (session 16 profile).
+// NOTE: a multiply, so that it goes to the FMA pipe, where masking the signs off would be an
+// integer ALU instruction per word and the encoder runs near the limit of that pipe (ncu;
+// docs/kernels/fp8.md, "Encoder").
 CCLZ_HD uint32_t doubledMagnitudes(uint32_t w) { return w * 2u; }
 // The magnitude bits (< 0x8000) of the low or high half of a word of doubled magnitudes.
 CCLZ_HD uint32_t halvedLow(uint32_t d) { return (d & 0xFFFFu) >> 1; }

@@ -2,7 +2,7 @@
 // run before the encode on its stream, whose integer statistics are exact in any order, so they
 // decide as the CPU reference does. The row length: shapeSampleKernel (the sample's levels, once)
 // then shapeStatsKernel (one block per candidate; the last one chooses). The smoothing:
-// smoothKernel. bench/notes/fp8-kernels.md ("Round 4") has the chain and its costs.
+// smoothKernel. docs/kernels/fp8.md ("Row length and smoothing") has the chain and its costs.
 #include "codec/fp8/device.cuh"
 
 namespace cclz::fp8 {
@@ -88,8 +88,8 @@ __device__ uint32_t warpShapeCenter(const uint32_t* histogram, uint32_t counted,
 }
 
 // Zeroes, over the whole grid, what the later kernels of the encode need zero (SampleZeroing) and
-// the choice's counters: the memsets this kernel replaces. The side data with 16-byte stores
-// between byte-wise ends (the frame may start anywhere).
+// the choice's counters, in place of two memsets. The side data with 16-byte stores between
+// byte-wise ends (the frame may start anywhere).
 __device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& zero) {
   const uint64_t thread = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const uint64_t threads = static_cast<uint64_t>(gridDim.x) * blockDim.x;
@@ -109,7 +109,7 @@ __device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& z
 // NOTE: all of a thread's loads are issued before the histogram's shared atomics (which the
 // compiler does not move loads past): the block waits for memory once, not once per round. 1024
 // threads, so that each adds only 4 of the center's values (4 __match_any_sync in a row, the
-// block's 32 warps overlapping them, where 256 threads had 16 in a row each).
+// block's 32 warps overlapping them, where 256 threads would have 16 in a row each).
 template <int Dtype>
 __global__ void __launch_bounds__(kSampleThreads)
     shapeSampleKernel(const void* src, uint64_t count, bool vector, EncodeChoice* choice,
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kSampleThreads)
 }
 
 // chooseRowElems (shape.h) by one warp: each lane scores candidates lane, lane + 32, ... once
-// (a score costs a few fp64 divisions: on one thread the 2 x 57 of them were a long serial
+// (a score costs a few fp64 divisions: on one thread the 2 x 57 of them would be a long serial
 // chain), then the best score, its bar and the first candidate at the bar, as chooseRowElems.
 // `stats` were written by other blocks of this grid (read from L2).
 __device__ uint32_t warpChooseRowElems(const ShapeStats* stats, uint32_t n, uint32_t log2H) {
@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kShapeThreads)
                      const ShapeSample* sample) {
   __shared__ uint32_t columns[kAutoMaxRowElems / 2];  // two columns' sums per word, 16 bits each
   // Per-warp partial sums, added by warp 0 at the end. NOTE: not 64-bit shared atomics: sm_90
-  // has none (a CAS loop, ATOMS.CAST.SPIN.64), and 32 warps spinning on one word were a quarter
-  // of the kernel's stall samples under ncu (bench/notes/fp8-kernels.md, "Round 6").
+  // has none (a CAS loop, ATOMS.CAST.SPIN.64), and 32 warps spinning on one word make a quarter
+  // of the kernel's stall samples under ncu (docs/kernels/fp8.md, "Row length and smoothing").
   constexpr uint32_t kWarps = kShapeThreads / 32;
   __shared__ uint64_t warpSq[kWarps], warpTotal[kWarps], warpColSq[kWarps];
   __shared__ bool last;
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kShapeThreads)
 constexpr uint32_t kSmoothSegment = 8 * kLaneElems;
 constexpr uint32_t kSmoothGroups = kThreads / 8;
 constexpr uint32_t kSmoothRowsPerGroup = kSmoothMinRows / kSmoothGroups;
-// Rows of more than 128 segments: grid-stride (the kernel's former grid, one block per row).
+// A block per segment, at most kSmoothMinRows (128): a row of more segments goes grid-stride.
 constexpr uint32_t kMaxSmoothBlocks = kSmoothMinRows;
 static_assert(kSmoothRowsPerGroup * kSmoothGroups == kSmoothMinRows && kThreads == 256,
               "whole rows per group; one histogram bin per thread");
@@ -331,8 +331,8 @@ __device__ uint32_t warpMedianBinade(const uint32_t* histogram, uint32_t rowElem
 // frame's smoothing area and the decision into `choice`, as chooseSmoothingRef does. rowElems is
 // the caller's, or (0) the shape kernels' choice.
 // NOTE: a block's loads of a segment (4 rows x 16 bytes per thread) are in flight together, and
-// the sums meet by shuffles and one shared array, where one block per row added every value into
-// global memory (kSmoothMinRows atomics on each column's word).
+// the sums meet by shuffles and one shared array, rather than one block per row adding every
+// value into global memory (kSmoothMinRows atomics on each column's word).
 template <int Dtype>
 __global__ void __launch_bounds__(kThreads)
     smoothKernel(const void* src, uint64_t count, bool vector, uint32_t fixedRowElems,
