@@ -1,7 +1,7 @@
-// Whether the codecs' kernels use programmatic dependent launch (bench/notes/fp8-kernels.md,
-// "Round 4" and "Round 16"; bench/notes/lossless-kernels.md, "Session 17" and "Session 18"): the
-// fp8 sampling kernels' chain and the encode after it, the fp8 one-pass encode and decode, and
-// the lossless version-2 encode and decode, each after whatever kernel precedes it in the stream.
+// Whether the codecs' kernels use programmatic dependent launch (docs/kernels/fp8.md and
+// docs/kernels/lossless.md, "Small messages and programmatic dependent launch"): the fp8 sampling
+// kernels' chain and the encode after it, the fp8 one-pass encode and decode, and the lossless
+// version-2 encode and decode, each after whatever kernel precedes it in the stream.
 // Such a kernel may start while the one before it runs, and waits (griddepcontrol) before it
 // touches global memory. The frames are the same either way; only the launch latency between
 // kernels differs.

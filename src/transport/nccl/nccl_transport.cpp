@@ -234,7 +234,7 @@ void NcclTransport::abortOwn() {
 // peer that will never come hangs (2x H200, NCCL 2.28: the control communicator, aborted first,
 // hung on the rank whose data kernel waited for a transfer its peer had rejected; most likely
 // the abort's frees wait for that kernel). With both abort flags raised together, every kernel
-// of this transport ends and both aborts return (bench/results/2026-11-23-s11-abort-h200x2).
+// of this transport ends and both aborts return (docs/collectives.md, "Checking the call").
 void NcclTransport::abort() {
   if (!control_) return abortOwn();
   std::thread control;
