@@ -1,4 +1,4 @@
-// Convergence with compressed gradients (issue 4): a least-squares model trained by simulated
+// Convergence with compressed gradients: a least-squares model trained by simulated
 // data-parallel ranks whose gradients pass through the qgrad codec's host API, as an all-reduce
 // would carry them (each rank encodes, every frame is decoded and accumulated in fp32).
 //   With error feedback, int4 and int2 reach the uncompressed loss within 1%.

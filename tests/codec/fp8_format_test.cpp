@@ -350,7 +350,7 @@ TEST(Fp8Format, ScaleRatioStepsAreExact) {
 // The search over E4M3's grid-aligned candidates (8 of the window's 32 codes) picks a code of
 // the window whose top-3 error, summed over Gaussian blocks, is 1.17x that of the window's best
 // code (k0 alone: 4.7x). The top-3 error is a small part of a block's: on the real tensors the
-// NMSE moves by 1% (bench/results/2026-11-23-fp8-eight-candidates). E5M2 and INT8 search every
+// NMSE moves by 1% (docs/formats.md, fp8 "Why this design"). E5M2 and INT8 search every
 // code and find the best (on 15 mantissa bits of the error), the smallest code on a tie.
 TEST(Fp8Format, GridCandidatesLoseAlmostNothingAgainstTheWholeWindow) {
   uint64_t state = 23;

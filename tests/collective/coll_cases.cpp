@@ -50,8 +50,8 @@ double quantStep(const CodecChoice& c, double absmax, double x = 0) {
 constexpr uint64_t kBlock = 64;  // qgrad's default block
 
 // Beyond the per-element bound: the NMSE of seeded Gaussian data must look like quantization
-// (bench/results/2026-11-22-qgrad-quality: int8 ~1e-4, int4 ~1e-2..5e-2 per tensor), once there
-// are enough elements for the mean to mean something.
+// (qgrad on the real tensors: int8 ~1e-4, int4 ~1e-2..5e-2 per tensor; README.md, "What cclz
+// is"), once there are enough elements for the mean to mean something.
 std::string checkNmse(const CollCase& c, double err, double power, uint64_t elements) {
   if (elements < 512 || power <= 0) return {};
   const double nmse = err / power,

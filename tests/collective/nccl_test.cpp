@@ -263,8 +263,8 @@ void expectDeferredMismatch(const DeferredMismatch& m) {
   // The rank that rejected its arguments fails at once. Another call may meet the failure
   // before it returns and then fails with it: a lossless call's wait for frame sizes gives up,
   // and a call that queues more NCCL work than NCCL's queue holds blocks until the abort (the
-  // tests' small pieces make the qgrad all-reduce queue 768 operations, 2x H200,
-  // bench/results/2026-11-23-s11-abort-h200x2).
+  // tests' small pieces make the qgrad all-reduce queue 768 operations, 2x H200;
+  // docs/collectives.md, "Checking the call").
   if (m.kind == "rejected" && odd) {
     EXPECT_EQ(r, cclzInvalidArgument) << cclzGetLastError(comm);
   } else {
@@ -290,9 +290,10 @@ TEST(NcclDeferredCheck, CountOnPlainData) { expectDeferredMismatch({}); }
 TEST(NcclDeferredCheck, CountOnPlainDataThenMoreCalls) {
   expectDeferredMismatch({.laterCalls = 8});
 }
-// These three hung in session 10 (ncclCommAbort of the control communicator never returned on
-// the rank whose data kernel waited for a peer); the transport now aborts both communicators
-// at once (NcclTransport::abort).
+// These three hang where the two communicators are aborted one after the other (ncclCommAbort of
+// the control communicator never returns on the rank whose data kernel waits for a peer): the
+// transport aborts both at once (NcclTransport::abort; docs/collectives.md, "Checking the
+// call").
 TEST(NcclDeferredCheck, CountOnLosslessFrames) {
   expectDeferredMismatch({.codec = cclzCodecLossless});
 }

@@ -1,4 +1,4 @@
-// The synthetic stress set of the fp8 codec (issue 3), seeded: tensors built to break a lossy
+// The synthetic stress set of the fp8 codec, seeded: tensors built to break a lossy
 // codec's scales. Used by the tests and by tools/fp8-quality; a pure function of the seed.
 #pragma once
 

@@ -254,10 +254,10 @@ struct Contender {
 };
 
 // The slowest rank's time of one call (us). warm: an untimed call first, its output cleared.
-// NOTE: with -c 1 on a GPU, each timed call followed tens of milliseconds of host-side checking
-// with the GPU idle, and every GPU operation of the call ran slower, plain NCCL's included
-// (16 MiB all-reduce: 148-270 us against 95 us with this warm call,
-// bench/results/2026-11-22-coll-check2-h200x2). The untimed call wakes the GPU first.
+// NOTE: with -c 1 on a GPU, each timed call follows tens of milliseconds of host-side checking
+// with the GPU idle, and every GPU operation of the call runs slower, plain NCCL's included
+// (16 MiB all-reduce on 2 H200s: 148-270 us against 95 us with this warm call; README.md here,
+// "How it times a collective"). The untimed call wakes the GPU first.
 double timeOnce(Buffers& b, const Contender& c, bool warm) {
   if (warm) {
     c.call();
@@ -373,7 +373,8 @@ cclzResult_t callCclz(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op, cclz
 }
 
 // The NMSE above which a lossy row counts as wrong: far above what the codec gives on Gaussian
-// data (bench/results/2026-11-22-qgrad-quality), far below what garbage gives.
+// data (qgrad int4 ~1e-2..5e-2 per real tensor; README.md, "What cclz is"), far below what
+// garbage gives.
 double nmseLimit(const Options& opt) {
   if (opt.codec == "fp8") return 0.02;  // E4M3 ~4e-4, INT8 less, E5M2 ~1.5e-3 on Gaussian data
   if (opt.codec != "qgrad") return 0;

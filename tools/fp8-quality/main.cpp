@@ -1,5 +1,5 @@
 // fp8-quality: NMSE and max relative error of the fp8 codec's CPU reference against float64, per
-// tensor and per design choice (issue 3's ablation), on the real tensors and the stress set.
+// tensor and per design choice (an ablation), on the real tensors and the stress set.
 //
 //   fp8-quality [--data DIR] [--json FILE] [--timing]
 //
@@ -236,7 +236,8 @@ int main(int argc, char** argv) {
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAdaptive, 1), rows(t)); }},
       {"int8-had-search", "INT8 grid after Hadamard-64, dual-scale search",
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 32), rows(t)); }},
-      // Issue 3's last two parts (bench/results/2026-11-22-fp8-shape).
+      // The row length chosen from the data and per-channel smoothing (docs/formats.md, fp8
+      // "Why this design").
       {"auto-rows", "the default with the row length chosen from the data (fp8RowElems 0)",
        [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateNever, 32), 0); }},
       {"+smooth", "the default + per-channel smoothing (adaptive), no rotation",
