@@ -5,7 +5,7 @@ samples of the leading reasons, and the code the kernel executes (static instruc
 execution, and how many cover 99% of it). A large `no_inst` share beside a hot path of tens of
 KiB says the instruction cache, not the data, is what the warps wait for; so does a
 share of the no_inst samples on the first instructions of 128-byte lines well above 2/8.
-  python3 scripts/ncu_stalls.py ncu_encode.csv [top]"""
+  python3 scripts/dev/ncu_stalls.py ncu_encode.csv [top]"""
 import csv
 import sys
 

@@ -3,12 +3,12 @@
 # pipe utilization (compute workload analysis), memory throughput, occupancy, stall reasons (and
 # the instructions that collect them), and instructions and stall samples per code region,
 # for Gaussian data (default bf16, 256 MiB, the lossless codec).
-#   bash scripts/profile.sh [bytes [cclz-perf codec arguments...]]
-#   e.g. bash scripts/profile.sh 256M --codec fp8 -d bf16
-# Reuses build-device/ when scripts/device.sh built it, else builds build-profile/.
+#   bash scripts/dev/profile.sh [bytes [cclz-perf codec arguments...]]
+#   e.g. bash scripts/dev/profile.sh 256M --codec fp8 -d bf16
+# Reuses build-device/ when scripts/dev/device.sh built it, else builds build-profile/.
 # Writes $OUT/ncu_{encode,decode}.{log,details,csv} and prints a summary of each kernel.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/cclz-profile}
 mkdir -p "$OUT"
 bytes=${1:-256M}
@@ -38,6 +38,6 @@ for k in encode decode; do
   echo "== $k"
   sed -n 2p "$OUT/ncu_$k.details"  # the kernel profiled
   grep -E "Duration|Memory Throughput|DRAM Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Issue Slots Busy|pipe_|Stall|warp cycles per issued" "$OUT/ncu_$k.details" | head -26
-  python3 scripts/ncu_stalls.py "$OUT/ncu_$k.csv" 4
-  python3 scripts/ncu_regions.py "$OUT/ncu_$k.csv" 14
+  python3 scripts/dev/ncu_stalls.py "$OUT/ncu_$k.csv" 4
+  python3 scripts/dev/ncu_regions.py "$OUT/ncu_$k.csv" 14
 done

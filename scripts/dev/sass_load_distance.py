@@ -3,12 +3,12 @@
 instructions (counting around the loop, so a load used in the next iteration counts the rest of
 this one). A load issued only tens of instructions before its use waits on DRAM when the SM is
 busy; ptxas sinks loads that way to stay within a register bound, whatever the source says
-(session 20: the general decoder's raw-plane loads, "a group ahead" in the source, were issued
-50-70 instructions before use; bench/results/2026-11-24-s20-prefetch).
+(the lossless general decoder's raw-plane loads, "a group ahead" in the source, are issued 50-70
+instructions before use: docs/kernels/lossless.md, "Decoder").
 
-    nvcc ... -cubin -o k.cubin file.cu          (the build's flags, scripts/profile.sh)
+    nvcc ... -cubin -o k.cubin file.cu          (the build's flags, scripts/dev/profile.sh)
     cuobjdump -sass k.cubin > k.sass            (cuobjdump: the nvidia-cuda-cuobjdump wheel)
-    python3 scripts/sass_load_distance.py k.sass decodeGeneralWindowKernelILi9E
+    python3 scripts/dev/sass_load_distance.py k.sass decodeGeneralWindowKernelILi9E
 
 The second argument picks the kernel (a piece of its mangled name). Per loop (a backward branch)
 with global loads (LDG, LDGSTS): its length, and each load with its distance to the first

@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (../shared/MEASURING.md): build for the device, run every test (the GPU
-# ones included), run the codec benchmarks, write logs and JSON to $OUT, short table last.
+# One call on a GPU machine (../shared/MEASURING.md): build for the device, run the GPU tests, run
+# benchmarks, write logs and JSON to $OUT, short table last.
 # Prepare on the workstation:
-#   scripts/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
-#   scripts/prepare-data.sh            # .data/: the shared GPT tensors
-# then run with carry [".deps", ".data"]:  bash scripts/device.sh [stage...]
-# Stages: build tests codec lossless2 lpath lwindow lsplit fp8 qgrad coll collsock adapt ncclwin check
-# (default: build tests codec). $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build
-# and tests), bench.log (every benchmark's table, in order) and bench.json (one object per
-# benchmark run: stage, name, the command and its rows), whatever stages run. lossless2: the
-# lossless payload versions 1 and 2 side by side. lpath: the version 2 kernels on each
-# CCLZ_LOSSLESS_PATH (general, staged, auto: the default) side by side, 4 MiB to 256 MiB.
-# lwindow: the staged decoder's two loops (CCLZ_LOSSLESS_WINDOW on, the default, and off) side
-# by side, 1 MiB to 16 MiB, every dtype, and the general kernels at the same sizes.
-# lsplit: the staged encoder with auto, 1, 2 and 4 warps per chunk (CCLZ_LOSSLESS_ENCODE_WARPS)
-# side by side, 1 MiB to 256 MiB (auto's kernel choice as kernel_path.h says), every dtype.
-# coll and collsock (2 or more GPUs): the NCCL collective tests under mpirun on every GPU (and on
-# 2), then the cclz-perf collective sweep, compressed beside plain NCCL, over NVLink (coll) and
-# over NCCL's socket transport on loopback (collsock, the stand-in for a slow network).
-# adapt (2 or more GPUs): adaptive calls on and off side by side, over NVLink and the socket
-# transport, after the NCCL tests' adaptive case.
-# ncclwin (2 or more GPUs): NVLink with the frames in NCCL symmetric windows and zero-CTA
-# communicators, beside the default, after the NCCL tests with both settings.
-# check (2 or more GPUs): what the call check costs over NVLink, with a traced run in trace.log.
+#   scripts/dev/prepare-deps.sh            # .deps/: header-only libraries and googletest sources
+#   scripts/dev/prepare-data.sh            # .data/: the shared GPT tensors
+# then run with carry [".deps", ".data"]:  bash scripts/dev/device.sh [stage...]
+# Stages (default: build tests codec):
+#   build      configure and build build-device/ for sm_90a.
+#   tests      the quick GPU set (ctest -L quick), with the count of cases that ran.
+#   fulltests  every GPU test (ctest -L gpu: quick, large, the NCCL suites on 2 or more GPUs).
+#   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
+#   lpath      the lossless kernel families (CCLZ_LOSSLESS_PATH general, staged, auto) side by side.
+#   lsplit     the staged lossless encoder with auto, 2 and 4 warps per chunk side by side.
+#   fp8, qgrad each codec's options and the real tensors.
+#   coll, collsock (2 or more GPUs): the NCCL collective tests under mpirun, then the cclz-perf
+#              collective sweep, compressed beside plain NCCL, over NVLink (coll) and over NCCL's
+#              socket transport on loopback (collsock, the stand-in for a slow network).
+#   adapt      (2 or more GPUs) adaptive calls on and off side by side, NVLink and socket.
+#   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
+#              beside the default, over NVLink.
+#   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
+# $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build and
+# tests), bench.log (every benchmark's table, in order) and bench.json (one object per benchmark
+# run: stage, name, the command and its rows), whatever stages run.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cclz-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -48,17 +48,25 @@ if has build; then
   [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
 fi
 
-if has tests; then
-  # Every test, the asyncCalls ones (label async) included: they passed on 2 H200s in session 7
-  # (bench/results/2026-11-23-coll-async-h200x2).
-  ctest --test-dir $build --output-on-failure -j"$(nproc)" >"$OUT/tests.tmp" 2>&1
-  status=$?
+# tests: the quick set (ctest -L quick: every GPU case but the largest messages, one device call);
+# fulltests: every GPU test (labels gpu: quick, large, and the NCCL suites on 2 or more GPUs).
+# Both report the gtest cases that ran against those selected (scripts/dev/test_counts.py).
+gpu_tests() {  # gpu_tests NAME CTEST-SELECTION...
+  local name=$1; shift
+  local xml=$OUT/.xml-$name
+  rm -rf "$xml"
+  CCLZ_TEST_XML_DIR=$xml ctest --test-dir $build --output-on-failure -j"$(nproc)" "$@" \
+    >"$OUT/tests.tmp" 2>&1
+  local status=$?
   cat "$OUT/tests.tmp" >>"$log"
-  echo "tests (all, gpu included): exit $status -- $(grep -E 'tests passed|tests failed' "$OUT/tests.tmp")" | tee -a "$summary"
+  echo "$name (ctest $*): exit $status -- $(grep -E 'tests passed|tests failed' "$OUT/tests.tmp")" | tee -a "$summary"
   grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|Exception" "$OUT/tests.tmp" | head -20 | tee -a "$summary"
-  echo "gpu tests: $(ctest --test-dir $build -L gpu -N | tail -1)" >>"$summary"
-  rm -f "$OUT/tests.tmp"
-fi
+  python3 scripts/dev/test_counts.py $build "$xml" "$@" 2>&1 | tee -a "$summary"
+  echo "$name counts: exit ${PIPESTATUS[0]}" >>"$summary"
+  rm -rf "$OUT/tests.tmp" "$xml"
+}
+if has tests; then gpu_tests tests -L quick; fi
+if has fulltests; then gpu_tests fulltests -L gpu; fi
 
 parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
 launcher=()  # what starts cclz-perf: nothing, or mpirun for the collectives
@@ -80,17 +88,8 @@ if has codec; then
   bench codec tensors_bf16 --op codec --device gpu --input .data/index.json -n 20 -w 5
 fi
 
-if has lossless2; then
-  # Lossless payload versions 1 and 2 side by side (issue 2's speed targets).
-  for version in 1 2; do
-    bench lossless2 "bf16_v$version" --op codec --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5 --format-version $version
-    bench lossless2 "fp32_v$version" --op codec --device gpu -d fp32 -b 256M -e 256M -n 20 -w 5 --format-version $version
-    bench lossless2 "tensors_v$version" --op codec --device gpu --input .data/index.json -n 20 -w 5 --format-version $version
-  done
-fi
-
 if has lpath; then
-  # The version 2 kernel paths (src/codec/lossless/kernel_path.h) in one run: staged should win
+  # The lossless kernel families (src/codec/lossless/kernel_path.h) in one run: staged should win
   # at 4 MiB and the rule of auto should follow the crossover.
   for path in general staged auto; do
     for dtype in bf16 fp32; do
@@ -99,22 +98,10 @@ if has lpath; then
   done
 fi
 
-if has lwindow; then
-  # The staged decoder's pair-window loop against round 3's lane loop (kernel_path.h,
-  # CCLZ_LOSSLESS_WINDOW): decode should gain at 1-8 MiB (auto stages up to 8 chunks per SM; bf16
-  # 16 MiB is general either way), encode should not move (the switch is the decoder's only).
-  for window in on off; do
-    for dtype in bf16 fp16 fp32; do
-      CCLZ_LOSSLESS_WINDOW=$window bench lwindow "${dtype}_window_$window" --op codec --device gpu -d $dtype -b 1M -e 16M -f 4 -n 20 -w 5
-    done
-  done
-  CCLZ_LOSSLESS_PATH=general bench lwindow bf16_general --op codec --device gpu -d bf16 -b 1M -e 16M -f 4 -n 20 -w 5
-fi
-
 if has lsplit; then
   # The staged encoder with each fixed number of warps per chunk against auto's choice
   # (kernel_path.h, CCLZ_LOSSLESS_ENCODE_WARPS, encodeWarpsPerChunk); decode should not move.
-  for warps in auto 1 2 4; do
+  for warps in auto 2 4; do
     for dtype in bf16 fp16 fp32; do
       CCLZ_LOSSLESS_ENCODE_WARPS=$warps bench lsplit "${dtype}_warps_$warps" --op codec --device gpu -d $dtype -b 1M -e 256M -f 4 -n 20 -w 5
     done
@@ -151,7 +138,7 @@ fi
 # The collectives need 2 or more GPUs (nvidia-h200-x4). Each stage fits one 10-minute call:
 #   coll:     the NCCL tests (every GPU, then 2 ranks) and the sweep over NVLink;
 #   collsock: the same sweep over NCCL's socket transport on loopback (run after coll, on the same
-#             machine, without build: bash scripts/device.sh collsock).
+#             machine, without build: bash scripts/dev/device.sh collsock).
 ranks() {  # ranks N ARGS...: N processes, one GPU each (the programs take GPU rank % count)
   local n=$1; shift
   mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" -x NCCL_NVLS_ENABLE "$@"
@@ -173,7 +160,6 @@ collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NC
       bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}" --adaptive off
     done
   done
-  bench coll "${net}_allgather_lossless1" --op allgather --codec lossless --format-version 1 --device gpu "${sizes[@]}" --adaptive off
   for codec in none lossless; do
     bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}" --adaptive off
   done

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Places a kernel's executed instructions and stall samples on its source lines, by joining
-Nsight Compute's per-SASS-instruction CSV (scripts/profile.sh: ncu_encode.csv, ncu_decode.csv) with the same
+Nsight Compute's per-SASS-instruction CSV (scripts/dev/profile.sh: ncu_encode.csv, ncu_decode.csv) with the same
 build's SASS disassembled with line info.
 
     nvcc ... -lineinfo -cubin -o k.cubin file.cu     (the build's flags; or cuobjdump -xelf all)
     nvdisasm -g -c k.cubin > k.sass                  (nvdisasm: the nvidia-cuda-nvdisasm wheel)
-    python3 scripts/ncu_lines.py ncu_encode.csv k.sass encodeKernelILi9ELb0ELb0E [units]
+    python3 scripts/dev/ncu_lines.py ncu_encode.csv k.sass encodeKernelILi9ELb0ELb0E [units]
 
 The third argument picks the kernel's section in the SASS (a piece of its mangled name); units
 divides the counts (e.g. the number of rows, for instructions per row). Per source line: the

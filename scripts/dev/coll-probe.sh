@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Tuning probe for the collectives over NCCL's socket transport on loopback: all-gather and
 # reduce-scatter (none and fp8) at 64 and 256 MiB under a few NCCL point-to-point settings and
-# piece sizes, each beside plain NCCL in the same run. Needs build-device (scripts/device.sh
-# build) and 2 or more GPUs. Usage: bash scripts/coll-probe.sh ["ENV=V ..." ...]; every argument
+# piece sizes, each beside plain NCCL in the same run. Needs build-device (scripts/dev/device.sh
+# build) and 2 or more GPUs. Usage: bash scripts/dev/coll-probe.sh ["ENV=V ..." ...]; every argument
 # is one variant (a list of environment settings, "" for none). Tables go to $OUT/probe.log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cclz-out}
 mkdir -p "$OUT"
 perf=build-device/tools/cclz-perf/cclz-perf

@@ -4,7 +4,7 @@
 # byte against the CPU reference), then cclz-perf runs each configuration on both builds,
 # alternated (old, new), so both see the same machine state.
 #   git archive -o .devrun/old.tar <commit before>
-#   bash scripts/ab-codec.sh .devrun/old.tar '<gtest filter>' CONFIGS
+#   bash scripts/dev/ab-codec.sh .devrun/old.tar '<gtest filter>' CONFIGS
 # on the device, carrying .deps, .data and .devrun. CONFIGS has one configuration per line,
 # `name cclz-perf arguments...` ('#' starts a comment). Writes $OUT: summary.txt (the commands'
 # exit codes and each table's rows, old above new), tests.log, bench.log (every table with its
@@ -28,7 +28,7 @@ for v in "$@"; do
   tags+=("$name")
   tree[$name]=$(realpath "${v#*=}")
 done
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/cclz-out}; mkdir -p "$OUT"
 sum=$OUT/summary.txt; : >"$sum"
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader >>"$sum"
