@@ -56,7 +56,7 @@ struct CommSettings {
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
   // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE); every rank must see the same.
-  // CCLZ_ASYNC=1 is refused: it became cclzCommConfig_t.asyncCalls.
+  // CCLZ_ASYNC=1 is refused with a pointer to cclzCommConfig_t.asyncCalls (chosen in code).
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);

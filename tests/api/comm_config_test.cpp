@@ -1,7 +1,7 @@
 // The communicator configuration and cclzCommStreamWait at the C boundary, without a GPU: a
 // config not made by CCLZ_COMM_CONFIG_INITIALIZER (size, magic, version) or with a bad asyncCalls
 // is refused before any transport is created, a host (MPI) communicator refuses asyncCalls, the
-// removed CCLZ_ASYNC switch is refused with a pointer to the config, and cclzCommStreamWait
+// CCLZ_ASYNC environment switch is refused with a pointer to the config, and cclzCommStreamWait
 // rejects a NULL communicator.
 #include <gtest/gtest.h>
 

@@ -145,7 +145,7 @@ TEST(Fp8Format, LayoutIsAlignedAndSized) {
     EXPECT_GE(l.flags, l.coarse + 4 * l.numRows);
     EXPECT_EQ(l.frameBytes, (l.flags + l.numRows + 15) / 16 * 16);
   }
-  // The budget: at most 0.52x of bf16 for rows of 768.
+  // The size budget: at most 0.52x of bf16 for rows of 768 (docs/formats.md, fp8 "Layout").
   const Layout l = frameLayout(786432, 768);
   EXPECT_LE(double(l.frameBytes) / (2.0 * 786432), 0.52);
 }

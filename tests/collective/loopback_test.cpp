@@ -616,7 +616,7 @@ TEST(LoopbackPieces, Fp8RowsNeverStraddleTwoPieces) {
   }
 }
 
-// CCLZ_ASYNC=1 is refused: the switch became cclzCommConfig_t.asyncCalls (chosen in code).
+// CCLZ_ASYNC=1 is refused with a pointer to cclzCommConfig_t.asyncCalls (chosen in code).
 TEST(CommSettingsTest, TheAsyncEnvironmentSwitchIsRefused) {
   setenv("CCLZ_ASYNC", "1", 1);
   try {

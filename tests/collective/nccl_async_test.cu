@@ -8,8 +8,9 @@
 // The stream is blocked by a kernel that spins on a host-mapped flag the test sets only after
 // the calls returned; the kernel gives up after a timeout, so a call that waits for the stream
 // fails the test (the flag was never seen) instead of hanging it. The suite also runs with
-// CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one hardware queue, where the old design
-// deadlocked), without the blocking test: there the check's all-gather queues behind the
+// CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one hardware queue, where a stream wait on a
+// completion word written by later work deadlocks: docs/collectives.md, "Calls that return at
+// once"), without the blocking test: there the check's all-gather queues behind the
 // blocking kernel by design of the hardware, which delays it but cannot deadlock.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

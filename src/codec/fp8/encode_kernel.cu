@@ -171,8 +171,8 @@ __device__ __forceinline__ uint32_t searchCandidates(uint32_t grid, Scales scale
 
 // The codes of 8 finite values on an E4M3/E5M2 grid, 4 to a word: quantize(grid, v[j]) by the
 // hardware's conversion (nearest even, saturating), with a value that rounds to zero coded 0x00
-// whatever its sign, as quantize does (clearZeroSigns: 3 instructions a word where __vcmpeq4 took
-// 5).
+// whatever its sign, as quantize does (clearZeroSigns: 3 instructions a word where __vcmpeq4
+// takes 5).
 __device__ __forceinline__ void quantize8Fast(uint32_t grid, const float* v, uint32_t* packed) {
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 4)
           mergeTop3x2(top, o);
         }
         // NOTE: the lane's half brought down by a shift of 16 * (mine & 1): one shift and one mask
-        // per magnitude where the two halvings and a select took three.
+        // per magnitude where the two halvings and a select take three.
         const uint32_t halfShift = (mine & 1) << 4;
 #pragma unroll
         for (int j = 0; j < 3; ++j)

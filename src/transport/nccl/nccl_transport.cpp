@@ -232,8 +232,8 @@ void NcclTransport::abortOwn() {
 
 // Both communicators at once. Aborting one communicator while a kernel of the other waits for a
 // peer that will never come hangs (2x H200, NCCL 2.28: the control communicator, aborted first,
-// hung on the rank whose data kernel waited for a transfer its peer had rejected; most likely
-// the abort's frees wait for that kernel). With both abort flags raised together, every kernel
+// hangs on the rank whose data kernel waits for a transfer its peer rejected; most likely the
+// abort's frees wait for that kernel). With both abort flags raised together, every kernel
 // of this transport ends and both aborts return (docs/collectives.md, "Checking the call").
 void NcclTransport::abort() {
   if (!control_) return abortOwn();
