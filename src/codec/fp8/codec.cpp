@@ -49,7 +49,8 @@ fp8::Params fp8Params(const cclzCodecConfig_t& c) {
   p.threshold =
       static_cast<uint32_t>(c.fp8RotateThreshold ? c.fp8RotateThreshold : kDefaultThreshold);
   // The search places the largest values of a block on grid points, which is what E4M3 and
-  // E5M2 lack; on the integer grid after rotation it measured worse than no search.
+  // E5M2 lack; on the integer grid after rotation it gives more error than no search
+  // (docs/formats.md, fp8 "Why this design").
   const int candidates = p.grid == fp8::kInt8 ? 1 : static_cast<int>(fp8::kMaxCandidates);
   p.candidates = static_cast<uint32_t>(c.fp8ScaleCandidates ? c.fp8ScaleCandidates : candidates);
   return p;
