@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
 ctest --test-dir $B -L async -R 2ranks --output-on-failure --timeout 60 > $OUT/async.log 2>&1

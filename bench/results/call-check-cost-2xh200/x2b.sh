@@ -10,7 +10,7 @@ M="mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 -x NCCL_NVLS_E
 mpicxx -O2 -std=c++17 .devrun/checkcost.cpp -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lnccl -lcudart -o /tmp/checkcost 2>&1 | tail -3
 timeout 150 $M /tmp/checkcost > $OUT/checkcost.log 2>&1; t "checkcost: exit $?"
 grep back-to-back $OUT/checkcost.log
-bash scripts/device.sh build check > /tmp/check.out 2>&1; t "device.sh build check: exit $?"
+bash scripts/dev/device.sh build check > /tmp/check.out 2>&1; t "device.sh build check: exit $?"
 grep -E "^==|^ +[0-9]" $OUT/bench.log | cut -c1-170
 B=build-device
 timeout 60 $M -x CCLZ_ASYNC=1 -x CCLZ_ASYNC_UNSAFE=1 -x CUDA_MODULE_LOADING=EAGER -x NCCL_RUNTIME_CONNECT=0 -x CCLZ_TRACE=1 \

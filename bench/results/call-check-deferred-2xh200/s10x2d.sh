@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
 el() { echo $(( $(date +%s) - start )); }
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(el) s"
 B=build-device
 M=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 -x NCCL_NVLS_ENABLE)

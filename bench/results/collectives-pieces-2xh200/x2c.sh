@@ -5,7 +5,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
 run() {  # run PIECE NAME ARGS...
   local piece=$1 name=$2; shift 2

@@ -6,7 +6,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s); mkdir -p /tmp/pj
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
 timeout 200 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 -x NCCL_NVLS_ENABLE \

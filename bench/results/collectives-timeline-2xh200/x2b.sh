@@ -5,7 +5,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
 tl() {  # tl NAME [ENV=V...] -- ARGS...: one timed run with the timeline on, rank 0's lines kept

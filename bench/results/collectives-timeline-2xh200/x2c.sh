@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s); mkdir -p /tmp/pj
 el() { echo $(( $(date +%s) - start )); }
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(el) s"
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
 timeout 120 ctest --test-dir $B -L gpu -j8 --output-on-failure --timeout 100 -R "Fp8GpuReduce|Fp8Gpu\.|Fp8GpuTensors|Qgrad" > $OUT/gpu_tests.log 2>&1

@@ -3,7 +3,7 @@
 # against the tree before; the fp8 GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-timeout 540 bash scripts/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s24c.configs > /dev/null
+timeout 540 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s24c.configs > /dev/null
 echo "ab-codec: exit $?"
 sed -n 1,6p "$OUT/summary.txt"; grep "gpu tests" "$OUT/summary.txt"
 grep -B2 -A8 -E "FAILED|Failure" "$OUT/tests.log" | head -30

@@ -3,7 +3,7 @@
 # 4 warps (c32) and 40 (o40) against the tree before; the fp8 GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-timeout 540 bash scripts/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s24a.configs c32=.devrun/c32.tar.gz o40=.devrun/o40.tar.gz > /dev/null
+timeout 540 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s24a.configs c32=.devrun/c32.tar.gz o40=.devrun/o40.tar.gz > /dev/null
 echo "ab-codec: exit $?"
 sed -n 1,6p "$OUT/summary.txt"; grep "gpu tests" "$OUT/summary.txt"
 grep -B2 -A8 -E "FAILED|Failure" "$OUT/tests.log" | head -30

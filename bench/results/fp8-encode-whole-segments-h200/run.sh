@@ -4,7 +4,7 @@
 # tests (frames byte for byte against the CPU reference), cclz-perf on both, alternated, then
 # Nsight Compute on the new encode.
 # Device tool, carry [".deps", ".data", ".devrun"]; made with: git archive -o .devrun/old.tar 4909686
-#   bash bench/results/2026-11-23-fp8-straight/run.sh
+#   bash bench/results/fp8-encode-whole-segments-h200/run.sh
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/cclz-out}; mkdir -p "$OUT"
@@ -46,7 +46,7 @@ done
 echo "bench: $((SECONDS - t0)) s" >>"$sum"
 grep -E "^== |^ +[0-9]+ " "$OUT/bench.log" | head -80 >>"$sum"
 (cd "$OUT" && tar -czf bench-json.tgz j_*.json && rm -f j_*.json)
-OUT=/tmp/prof bash scripts/profile.sh 256M --codec fp8 --fp8-row-elems 1024 -d bf16 >"$OUT/profile.txt" 2>&1
+OUT=/tmp/prof bash scripts/dev/profile.sh 256M --codec fp8 --fp8-row-elems 1024 -d bf16 >"$OUT/profile.txt" 2>&1
 (cd /tmp/prof && tar -czf "$OUT/profile.tgz" ncu_encodeKernel.csv ncu_encodeKernel.details)
 echo "profile: $((SECONDS - t0)) s" >>"$sum"
 cat "$sum"

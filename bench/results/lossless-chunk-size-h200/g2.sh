@@ -5,13 +5,13 @@
 set -u
 cd "$(dirname "$0")/../../.."
 start=$(date +%s)
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
 ctest --test-dir $B -L gpu -R "Fp8" -j12 --output-on-failure --timeout 120 > /tmp/gpu.log 2>&1
 echo "fp8 gpu tests: exit $? -- $(grep -E 'tests passed|tests failed' /tmp/gpu.log) ($(( $(date +%s) - start )) s)"
 grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|Exception" /tmp/gpu.log | head -12
-g++ -O2 -std=c++17 -Iinclude -I/usr/local/cuda/include bench/results/2026-11-23-codec-round3-h200/apicost.cpp -o /tmp/apicost \
+g++ -O2 -std=c++17 -Iinclude -I/usr/local/cuda/include bench/results/lossless-chunk-size-h200/apicost.cpp -o /tmp/apicost \
   -L$B/src -lcclz -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,$PWD/$B/src && /tmp/apicost | tee $OUT/apicost.txt
 {
 for ce in 1024 2048 4096; do

@@ -5,7 +5,7 @@ set -u
 cd "$(dirname "$0")/../../.."
 start=$(date +%s)
 el() { echo $(( $(date +%s) - start )); }
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 echo "build: $(el) s"
 B=build-device; mkdir -p /tmp/j
 P=$B/tools/cclz-perf/cclz-perf

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 19, first device call: A/B, then the tests the A/B's filter does not reach.
 set -u
-bash scripts/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/2026-11-24-s19-split-grid-chunks/configs
+bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-encode-grid-slots-h200/configs
 T=build-device/tests/codec/codec_gpu_tests
 F='All/LosslessGpu.*_default_*:LosslessGpuV2*:LosslessGpuRealTensors.*-*_n16777216_*'
 { echo "== general path"; CCLZ_LOSSLESS_PATH=general $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -3

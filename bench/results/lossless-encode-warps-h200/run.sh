@@ -2,7 +2,7 @@
 # Session 19, sixth device call: A/B of auto's warps per chunk, then the fixed-warps tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-bash scripts/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/2026-11-24-s19-encode-warps/configs
+bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-encode-warps-h200/configs
 T=build-device/tests/codec/codec_gpu_tests
 F='All/LosslessGpu.*_default_*:LosslessGpuV2*:LosslessGpuRealTensors.*-*_n16777216_*'
 { for w in 1 2 4; do echo "== warps $w"; CCLZ_LOSSLESS_ENCODE_WARPS=$w $T --gtest_filter="$F" --gtest_brief=1 2>&1 | tail -2; done

@@ -3,7 +3,7 @@
 # benchmarks after the helpers' kernel changes.
 set -u
 cd "$(dirname "$0")/.."
-bash scripts/device.sh build tests > /tmp/dev.out 2>&1; echo "device.sh build tests: exit $?"
+bash scripts/dev/device.sh build tests > /tmp/dev.out 2>&1; echo "device.sh build tests: exit $?"
 cp $OUT/summary.txt /tmp/summary.tests; cat /tmp/summary.tests
 P=build-device/tools/cclz-perf/cclz-perf
 {

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../../.."
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
 el() { echo $(( $(date +%s) - start )); }
-bash scripts/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
+bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }
 cp $OUT/summary.txt /tmp/sum_build; cp $OUT/device.log /tmp/log_build
 echo "build: $(el) s"
 B=build-device; P=$B/tools/cclz-perf/cclz-perf
@@ -18,7 +18,7 @@ grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|Exception" $OUT/gpu_tests.log | head
 timeout 200 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 -x NCCL_NVLS_ENABLE \
   $B/tests/collective/nccl_tests --gtest_brief=1 > $OUT/nccl_tests.log 2>&1
 echo "nccl_tests 2 ranks default: exit $? ($(el) s) $(grep -E 'PASSED|FAILED' $OUT/nccl_tests.log | head -4 | tr '\n' ' ')"
-timeout 330 bash scripts/device.sh ncclwin > /tmp/ncclwin.out 2>&1
+timeout 330 bash scripts/dev/device.sh ncclwin > /tmp/ncclwin.out 2>&1
 echo "ncclwin stage: exit $? ($(el) s)"
 cat /tmp/sum_build $OUT/summary.txt > /tmp/sum_all; cp /tmp/sum_all $OUT/summary.txt
 cat /tmp/log_build >> $OUT/device.log

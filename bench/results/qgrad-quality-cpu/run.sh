@@ -2,7 +2,7 @@
 # Quality of the qgrad codec on the real tensors (CPU reference; the bytes are the GPU's too):
 # NMSE and max relative error per tensor, and the wire ratio vs bf16 and vs fp32 (the bf16 tensors
 # widened exactly to fp32), for int8, int4 and int2 at the default block of 64, nearest rounding.
-#   bench/results/2026-11-22-qgrad-quality/run.sh [build dir (default build)] 
+#   bench/results/qgrad-quality-cpu/run.sh [build dir (default build)] 
 set -euo pipefail
 cd "$(dirname "$0")"
 perf=${1:-../../../build}/tools/cclz-perf/cclz-perf

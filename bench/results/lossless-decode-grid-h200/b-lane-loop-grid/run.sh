@@ -2,7 +2,7 @@
 # Session 21, fourth device call: the general lane-loop decoder's grid (fp32) at 24, 32 and 40 blocks per SM against 16, GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-bash scripts/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s21d.configs l32=.devrun/l32.tar.gz l40=.devrun/l40.tar.gz > /dev/null
+bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s21d.configs l32=.devrun/l32.tar.gz l40=.devrun/l40.tar.gz > /dev/null
 T=build-device/tests/codec/codec_gpu_tests
 { echo "== general"; CCLZ_LOSSLESS_PATH=general $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -1
   echo "== general, lane loop"; CCLZ_LOSSLESS_PATH=general CCLZ_LOSSLESS_WINDOW=off $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -1

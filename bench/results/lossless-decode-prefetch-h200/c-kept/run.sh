@@ -4,7 +4,7 @@ set -u
 OUT=${OUT:-/tmp/cclz-out}
 cat .data/layer1_act.bin .data/layer6_act.bin .data/layer1_wgrad.bin .data/layer6_wgrad.bin > /tmp/one.bin
 for i in $(seq 8); do cat /tmp/one.bin; done | head -c $((256 * 1048576)) > /tmp/real256.bin
-bash scripts/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/2026-11-24-s20-prefetch/c-kept/configs \
+bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-decode-prefetch-h200/c-kept/configs \
   nextblock=.devrun/nextblock.tar.gz > /dev/null
 T=build-device/tests/codec/codec_gpu_tests
 { echo "== general (window loop for bf16, fp16)"; CCLZ_LOSSLESS_PATH=general $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -1

@@ -2,7 +2,7 @@
 # Session 22, seventh device call: a kernel each for the look-back's placements; GPU tests (auto, and 4 warps per chunk).
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-bash scripts/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s22g.configs > /dev/null
+bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s22g.configs > /dev/null
 T=build-device/tests/codec/codec_gpu_tests
 { echo "== staged, 4 warps per chunk"; CCLZ_LOSSLESS_PATH=staged CCLZ_LOSSLESS_ENCODE_WARPS=4 $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -1
 } > "$OUT/tests-more.log" 2>&1

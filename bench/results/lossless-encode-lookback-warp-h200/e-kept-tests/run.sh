@@ -5,7 +5,7 @@
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 AB_TEST_ENVS="CCLZ_LOSSLESS_PATH=general;CCLZ_LOSSLESS_PATH=staged CCLZ_LOSSLESS_ENCODE_WARPS=4" \
-  timeout 450 bash scripts/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s23e.configs > /dev/null
+  timeout 450 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s23e.configs > /dev/null
 echo "ab-codec: exit $?"
 timeout 100 build-device/tests/codec/codec_gpu_tests --gtest_filter='*Fp8*' --gtest_brief=1 > "$OUT/tests-fp8.log" 2>&1
 echo "fp8 gpu tests: exit $? -- $(grep -E 'PASSED|FAILED|tests from' "$OUT/tests-fp8.log" | tr '\n' ' ')"

@@ -21,7 +21,7 @@ prof() {  # name, kernel regex, environment
   rm -f "$OUT/$1.ncu-rep"; gzip -f "$OUT/$1.csv"
   echo "== $1 ($3): $((SECONDS - t0)) s"
   grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|pipe_|wavefronts|sectors|requests|Shared Memory Config|Block Limit" "$OUT/$1.details" | head -40
-  zcat "$OUT/$1.csv.gz" > /tmp/p.csv; python3 scripts/ncu_stalls.py /tmp/p.csv 6; python3 scripts/ncu_regions.py /tmp/p.csv 14
+  zcat "$OUT/$1.csv.gz" > /tmp/p.csv; python3 scripts/dev/ncu_stalls.py /tmp/p.csv 6; python3 scripts/dev/ncu_regions.py /tmp/p.csv 14
 }
 prof enc-general '^encodeKernel$' "CCLZ_LOSSLESS_PATH=general"
 prof enc-staged '^encodeSplitKernel$' "CCLZ_LOSSLESS_PATH=staged"

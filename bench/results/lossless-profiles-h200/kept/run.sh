@@ -20,7 +20,7 @@ prof() {  # name, kernel regex
   rm -f "$OUT/$1.ncu-rep"; gzip -c /tmp/p.csv > "$OUT/$1.csv.gz"
   echo "== $1: $((SECONDS - t0)) s"
   grep -E "Duration|L1/TEX Cache Throughput|DRAM Throughput|Issue Slots Busy|pipe_|wavefronts|inst_executed.sum" "$OUT/$1.details"
-  python3 scripts/ncu_stalls.py /tmp/p.csv 4 2>/dev/null | head -24
+  python3 scripts/dev/ncu_stalls.py /tmp/p.csv 4 2>/dev/null | head -24
 }
 prof dec '^decodeGeneralWindowKernel$'
 prof enc '^encodeKernel$'
