@@ -11,7 +11,7 @@ B=build-device; P=$B/tools/cclz-perf/cclz-perf
 ctest --test-dir $B -L gpu -R "Fp8" -j12 --output-on-failure --timeout 120 > /tmp/gpu.log 2>&1
 echo "fp8 gpu tests: exit $? -- $(grep -E 'tests passed|tests failed' /tmp/gpu.log) ($(( $(date +%s) - start )) s)"
 grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|Exception" /tmp/gpu.log | head -12
-g++ -O2 -std=c++17 -Iinclude -I/usr/local/cuda/include bench/results/lossless-chunk-size-h200/apicost.cpp -o /tmp/apicost \
+g++ -O2 -std=c++17 -Iinclude -I/usr/local/cuda/include bench/probes/apicost.cpp -o /tmp/apicost \
   -L$B/src -lcclz -L/usr/local/cuda/lib64 -lcudart -Wl,-rpath,$PWD/$B/src && /tmp/apicost | tee $OUT/apicost.txt
 {
 for ce in 1024 2048 4096; do

@@ -2,7 +2,7 @@
 # Session 19, ninth device call: A/B, then the general kernels' tests with the window on and off.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-decode-window-h200/b-bf16-fp16/configs
+bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-decode-window-h200/general/b-bf16-fp16/configs
 T=build-device/tests/codec/codec_gpu_tests
 { echo "== general (window loop for bf16, fp16)"; CCLZ_LOSSLESS_PATH=general $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -1
   echo "== general.lane (window off)"; CCLZ_LOSSLESS_PATH=general CCLZ_LOSSLESS_WINDOW=off $T --gtest_filter='Lossless*:*/LosslessGpu.*' --gtest_brief=1 2>&1 | tail -1
