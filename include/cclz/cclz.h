@@ -152,22 +152,13 @@ typedef struct {
   unsigned int magic;   /* CCLZ_CONFIG_MAGIC */
   unsigned int version; /* CCLZ_VERSION_CODE */
   cclzCodecType_t codec;
-  /* Elements per independently decodable chunk. Lossless version 2 (the default): 1024, 2048 or
-   * 4096; 0 picks 4096. Version 1: a power of two in [1024, 65536] (a chunk must fit in GPU
-   * shared memory); 0 picks by message size: the largest power of two up to 16384 that cuts the
-   * message into ~512 chunks, at least 4096. Smaller chunks give more parallelism on small
-   * messages, larger ones a slightly better ratio. The decoder must use the same configuration
-   * as the encoder. */
+  /* Lossless: elements per independently decodable chunk, 1024, 2048 or 4096; 0 picks 4096.
+   * Smaller chunks give more parallelism on small messages, larger ones a slightly better ratio.
+   * A device decode needs the chunk size of the handle that encoded; host decoders take any.
+   * (The lossless payload has no other parameter: docs/formats.md, "Lossless payload".) */
   int chunkElems;
-  /* Lossless version 1 only: interleaved entropy-coded streams per chunk (one GPU thread decodes
-   * one), a power of two with chunkElems/streams in [64, 4096] symbols; 0 picks chunkElems/256. */
-  int streamsPerChunk;
-  /* Lossless version 1 only: longest Huffman code in bits, 8..12; 0 picks the default (10). The
-   * decoder's lookup table has 2^maxCodeLength entries. */
-  int maxCodeLength;
   /* Qgrad: bits per code, 8, 4 or 2 (2 is ternary: -1, 0, +1 times the block's scale); 0 picks 4.
-   * (Qgrad takes its block size from blockElems; chunkElems, streamsPerChunk and maxCodeLength
-   * must be 0.) */
+   * (Qgrad takes its block size from blockElems; chunkElems must be 0.) */
   int bits;
   /* Qgrad: elements per block, which share one bf16 scale: 32, 64, 128 or 256; 0 picks 64.
    * int4 at 64 sends 0.266 of the bf16 bytes (3.76x) and 0.133 of fp32 (7.53x). */
@@ -197,18 +188,12 @@ typedef struct {
    * that does not saturate (1: that scale, no search); E4M3 tries the grid-aligned codes of the
    * window (8 of 32), E5M2 and INT8 every code. 0 picks 32 for E4M3/E5M2, 1 for INT8. */
   int fp8ScaleCandidates;
-  /* Lossless: payload format version, 1 or 2; 0 picks the default (2). Version 2 (static codes,
-   * one GPU warp per chunk; docs/formats.md) takes chunkElems 1024, 2048 or 4096 (0 picks 4096)
-   * and no streamsPerChunk or maxCodeLength (they must be 0: they are version 1's, per-chunk
-   * Huffman codes). Host decoders read both versions; a device decode needs the version of the
-   * handle that encoded. Other codecs: must be 0. */
-  int formatVersion;
 } cclzCodecConfig_t;
 
-#define CCLZ_CODEC_CONFIG_INITIALIZER                                                           \
-  {                                                                                             \
-    sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0, \
-        0, 0, cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0, 0           \
+#define CCLZ_CODEC_CONFIG_INITIALIZER                                                     \
+  {                                                                                       \
+    sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, \
+        0, 0, cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0         \
   }
 
 /* Creates a codec handle. It holds the configuration and, once a device call needs it, a small

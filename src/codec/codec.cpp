@@ -46,9 +46,6 @@ void rejectForeignFields(const cclzCodecConfig_t& c) {
   };
   const Field fields[] = {
       {"chunkElems", cclzCodecLossless, c.chunkElems != 0},
-      {"streamsPerChunk", cclzCodecLossless, c.streamsPerChunk != 0},
-      {"maxCodeLength", cclzCodecLossless, c.maxCodeLength != 0},
-      {"formatVersion", cclzCodecLossless, c.formatVersion != 0},
       {"bits", cclzCodecQgrad, c.bits != 0},
       {"blockElems", cclzCodecQgrad, c.blockElems != 0},
       {"rounding", cclzCodecQgrad, c.rounding != cclzRoundNearest},

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "codec/fp8/format.h"
-#include "codec/lossless/format.h"
 #include "common/error.h"
 
 namespace cclz {
@@ -63,27 +62,19 @@ inline int multiprocessorCount() {
 namespace lossless {
 
 // Device scratch an encode of numChunks chunks needs: a work counter (the next chunk to take), a
-// count of the warps done (version 2) and two state words per chunk (the decoupled look-back:
-// the chunk's size or end offset; version 2, the sum of 32 chunks' sizes), zeroed by
-// encodeDevice (version 2: unless the scratch carries an epoch, v2::encodeDevice).
+// count of the warps done and two state words per chunk (the decoupled look-back: the chunk's
+// size or end offset, and the sum of 32 chunks' sizes); zeroed by encodeDevice unless the
+// scratch carries an epoch.
 inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 16 * numChunks; }
 
-// Encodes into dst (capacity >= maxEncodedBytes); scratch holds encodeScratchBytes.
-void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
-                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
-                  cudaStream_t stream);
-
-void decodeDevice(const Params& p, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
-                  uint64_t count, DeviceStatus* status, cudaStream_t stream);
-
 namespace v2 {
-// Payload version 2 (encode_v2_kernel.cu, decode_v2_kernel.cu): the same contracts, with the
-// chunk size as the only parameter. Scratch as encodeScratchBytes above.
-// scratchEpoch (DeviceWorkspace): 0, the scratch is zeroed first; otherwise it is the handle's, and
-// the chunk states carry the epoch instead (no memset, no second launch).
+// Encodes into dst (capacity >= maxEncodedBytes, encode_v2_kernel.cu); scratch holds
+// encodeScratchBytes. scratchEpoch (DeviceWorkspace): 0, the scratch is zeroed first; otherwise
+// it is the handle's, and the chunk states carry the epoch instead (no memset, no second launch).
 void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   uint32_t scratchEpoch, cudaStream_t stream);
+// Decodes a frame of the given chunk size (decode_v2_kernel.cu).
 void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream);
 }  // namespace v2

@@ -84,12 +84,10 @@ const char* collOpName(CollOp op) {
 
 uint64_t configHash(const cclzCodecConfig_t& c) {
   uint64_t h = 14695981039346656037ull;
-  for (int64_t v : {int64_t{c.codec}, int64_t{c.chunkElems}, int64_t{c.streamsPerChunk},
-                    int64_t{c.maxCodeLength}, int64_t{c.bits}, int64_t{c.blockElems},
-                    int64_t{c.rounding}, int64_t{c.fp8Format}, int64_t{c.fp8RowElems},
-                    int64_t{c.fp8HadamardSize}, int64_t{c.fp8Rotation},
-                    int64_t{c.fp8RotateThreshold}, int64_t{c.fp8ScaleCandidates},
-                    int64_t{c.formatVersion}})
+  for (int64_t v : {int64_t{c.codec}, int64_t{c.chunkElems}, int64_t{c.bits},
+                    int64_t{c.blockElems}, int64_t{c.rounding}, int64_t{c.fp8Format},
+                    int64_t{c.fp8RowElems}, int64_t{c.fp8HadamardSize}, int64_t{c.fp8Rotation},
+                    int64_t{c.fp8RotateThreshold}, int64_t{c.fp8ScaleCandidates}})
     mix(h, v);
   return h;
 }

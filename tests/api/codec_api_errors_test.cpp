@@ -26,12 +26,9 @@ cclzResult_t create(const cclzCodecConfig_t& config) {
   return r;
 }
 
-cclzCodecConfig_t lossless(int chunk, int streams, int maxLen) {
+cclzCodecConfig_t lossless(int chunk) {
   cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
-  c.formatVersion = 1;  // the version with streams and code lengths
   c.chunkElems = chunk;
-  c.streamsPerChunk = streams;
-  c.maxCodeLength = maxLen;
   return c;
 }
 
@@ -65,48 +62,11 @@ TEST(CodecApiErrors, CreateChecksPointersAndConfigIdentity) {
   EXPECT_EQ(create(none), cclzSuccess);
 }
 
-// The default lossless version is 2: version 1's own fields ask for formatVersion = 1.
-TEST(CodecApiErrors, VersionOneFieldsNeedVersionOne) {
-  for (cclzCodecConfig_t c : {lossless(0, 16, 0), lossless(0, 0, 10)}) {
-    c.formatVersion = 0;
-    EXPECT_EQ(create(c), cclzInvalidArgument);
-    EXPECT_NE(std::string(cclzGetLastError(nullptr)).find("formatVersion = 1"), std::string::npos)
-        << cclzGetLastError(nullptr);
-    c.formatVersion = 1;
-    EXPECT_EQ(create(c), cclzSuccess);
-  }
-}
-
 TEST(CodecApiErrors, ChunkElems) {
-  EXPECT_EQ(create(lossless(1024, 16, 0)), cclzSuccess);
-  EXPECT_EQ(create(lossless(65536, 1024, 0)), cclzSuccess);
-  EXPECT_EQ(create(lossless(1024, 0, 0)), cclzSuccess);  // 1024/256 = 4 streams of 256
-  EXPECT_EQ(create(lossless(65536, 0, 0)), cclzSuccess);
-  for (int chunk : {1000, 1536, 3072, 512, 16, 1, 131072, 1 << 30, -1024, -1}) {
-    EXPECT_EQ(create(lossless(chunk, 0, 0)), cclzInvalidArgument) << "chunkElems " << chunk;
-    EXPECT_EQ(create(lossless(chunk, 16, 0)), cclzInvalidArgument) << "chunkElems " << chunk;
-  }
-}
-
-TEST(CodecApiErrors, StreamsPerChunk) {
-  EXPECT_EQ(create(lossless(1024, 1, 0)), cclzSuccess);           // 1024 symbols per stream
-  EXPECT_EQ(create(lossless(65536, 16, 0)), cclzSuccess);         // 4096 per stream
-  EXPECT_EQ(create(lossless(1024, 32, 0)), cclzInvalidArgument);  // 32 < 64 per stream
-  EXPECT_EQ(create(lossless(65536, 8, 0)), cclzInvalidArgument);  // 8192 > 4096 per stream
-  EXPECT_EQ(create(lossless(1024, 3, 0)), cclzInvalidArgument);   // not a power of two
-  EXPECT_EQ(create(lossless(1024, 48, 0)), cclzInvalidArgument);
-  EXPECT_EQ(create(lossless(1024, -16, 0)), cclzInvalidArgument);
-  EXPECT_EQ(create(lossless(1024, 1 << 30, 0)), cclzInvalidArgument);
-  // With the default chunking (4096 to 16384), streams must suit every chunk it may pick.
-  EXPECT_EQ(create(lossless(0, 64, 0)), cclzSuccess);
-  EXPECT_EQ(create(lossless(0, 128, 0)), cclzInvalidArgument);  // 4096/128 = 32
-  EXPECT_EQ(create(lossless(0, 2, 0)), cclzInvalidArgument);    // 16384/2 = 8192
-}
-
-TEST(CodecApiErrors, MaxCodeLength) {
-  for (int len : {8, 9, 10, 11, 12}) EXPECT_EQ(create(lossless(0, 0, len)), cclzSuccess) << len;
-  for (int len : {7, 13, 1, 16, 255, -1, -11})
-    EXPECT_EQ(create(lossless(0, 0, len)), cclzInvalidArgument) << len;
+  for (int chunk : {0, 1024, 2048, 4096})
+    EXPECT_EQ(create(lossless(chunk)), cclzSuccess) << "chunkElems " << chunk;
+  for (int chunk : {1000, 1536, 3072, 512, 16, 1, 8192, 65536, 131072, 1 << 30, -1024, -1})
+    EXPECT_EQ(create(lossless(chunk)), cclzInvalidArgument) << "chunkElems " << chunk;
 }
 
 // C callers (and ctypes) can pass any int where cclz.h has an enum. The library must reject such
@@ -121,9 +81,6 @@ TEST(CodecApiErrors, FieldsOfAnotherCodec) {
   };
   const Field fields[] = {
       {"chunkElems", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.chunkElems = 4096; }},
-      {"streamsPerChunk", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.streamsPerChunk = 16; }},
-      {"maxCodeLength", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.maxCodeLength = 10; }},
-      {"formatVersion", cclzCodecLossless, [](cclzCodecConfig_t& c) { c.formatVersion = 1; }},
       {"bits", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.bits = 8; }},
       {"blockElems", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.blockElems = 64; }},
       {"rounding", cclzCodecQgrad, [](cclzCodecConfig_t& c) { c.rounding = cclzRoundStochastic; }},
@@ -142,8 +99,6 @@ TEST(CodecApiErrors, FieldsOfAnotherCodec) {
       c.codec = codec;
       f.set(c);
       if (f.owner == codec) {
-        // streamsPerChunk and maxCodeLength belong to the lossless codec's version 1.
-        if (c.streamsPerChunk || c.maxCodeLength) c.formatVersion = 1;
         EXPECT_EQ(create(c), cclzSuccess) << f.name << " on its own codec " << codec;
         continue;
       }

@@ -30,7 +30,7 @@ std::string apiName(const testing::TestParamInfo<ApiParam>& info) {
 TEST_P(CodecApiRoundTrip, LosslessHostExact) {
   const auto& [dtype, count, setup, kind] = GetParam();
   const auto type = static_cast<cclzDataType_t>(dtype);
-  const lossless::Params p = setup.params(count);
+  const lossless::Params p = setup.params();
   const auto input = makeData(kind, dtype, count, p.chunkElems,
                               mixSeed(static_cast<uint64_t>(kind), dtype, count, 99));
   CodecPtr codec = makeCodec(setup.apiConfig());

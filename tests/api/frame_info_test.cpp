@@ -14,8 +14,7 @@ namespace {
 std::vector<uint8_t> encode(cclzCodecType_t type, cclzDataType_t dtype, size_t count) {
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
   config.codec = type;
-  if (type == cclzCodecLossless)
-    config.formatVersion = 1, config.chunkElems = 1024, config.streamsPerChunk = 16;
+  if (type == cclzCodecLossless) config.chunkElems = 1024;
   CodecPtr codec = makeCodec(config);
   const auto input = makeData(DataKind::kGauss1, dtype, count, 1024, 21);
   size_t capacity = 0, bytes = 0;

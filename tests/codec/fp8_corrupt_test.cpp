@@ -253,7 +253,6 @@ TEST(Fp8Api, InvalidConfigurations) {
       [](cclzCodecConfig_t& c) { c.fp8RotateThreshold = -1; },
       [](cclzCodecConfig_t& c) { c.fp8ScaleCandidates = 33; },
       [](cclzCodecConfig_t& c) { c.chunkElems = 4096; },
-      [](cclzCodecConfig_t& c) { c.maxCodeLength = 10; },
       [](cclzCodecConfig_t& c) {
         const int v = 4;
         std::memcpy(&c.fp8Format, &v, sizeof v);

@@ -1,7 +1,8 @@
 // Golden frames: small fixed inputs whose encoded bytes are pinned by size and FNV-1a 64 hash.
 //
 // These constants ARE the format. If a change to src/ makes them fail, either the change is a
-// bug, or it changes the format: then docs/formats.md, kFrameVersion (src/codec/frame.h) and
+// bug, or it changes the format: then docs/formats.md, the lossless frame version
+// (kLosslessVersion2, src/codec/frame.h) and
 // these constants change together, in one commit that says so. Never update them to make a
 // test pass.
 #include <gtest/gtest.h>
@@ -69,18 +70,18 @@ struct Golden {
   uint64_t fnv1a64;
   // Section offsets, from docs/formats.md: table at 64, plane A, plane B (fp32), blocks.
   uint64_t planeAOffset, planeBOffset, blocksOffset;
-  uint8_t modes[3];  // of each chunk block: 1 Huffman, 0 stored
   uint64_t inputFnv1a64;
 };
 
-// chunkElems 1024, 16 streams per chunk, maxCodeLength 11 (explicit: API defaults may change,
-// these frames may not).
+// chunkElems 1024 (explicit: API defaults may change, these frames may not).
+// bf16_3000 is stored (6144 bytes > 6000): a NaN in every chunk puts the top at 255, where every
+// other offset escapes (docs/formats.md, "Lossless payload", "Limits").
 // clang-format off
 const Golden kGolden[] = {
-  // name        dtype         count  frameBytes  frame FNV-1a 64         planeA planeB blocks  modes      input FNV-1a 64
-  {"bf16_3000", cclzBfloat16, 3000,  4608,       0x8b16976662de1e88ull,  96,    3104,  3104,  {1, 1, 1}, 0x5e070d444b6a6b8bull},
-  {"fp16_1500", cclzFloat16,  1500,  2928,       0xf40ff5760bbf4e84ull,  80,    1584,  1584,  {1, 0},    0x8e03aaa9549ebbd4ull},
-  {"fp32_2000", cclzFloat32,  2000,  6832,       0x69222a0c5b8e6333ull,  80,    2080,  6080,  {1, 1},    0xd7055baffa7f47c3ull},
+  // name        dtype         count  frameBytes  frame FNV-1a 64         planeA planeB blocks  input FNV-1a 64
+  {"bf16_3000", cclzBfloat16, 3000,  6144,       0xdc5eabffe3332121ull,  96,    3104,  3104,  0x5e070d444b6a6b8bull},
+  {"fp16_1500", cclzFloat16,  1500,  3104,       0x1888420b8bc68cb0ull,  80,    1584,  1584,  0x8e03aaa9549ebbd4ull},
+  {"fp32_2000", cclzFloat32,  2000,  6832,       0x9b34f35d810e4d97ull,  80,    2080,  6080,  0xd7055baffa7f47c3ull},
 };
 // clang-format on
 
@@ -93,7 +94,7 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
               static_cast<unsigned long long>(fnv1a64(input.data(), input.size())));
   // The input first: a failure here is a change of the test's generator, not of the format.
   ASSERT_EQ(fnv1a64(input.data(), input.size()), g.inputFnv1a64);
-  const lossless::Params p{1024, 4, 11};
+  const lossless::Params p{1024};
   std::vector<uint8_t> frame(lossless::maxEncodedBytes(p, g.dtype, g.count));
   const uint64_t bytes =
       lossless::encodeRef(p, g.dtype, input.data(), g.count, frame.data(), frame.size());
@@ -105,10 +106,7 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
 
   // The public API gives the same bytes.
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
-  config.formatVersion = 1;
   config.chunkElems = 1024;
-  config.streamsPerChunk = 16;
-  config.maxCodeLength = 11;
   CodecPtr codec;
   ASSERT_NO_FATAL_FAILURE(codec = makeCodec(config));
   std::vector<uint8_t> viaApi(frame.size(), 0xEE);
@@ -125,7 +123,7 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
   EXPECT_EQ(f[1], 'C');
   EXPECT_EQ(f[2], 'L');
   EXPECT_EQ(f[3], 'Z');
-  EXPECT_EQ(f[kOffVersion], 1);
+  EXPECT_EQ(f[kOffVersion], 2);
   EXPECT_EQ(f[kOffCodec], 1);  // cclzCodecLossless
   EXPECT_EQ(f[kOffDtype], g.dtype);
   EXPECT_EQ(f[kOffFlags], 0);
@@ -134,9 +132,7 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
   EXPECT_EQ(readLE<uint32_t>(f + kOffChunkElems), 1024u);
   const uint32_t numChunks = static_cast<uint32_t>((g.count + 1023) / 1024);
   EXPECT_EQ(readLE<uint32_t>(f + kOffNumChunks), numChunks);
-  EXPECT_EQ(f[kOffParams + 0], 4);   // log2(16 streams)
-  EXPECT_EQ(f[kOffParams + 1], 11);  // max code length
-  for (size_t i = kOffParams + 2; i < kOffChecksum; ++i) EXPECT_EQ(f[i], 0) << "byte " << i;
+  for (size_t i = kOffParams; i < kOffChecksum; ++i) EXPECT_EQ(f[i], 0) << "byte " << i;
   EXPECT_EQ(readLE<uint32_t>(f + kOffChecksum), fnv1a32(f, 60));
 
   // Sections where the spec puts them; the chunk table increases to the end of the frame.
@@ -153,15 +149,13 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
   }
   EXPECT_EQ(g.blocksOffset + previous, bytes);
 
-  // The raw planes hold each element's bits outside the symbol, in element order:
-  // bf16 sign<<7 | mantissa[6:0]; fp16 mantissa[7:0]; fp32 sign<<7 | mantissa[22:16], then
-  // mantissa[15:0] as little-endian uint16 in plane B.
+  // The raw planes hold each element's bits outside the symbol, in element order: bf16 and fp16
+  // sign<<7 | bits 6..0; fp32 sign<<7 | mantissa[22:16], then mantissa[15:0] as little-endian
+  // uint16 in plane B.
   for (size_t i = 0; i < g.count; ++i) {
     uint32_t w = 0;
     std::memcpy(&w, &input[i * elementSize(g.dtype)], elementSize(g.dtype));
-    uint32_t a = 0;
-    if (g.dtype == cclzBfloat16) a = ((w >> 8) & 0x80) | (w & 0x7F);
-    if (g.dtype == cclzFloat16) a = w & 0xFF;
+    uint32_t a = ((w >> 8) & 0x80) | (w & 0x7F);
     if (g.dtype == cclzFloat32) a = ((w >> 24) & 0x80) | ((w >> 16) & 0x7F);
     ASSERT_EQ(f[g.planeAOffset + i], a) << "plane A, element " << i;
     if (g.dtype == cclzFloat32) {
@@ -169,74 +163,17 @@ TEST_P(LosslessGolden, FrameBytesArePinned) {
           << "plane B, element " << i;
     }
   }
-  // Block sizes follow from their headers: stored, 4 + n bytes; Huffman, the length nibbles,
-  // then 16 uint16 stream sizes at a 2-byte boundary, then the streams; padded to 16 bytes.
-  for (uint32_t k = 0; k < numChunks; ++k) {
-    SCOPED_TRACE("chunk " + std::to_string(k));
-    const BlockView b = viewBlock(f, v, k);
-    const uint64_t n = std::min<uint64_t>(1024, g.count - 1024ull * k);
-    ASSERT_EQ(b.mode, g.modes[k]);
-    EXPECT_EQ(f[b.offset + 3], 0);
-    if (b.mode == 0) {
-      EXPECT_EQ(b.bytes, align16(4 + n));
-      continue;
-    }
-    const uint64_t sizesAt = b.offset + (4 + (b.span + 2) / 2 + 1) / 2 * 2;
-    uint64_t streamBytes = 0;
-    for (int s = 0; s < 16; ++s) streamBytes += readLE<uint16_t>(f + sizesAt + 2 * s);
-    EXPECT_EQ(align16(sizesAt + 32 + streamBytes - b.offset), b.bytes);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(All, LosslessGolden, testing::ValuesIn(kGolden),
-                         [](const testing::TestParamInfo<Golden>& info) {
-                           return std::string(info.param.name);
-                         });
-
-
-// Payload version 2 (docs/formats.md, "lossless payload, version 2"), chunkElems 1024: the same
-// inputs, pinned the same way.
-struct GoldenV2 {
-  const char* name;
-  int dtype;
-  size_t count;
-  uint64_t frameBytes;
-  uint64_t fnv1a64;
-};
-
-// clang-format off
-const GoldenV2 kGoldenV2[] = {
-  // bf16_3000 is stored (6144 bytes > 6000): a NaN in every chunk puts the top at 255, where
-  // every other offset escapes (docs/formats.md, version 2, "Limits").
-  {"bf16_3000", cclzBfloat16, 3000, 6144, 0xdc5eabffe3332121ull},
-  {"fp16_1500", cclzFloat16,  1500, 3104, 0x1888420b8bc68cb0ull},
-  {"fp32_2000", cclzFloat32,  2000, 6832, 0x9b34f35d810e4d97ull},
-};
-// clang-format on
-
-class LosslessGoldenV2 : public testing::TestWithParam<GoldenV2> {};
-
-TEST_P(LosslessGoldenV2, FrameBytesArePinned) {
-  const GoldenV2& g = GetParam();
-  const std::vector<uint8_t> input = goldenInput(g.dtype, g.count);
-  const lossless::Params p{1024, 0, 0, 2};
-  std::vector<uint8_t> frame(lossless::maxEncodedBytes(p, g.dtype, g.count));
-  const uint64_t bytes =
-      lossless::encodeRef(p, g.dtype, input.data(), g.count, frame.data(), frame.size());
-  const uint64_t hash = fnv1a64(frame.data(), bytes);
-  std::printf("golden v2 %s: frameBytes=%llu fnv1a64=0x%016llxull\n", g.name,
-              static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(hash));
-  EXPECT_EQ(bytes, g.frameBytes);
-  EXPECT_EQ(hash, g.fnv1a64);
-  const uint8_t* f = frame.data();
-  EXPECT_EQ(f[kOffVersion], 2);
-  for (size_t i = kOffParams; i < kOffChecksum; ++i) EXPECT_EQ(f[i], 0) << "byte " << i;
-  // Every coded block's size follows from its header and size deltas.
-  const FrameView v = viewFrame(f);
+  // Block sizes follow from their headers: stored, 4 + n bytes; coded, the 8-byte header, the
+  // 32 size deltas and the lanes' bits; padded to 16 bytes.
   for (uint32_t k = 0; k < v.numChunks; ++k) {
     SCOPED_TRACE("chunk " + std::to_string(k));
-    const uint64_t begin = k ? v.chunkEnds[k - 1] : 0;
-    const uint8_t* b = f + v.blocksOffset + begin;
+    const BlockView block = viewBlock(f, v, k);
+    const uint64_t n = std::min<uint64_t>(1024, g.count - 1024ull * k);
+    const uint8_t* b = f + block.offset;
+    if (b[0] == 0) {
+      EXPECT_EQ(block.bytes, align16(4 + n));
+      continue;
+    }
     if (b[0] != 1) continue;
     const uint32_t width = b[3], base = readLE<uint16_t>(b + 4);
     uint64_t bits = 0;
@@ -248,27 +185,27 @@ TEST_P(LosslessGoldenV2, FrameBytesArePinned) {
       }
       bits += base + delta;
     }
-    EXPECT_EQ(align16(8 + 4 * width + (bits + 7) / 8), v.chunkEnds[k] - begin);
+    EXPECT_EQ(align16(8 + 4 * width + (bits + 7) / 8), block.bytes);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, LosslessGoldenV2, testing::ValuesIn(kGoldenV2),
-                         [](const testing::TestParamInfo<GoldenV2>& info) {
+INSTANTIATE_TEST_SUITE_P(All, LosslessGolden, testing::ValuesIn(kGolden),
+                         [](const testing::TestParamInfo<Golden>& info) {
                            return std::string(info.param.name);
                          });
 
-// A version 2 frame checked by hand: 1024 bf16 elements, 1.0 (exponent 127) except element 8
+// A frame checked by hand: 1024 bf16 elements, 1.0 (exponent 127) except element 8
 // (lane 1's first element), 0.5 (exponent 126). The chunk's top is 127; lane 1 codes offset 1
 // once and offset 0 31 times, the other lanes offset 0 32 times. Code 0 (the first line of
 // v2_tables.h) is the cheapest: offset 0 has 5 bits, offset 1 has 2.
-TEST(LosslessGoldenV2, HandCheckedBlock) {
+TEST(LosslessGolden, HandCheckedBlock) {
   constexpr size_t kCount = 1024;
   std::vector<uint8_t> input(2 * kCount);
   for (size_t i = 0; i < kCount; ++i) {
     const uint16_t w = i == 8 ? 0x3F00 : 0x3F80;
     std::memcpy(&input[2 * i], &w, 2);
   }
-  const lossless::Params p{1024, 0, 0, 2};
+  const lossless::Params p{1024};
   std::vector<uint8_t> frame(lossless::maxEncodedBytes(p, cclzBfloat16, kCount));
   const uint64_t bytes =
       lossless::encodeRef(p, cclzBfloat16, input.data(), kCount, frame.data(), frame.size());

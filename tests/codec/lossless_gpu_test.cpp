@@ -152,7 +152,7 @@ class LosslessGpu : public testing::TestWithParam<GpuParam> {
 
 TEST_P(LosslessGpu, MatchesReference) {
   const auto& [dtype, count, setup, kind] = GetParam();
-  const lossless::Params p = setup.params(count);
+  const lossless::Params p = setup.params();
   Case c{dtype,
          count,
          makeData(kind, dtype, count, p.chunkElems,
@@ -212,8 +212,7 @@ TEST_P(LosslessGpu, MatchesReference) {
 
 std::vector<GpuParam> gpuParams() {
   std::vector<GpuParam> params;
-  const std::vector<CodecSetup> setups = {losslessSetups()[0], losslessSetups()[1],
-                                          losslessSetups()[2], v2Setup(), v2SmallSetup()};
+  const std::vector<CodecSetup>& setups = losslessSetups();
   for (int dtype : losslessDtypes())
     for (size_t count : testSizes())
       for (const CodecSetup& setup : setups)
@@ -231,9 +230,8 @@ INSTANTIATE_TEST_SUITE_P(All, LosslessGpu, testing::ValuesIn(gpuParams()), gpuNa
 // The device decoder needs the configuration the frame was encoded with (cclz.h).
 TEST(LosslessGpuMismatch, OtherConfigurationIsCorrupt) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  const CodecSetup small = losslessSetups()[1];  // 1024 elements, 16 streams
-  CodecPtr encoder = makeCodec(small.apiConfig());
-  CodecPtr decoder = makeCodec(losslessSetups()[0].apiConfig());
+  CodecPtr encoder = makeCodec(smallChunkSetup().apiConfig());  // 1024-element chunks
+  CodecPtr decoder = makeCodec(defaultSetup().apiConfig());
   ASSERT_TRUE(encoder && decoder);
   Case c{cclzBfloat16, 10000, makeData(DataKind::kGauss1, cclzBfloat16, 10000, 1024, 3), {}, 0};
   ASSERT_NO_FATAL_FAILURE(prepare(encoder, c));
@@ -254,38 +252,40 @@ TEST(LosslessGpuMismatch, OtherConfigurationIsCorrupt) {
   EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
 }
 
-// A device decoder of one payload version rejects the other's frames (host decoders read both).
-TEST(LosslessGpuMismatch, OtherFormatVersionIsCorrupt) {
+// A frame whose version byte is not the lossless format's (2) is another format: the device
+// decoder reports it as corrupt, writes nothing, and decodes the next valid frame.
+TEST(LosslessGpuMismatch, OtherVersionIsCorrupt) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
-  CodecPtr v1 = makeCodec(losslessSetups()[0].apiConfig());
-  CodecPtr v2 = makeCodec(v2Setup().apiConfig());
-  ASSERT_TRUE(v1 && v2);
+  CodecPtr codec = makeCodec(defaultSetup().apiConfig());
+  ASSERT_TRUE(codec);
   StreamHolder stream;
+  Case c{cclzBfloat16, 10000, makeData(DataKind::kGauss1, cclzBfloat16, 10000, 4096, 5), {}, 0};
+  ASSERT_NO_FATAL_FAILURE(prepare(codec, c));
   std::vector<uint8_t> out;
-  for (int version : {1, 2}) {
-    SCOPED_TRACE("frames of version " + std::to_string(version));
-    CodecPtr& encoder = version == 1 ? v1 : v2;
-    CodecPtr& other = version == 1 ? v2 : v1;
-    Case c{cclzBfloat16, 10000, makeData(DataKind::kGauss1, cclzBfloat16, 10000, 4096, 5), {}, 0};
-    ASSERT_NO_FATAL_FAILURE(prepare(encoder, c));
-    EXPECT_EQ(deviceDecode(other, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
-              cclzCorruptFrame);
-    ASSERT_EQ(deviceDecode(encoder, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
-              cclzSuccess);
-    EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
+  for (int version : {0, 1, 3, 255}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    std::vector<uint8_t> bad(c.cpuFrame);
+    bad[kOffVersion] = static_cast<uint8_t>(version);
+    fixChecksum(bad.data());
+    EXPECT_EQ(deviceDecode(codec, bad, bad.size(), c, stream.get(), &out, 0x77), cclzCorruptFrame);
+    EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x77; }))
+        << "a frame of another version wrote to the output";
   }
+  ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
+            cclzSuccess);
+  EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
 }
 
-// Payload version 2's encoder paths (encode_v2_kernel.cu): whole 4096-element chunks from an
+// The encoder's paths (encode_v2_kernel.cu): whole 4096-element chunks from an
 // aligned source take a branch-free path, and within it chunks without escapes code two symbols
 // per step; chunks with escapes, short last chunks, 1024-element chunks and unaligned sources
 // take the general path. Gaussian data with a zero every 61 elements gives coded chunks with
 // escapes (a zero's symbol is far below the chunk's top); without the zeros, coded chunks
 // without. The test checks that the CPU frames hold each kind of block it means to exercise.
-TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
+TEST(LosslessGpuPaths, EveryEncoderPathMatchesReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   StreamHolder stream;
-  for (const CodecSetup& setup : {v2Setup(), v2SmallSetup()}) {
+  for (const CodecSetup& setup : {defaultSetup(), smallChunkSetup()}) {
     CodecPtr codec = makeCodec(setup.apiConfig());
     ASSERT_TRUE(codec);
     for (int dtype : losslessDtypes())
@@ -295,7 +295,7 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
                        std::to_string(count) + (zeros ? " with zeros" : ""));
           Case c{dtype,
                  count,
-                 makeData(DataKind::kGauss1, dtype, count, setup.params(count).chunkElems,
+                 makeData(DataKind::kGauss1, dtype, count, setup.params().chunkElems,
                           mixSeed(dtype, count, zeros ? 61 : 0)),
                  {},
                  0};
@@ -326,7 +326,7 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
   }
 }
 
-// One handle, many encodes (DeviceWorkspace::scratchEpoch): the version-2 encoder leaves its chunk
+// One handle, many encodes (DeviceWorkspace::scratchEpoch): the encoder leaves its chunk
 // states in the handle's scratch, marked with the call's epoch, and no memset runs between calls.
 // Two messages alternate, 40 chunks and 4, so that a short message's look-back passes states a
 // long one left (another epoch: they must read as unpublished), and the handle's workspace grows
@@ -336,7 +336,7 @@ TEST(LosslessGpuV2Paths, EveryEncoderPathMatchesReference) {
 TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   StreamHolder stream;
-  CodecPtr codec = makeCodec(v2Setup().apiConfig());
+  CodecPtr codec = makeCodec(defaultSetup().apiConfig());
   ASSERT_TRUE(codec);
   const int dtype = cclzBfloat16;
   std::vector<Case> cases;
@@ -382,7 +382,7 @@ TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
 TEST(LosslessGpuScratch, ManyChunksAtOnceMatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   StreamHolder stream;
-  CodecPtr codec = makeCodec(v2Setup().apiConfig());
+  CodecPtr codec = makeCodec(defaultSetup().apiConfig());
   ASSERT_TRUE(codec);
   const int dtype = cclzBfloat16;
   const size_t esize = elementSize(dtype);
@@ -425,7 +425,7 @@ TEST(LosslessGpuScratch, ManyChunksAtOnceMatchReference) {
 TEST(LosslessGpuScratch, CapturedEncodesBesideDirectCallsMatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   StreamHolder stream;
-  CodecPtr codec = makeCodec(v2Setup().apiConfig());
+  CodecPtr codec = makeCodec(defaultSetup().apiConfig());
   ASSERT_TRUE(codec);
   const int dtype = cclzBfloat16;
   const auto type = static_cast<cclzDataType_t>(dtype);
@@ -478,20 +478,21 @@ TEST(LosslessGpuScratch, CapturedEncodesBesideDirectCallsMatchReference) {
   cudaGraphDestroy(graph);
 }
 
-// Payload version 2's decoder on whole coded chunks (4096 elements), with and without escapes:
+// The decoder on whole coded chunks (4096 elements), with and without escapes:
 // each of its end-of-lane checks is exercised against the reference's verdict (bits flipped in
 // the lane streams and in the size deltas, the escape flag toggled, the top symbol moved by one).
 // "Low top" data (symbols shifted down below the family's D) makes `offset <= top` the binding
 // check; "low top with escapes" (symbols shifted down below 128, and zeros) gives escapes under a
 // top below 128, where the staged decoder's pair-window loop (decode_v2_window.cuh) subtracts an
 // escape's offset byte (0x80) from a smaller top and relies on the borrow stopping short of the
-// neighbouring symbol. The default registration runs the
-// window loop on every whole chunk here (the messages are small: staged kernels), the
-// `general.` and `lane.` registrations (tests/codec/CMakeLists.txt) the lane loop.
-TEST(LosslessGpuV2Decode, WholeChunkChecksMatchReference) {
+// neighbouring symbol. Both kernel families decode every whole chunk here with the pair-window
+// loop, except the general kernel for fp32 (the lane loop): the default registration runs the
+// staged kernels (the messages are small), the `general.` registration
+// (tests/codec/CMakeLists.txt) the general ones.
+TEST(LosslessGpuDecode, WholeChunkChecksMatchReference) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   StreamHolder stream;
-  CodecPtr codec = makeCodec(v2Setup().apiConfig());
+  CodecPtr codec = makeCodec(defaultSetup().apiConfig());
   ASSERT_TRUE(codec);
   enum class Kind { kPlain, kEscapes, kLowTop, kLowTopEscapes };
   for (int dtype : losslessDtypes())
@@ -508,7 +509,7 @@ TEST(LosslessGpuV2Decode, WholeChunkChecksMatchReference) {
         for (size_t i = 0; i < count; ++i) {
           uint8_t* e = &c.input[i * esize];
           if (kind == Kind::kLowTop || kind == Kind::kLowTopEscapes) {
-            // The symbol field: bits 30..23 of fp32, bits 14..7 of bf16 and fp16 (version 2).
+            // The symbol field: bits 30..23 of fp32, bits 14..7 of bf16 and fp16.
             uint32_t bits = 0;
             std::memcpy(&bits, e, esize);
             const int shift = dtype == cclzFloat32 ? 23 : 7;
@@ -591,8 +592,7 @@ TEST(LosslessGpuRealTensors, MatchReference) {
   const std::vector<RealTensor> tensors = loadRealTensors(dir);
   ASSERT_FALSE(tensors.empty());
   StreamHolder stream;
-  for (const CodecSetup& setup :
-       {losslessSetups()[0], losslessSetups()[1], v2Setup(), v2SmallSetup()}) {
+  for (const CodecSetup& setup : {defaultSetup(), smallChunkSetup()}) {
     CodecPtr codec = makeCodec(setup.apiConfig());
     ASSERT_TRUE(codec);
     for (const RealTensor& t : tensors) {

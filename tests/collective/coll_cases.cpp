@@ -102,7 +102,6 @@ cclzCodecConfig_t CodecChoice::config() const {
   cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
   c.codec = codec;
   c.bits = bits;
-  c.formatVersion = formatVersion;
   return c;
 }
 
@@ -110,7 +109,6 @@ const std::vector<CodecChoice>& codecChoices() {
   static const std::vector<CodecChoice> all = {
       {"none", cclzCodecNone, 0, false},
       {"lossless", cclzCodecLossless, 0, false},
-      {"lossless2", cclzCodecLossless, 0, false, 2},
       {"qgrad8", cclzCodecQgrad, 8, true},
       {"qgrad4", cclzCodecQgrad, 4, true},
       {"fp8", cclzCodecFp8, 0, true},

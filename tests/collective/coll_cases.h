@@ -20,7 +20,6 @@ struct CodecChoice {
   cclzCodecType_t codec;
   int bits;  // qgrad
   bool lossy;
-  int formatVersion = 0;  // lossless: payload version (0: the default)
   cclzCodecConfig_t config() const;
 };
 const std::vector<CodecChoice>& codecChoices();

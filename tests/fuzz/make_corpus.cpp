@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   const test::DataKind kinds[] = {test::DataKind::kGauss1, test::DataKind::kSpecial,
                                   test::DataKind::kTwoSymbolsPerChunk, test::DataKind::kSkewed,
                                   test::DataKind::kRandomBits};
-  const lossless::Params params[] = {{1024, 4, 11}, {1024, 0, 8}, {2048, 5, 12}, {4096, 4, 11}};
+  const lossless::Params params[] = {{1024}, {2048}, {4096}};
   for (int d = 0; d < 3; ++d) {
     const int dtype = fuzz::kLosslessDtypes[d];
     for (size_t count : {size_t{1}, size_t{7}, size_t{100}, size_t{1500}, size_t{5000}}) {

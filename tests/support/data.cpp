@@ -21,9 +21,9 @@ void storeWord(std::vector<uint8_t>& out, size_t i, size_t esize, uint64_t word)
   std::memcpy(out.data() + i * esize, &word, esize);  // little-endian hosts only
 }
 
-// Symbol and raw bits per dtype (IEEE layouts): bf16 symbol = exponent, raw = sign, mantissa[6:0];
-// fp16 symbol = high byte (sign, exponent, mantissa[9:8]), raw = mantissa[7:0]; fp32 symbol =
-// exponent, raw = sign, mantissa[22:0].
+// Symbol and raw bits per dtype (IEEE layouts; docs/formats.md, "Lossless payload"): bf16 symbol
+// = exponent, raw = sign, mantissa[6:0]; fp16 symbol = bits 14..7 (exponent, mantissa[9:7]), raw
+// = sign, mantissa[6:0]; fp32 symbol = exponent, raw = sign, mantissa[22:0].
 constexpr uint32_t kRawBitsBf16 = 8, kRawBitsFp16 = 8, kRawBitsFp32 = 24;
 
 uint32_t rawBits(int dtype) {
@@ -99,15 +99,14 @@ const char* dataKindLabel(DataKind kind) {
 }
 
 uint32_t symbolOf(int dtype, uint32_t word) {
-  if (dtype == cclzBfloat16) return (word >> 7) & 0xFF;
-  if (dtype == cclzFloat16) return (word >> 8) & 0xFF;
+  if (dtype == cclzBfloat16 || dtype == cclzFloat16) return (word >> 7) & 0xFF;
   return (word >> 23) & 0xFF;
 }
 
 uint32_t wordFrom(int dtype, uint32_t symbol, uint32_t raw) {
   symbol &= 0xFF;
-  if (dtype == cclzBfloat16) return ((raw >> 7) & 1) << 15 | symbol << 7 | (raw & 0x7F);
-  if (dtype == cclzFloat16) return symbol << 8 | (raw & 0xFF);
+  if (dtype == cclzBfloat16 || dtype == cclzFloat16)
+    return ((raw >> 7) & 1) << 15 | symbol << 7 | (raw & 0x7F);
   return ((raw >> 23) & 1) << 31 | symbol << 23 | (raw & 0x7FFFFF);
 }
 

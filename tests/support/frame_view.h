@@ -84,23 +84,10 @@ inline FrameView viewFrame(const uint8_t* f) {
   return v;
 }
 
-// One lossless chunk block: its mode (0 stored; 1 Huffman in payload version 1, coded in version
-// 2; 2 constant in version 2) and, for a version 1 Huffman block, its code lengths.
+// One lossless chunk block: its mode (0 stored, 1 coded, 2 constant) and where it lies.
 struct BlockView {
   uint8_t mode;
   uint64_t offset, bytes;  // in the frame
-  int first = 0, span = 0;
-  uint8_t length[256] = {};
-  int symbolsCoded() const {
-    int n = 0;
-    for (int s = 0; s < 256; ++s) n += length[s] != 0;
-    return n;
-  }
-  int longest() const {
-    int m = 0;
-    for (int s = 0; s < 256; ++s) m = length[s] > m ? length[s] : m;
-    return m;
-  }
 };
 
 inline BlockView viewBlock(const uint8_t* f, const FrameView& v, uint32_t k) {
@@ -108,16 +95,7 @@ inline BlockView viewBlock(const uint8_t* f, const FrameView& v, uint32_t k) {
   const uint64_t begin = k ? v.chunkEnds[k - 1] : 0;
   b.offset = v.blocksOffset + begin;
   b.bytes = v.chunkEnds[k] - begin;
-  const uint8_t* p = f + b.offset;
-  b.mode = p[0];
-  // NOTE: version 2's coded blocks hold other fields at bytes 1..2 (code, top), and a corrupt
-  // version 1 block may claim symbols past 255: only the lengths of symbols 0..255 are read.
-  if (b.mode == 1 && v.version == 1) {
-    b.first = p[1];
-    b.span = p[2];
-    for (int j = 0; j <= b.span && b.first + j < 256; ++j)
-      b.length[b.first + j] = (p[4 + j / 2] >> (4 * (j % 2))) & 0xF;
-  }
+  b.mode = f[b.offset];
   return b;
 }
 

@@ -159,14 +159,6 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opt.seed, "seed of the synthetic data")->capture_default_str();
   app.add_option("--chunk-elems", opt.chunkElems, "cclzCodecConfig_t.chunkElems (0: default)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--streams", opt.streams, "lossless v1: cclzCodecConfig_t.streamsPerChunk (0: default)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-code-length", opt.maxCodeLength,
-                 "lossless v1: cclzCodecConfig_t.maxCodeLength (0: default)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--format-version", opt.formatVersion,
-                 "lossless: cclzCodecConfig_t.formatVersion, 1 or 2 (0: default, 2)")
-      ->check(CLI::Range(0, 2));
   app.add_option("--bits", opt.bits, "qgrad: cclzCodecConfig_t.bits, 8, 4 or 2 (0: default 4)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--block-elems", opt.blockElems,

@@ -26,9 +26,6 @@ cclzCodecConfig_t codecConfig(const Options& opt) {
                  : opt.codec == "fp8"   ? cclzCodecFp8
                                         : cclzCodecLossless;
   config.chunkElems = opt.chunkElems;
-  config.streamsPerChunk = opt.streams;
-  config.maxCodeLength = opt.maxCodeLength;
-  config.formatVersion = opt.formatVersion;
   config.bits = opt.bits;
   config.blockElems = opt.blockElems;
   config.rounding = opt.stochastic ? cclzRoundStochastic : cclzRoundNearest;

@@ -40,9 +40,6 @@ struct Options {
 
   // cclzCodecConfig_t fields; 0 keeps the library's default.
   int chunkElems = 0;
-  int streams = 0;
-  int maxCodeLength = 0;
-  int formatVersion = 0;  // lossless payload version: 1, 2 (0: the library's default)
   int bits = 0;        // qgrad
   int blockElems = 0;  // qgrad
   bool stochastic = false;

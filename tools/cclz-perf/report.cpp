@@ -54,9 +54,7 @@ void Report::printHeader(const std::string& deviceText, const std::string& dataT
         configText(opt_.fp8Hadamard), opt_.fp8Rotation, configText(opt_.fp8Threshold),
         configText(opt_.fp8Candidates));
   else
-    fmt::print("#   codec config: format-version {}, chunk-elems {}, streams {}, max-code-length {}\n",
-               configText(opt_.formatVersion), configText(opt_.chunkElems),
-               configText(opt_.streams), configText(opt_.maxCodeLength));
+    fmt::print("#   codec config: chunk-elems {}\n", configText(opt_.chunkElems));
   fmt::print("#   data: {}\n", dataText);
   fmt::print(
       "#   iters {}, warmup {}, check {}; times are {}; GB/s = uncompressed bytes / time\n",
@@ -189,9 +187,6 @@ void Report::writeJson(const std::string& path) const {
     j["timing"] = opt_.batch && r.device == "gpu" ? "batch" : "each";
     j["buffer_sets"] = r.bufferSets;
     j["chunk_elems"] = opt_.chunkElems;
-    j["streams"] = opt_.streams;
-    j["max_code_length"] = opt_.maxCodeLength;
-    j["format_version"] = opt_.formatVersion;
     j["bits"] = opt_.bits;
     j["block_elems"] = opt_.blockElems;
     j["rounding"] = opt_.stochastic ? "stochastic" : "nearest";

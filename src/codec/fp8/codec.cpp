@@ -61,10 +61,8 @@ class Fp8Codec final : public Codec {
   const char* name() const override { return "fp8"; }
 
   void validateConfig(const cclzCodecConfig_t& c) const override {
-    CCLZ_REQUIRE(c.chunkElems == 0 && c.streamsPerChunk == 0 && c.maxCodeLength == 0,
-                 cclzInvalidArgument,
-                 "chunkElems, streamsPerChunk and maxCodeLength are lossless parameters; the fp8 "
-                 "codec's row length is fp8RowElems");
+    CCLZ_REQUIRE(c.chunkElems == 0, cclzInvalidArgument,
+                 "chunkElems is a lossless parameter; the fp8 codec's row length is fp8RowElems");
     CCLZ_REQUIRE(c.fp8Format >= 0 && c.fp8Format < cclzNumFp8Formats, cclzInvalidArgument,
                  "unknown fp8Format " + std::to_string(c.fp8Format));
     CCLZ_REQUIRE(c.fp8Rotation >= 0 && c.fp8Rotation < cclzNumFp8Rotations, cclzInvalidArgument,

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "codec/lossless/decode_v2_window.cuh"
-#include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/device.cuh"
 #include "codec/lossless/kernel_path.h"
 #include "codec/pdl.cuh"
 
@@ -90,7 +90,7 @@ __device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
   if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecLossless, a.dtype, a.count);
   if (err == kFrameOk) err = checkLosslessHeader(h);
   if (err != kFrameOk) return err;
-  if (h.version != kLosslessVersion2 || h.chunkElems != a.chunkElems) return kFrameMismatch;
+  if (h.chunkElems != a.chunkElems) return kFrameMismatch;
   *frameBytes = h.frameBytes;
   return kFrameOk;
 }

@@ -44,7 +44,7 @@
 
 #include <cstdint>
 
-#include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/device.cuh"
 #include "codec/lossless/window_v2.h"
 
 namespace cclz::lossless::v2::device {

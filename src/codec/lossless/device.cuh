@@ -1,4 +1,6 @@
-// Device helpers shared by the lossless encode and decode kernels.
+// Device helpers shared by the lossless encode and decode kernels: shared-memory staging, the
+// header checksum, the element split and join of a group, the static codes in device memory and
+// warp-wide reductions.
 #pragma once
 
 #include <atomic>
@@ -6,7 +8,7 @@
 
 #include "codec/device.h"
 #include "codec/lossless/elements.h"
-#include "codec/lossless/format.h"
+#include "codec/lossless/format_v2.h"
 
 namespace cclz::lossless::device {
 
@@ -26,32 +28,6 @@ inline void ensureSharedMemoryLimit(Kernel kernel, int bytes, std::atomic<uint64
 // Records the first error a kernel meets; later ones keep the first.
 __device__ inline void reportError(DeviceStatus* status, uint32_t error) {
   atomicCAS(&status->decodeError, 0u, error);
-}
-
-// Exclusive prefix sum over the block (blockDim.x <= 1024, a multiple of 32). scratch: 32 words.
-// Returns this thread's exclusive prefix; *total receives the sum over the block.
-__device__ inline uint32_t blockExclusiveScan(uint32_t value, uint32_t* scratch, uint32_t* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  uint32_t inclusive = value;
-  for (int d = 1; d < 32; d <<= 1) {
-    const uint32_t other = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += other;
-  }
-  if (lane == 31) scratch[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    uint32_t w = lane < warps ? scratch[lane] : 0;
-    for (int d = 1; d < 32; d <<= 1) {
-      const uint32_t other = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += other;
-    }
-    if (lane < warps) scratch[lane] = w;  // inclusive over warps
-  }
-  __syncthreads();
-  const uint32_t warpBase = warp ? scratch[warp - 1] : 0;
-  *total = scratch[warps - 1];
-  __syncthreads();  // scratch may be reused right after
-  return warpBase + inclusive - value;
 }
 
 // Asynchronous 16-byte copy from global to shared memory (cp.async, bypassing L1): a thread can
@@ -101,64 +77,6 @@ __device__ inline uint32_t headerChecksumFromGlobal(const uint8_t* frame, FrameH
   return h;
 }
 
-// Group <-> 16-byte vectors, built from registers (a cast of a register array to uint4* would
-// push the array to local memory).
-template <typename Word>
-__device__ inline uint32_t packedWord(const Word (&w)[kGroup], int i) {
-  if constexpr (sizeof(Word) == 2)
-    return w[2 * i] | (static_cast<uint32_t>(w[2 * i + 1]) << 16);
-  else
-    return w[i];
-}
-
-template <typename Word>
-__device__ inline void unpackWord(uint32_t v, int i, Word (&w)[kGroup]) {
-  if constexpr (sizeof(Word) == 2) {
-    w[2 * i] = static_cast<Word>(v);
-    w[2 * i + 1] = static_cast<Word>(v >> 16);
-  } else {
-    w[i] = v;
-  }
-}
-
-// Loads the words of one group (valid < 8 only for a chunk's short last group), with 16-byte
-// loads where the source is 16-byte aligned.
-template <typename Word>
-__device__ inline void loadGroup(const Word* in, uint32_t valid, bool aligned16,
-                                 Word (&w)[kGroup]) {
-  constexpr int kVectors = kGroup * sizeof(Word) / 16;
-  if (valid == kGroup && aligned16) {
-#pragma unroll
-    for (int v = 0; v < kVectors; ++v) {
-      const uint4 q = __ldg(reinterpret_cast<const uint4*>(in) + v);
-      unpackWord(q.x, 4 * v + 0, w);
-      unpackWord(q.y, 4 * v + 1, w);
-      unpackWord(q.z, 4 * v + 2, w);
-      unpackWord(q.w, 4 * v + 3, w);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) w[i] = i < static_cast<int>(valid) ? in[i] : Word(0);
-  }
-}
-
-// Stores one group; out must be 16-byte aligned when the group is whole.
-template <typename Word>
-__device__ inline void storeGroup(Word* out, uint32_t valid, const Word (&w)[kGroup]) {
-  constexpr int kVectors = kGroup * sizeof(Word) / 16;
-  if (valid == kGroup) {
-#pragma unroll
-    for (int v = 0; v < kVectors; ++v)
-      reinterpret_cast<uint4*>(out)[v] =
-          make_uint4(packedWord(w, 4 * v), packedWord(w, 4 * v + 1), packedWord(w, 4 * v + 2),
-                     packedWord(w, 4 * v + 3));
-  } else {
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i)
-      if (i < static_cast<int>(valid)) out[i] = w[i];
-  }
-}
-
 // Splits a group of 8 elements, given as 32-bit words (4 for 16-bit types, 8 for fp32), into its
 // symbols and plane A bytes (element order, two words each) and, for fp32, plane B (4 words).
 // NOTE: two 16-bit elements are handled per operation and bytes gathered with byte permutes:
@@ -189,17 +107,9 @@ struct Splitter<cclzBfloat16> {
   }
 };
 
+// fp16 takes bf16's bit positions (elements.h).
 template <>
-struct Splitter<cclzFloat16> {
-  static constexpr int kWords = 4;
-  __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2],
-                               uint32_t (&)[4]) {
-    sym[0] = __byte_perm(x[0], x[1], 0x7531);
-    sym[1] = __byte_perm(x[2], x[3], 0x7531);
-    a[0] = __byte_perm(x[0], x[1], 0x6420);
-    a[1] = __byte_perm(x[2], x[3], 0x6420);
-  }
-};
+struct Splitter<cclzFloat16> : Splitter<cclzBfloat16> {};
 
 template <>
 struct Splitter<cclzFloat32> {
@@ -248,16 +158,7 @@ struct Joiner<cclzBfloat16> {
 };
 
 template <>
-struct Joiner<cclzFloat16> {
-  static constexpr int kWords = 4;
-  __device__ static void join(uint32_t symLo, uint32_t symHi, uint2 a, const uint4&,
-                              uint32_t (&out)[4]) {
-    out[0] = __byte_perm(a.x, symLo, 0x5140);  // raw byte low, symbol byte high
-    out[1] = __byte_perm(a.x, symLo, 0x7362);
-    out[2] = __byte_perm(a.y, symHi, 0x5140);
-    out[3] = __byte_perm(a.y, symHi, 0x7362);
-  }
-};
+struct Joiner<cclzFloat16> : Joiner<cclzBfloat16> {};
 
 template <>
 struct Joiner<cclzFloat32> {
@@ -277,7 +178,7 @@ struct Joiner<cclzFloat32> {
 };
 
 // Loads a group as 32-bit words (zeros past a short group's end), 16 bytes at a time when the
-// source allows. (Both encoders, payload versions 1 and 2.)
+// source allows.
 template <int D>
 __device__ void loadGroupWords(const uint8_t* in, uint32_t valid, bool aligned16,
                                uint32_t (&x)[Splitter<D>::kWords]) {
@@ -308,3 +209,36 @@ __device__ void loadGroupWords(const uint8_t* in, uint32_t valid, bool aligned16
 }
 
 }  // namespace cclz::lossless::device
+
+namespace cclz::lossless::v2::device {
+
+// The codes, derived from the lengths at compile time (format_v2.h), as device data.
+__device__ const Codes kDeviceCodes = makeCodes();
+
+constexpr uint32_t kFullMask = 0xffffffffu;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kThreads = 32 * kWarpsPerBlock;
+constexpr uint32_t kMaxGroupsPerLane = kMaxChunkElems / (kGroup * kLanes);  // 16
+// A warp's staging area: the largest block of a chunk (stored mode), 16-byte aligned.
+constexpr uint32_t kStageBytes = (kBlockHeaderBytes + kMaxChunkElems + 15) / 16 * 16;
+
+__device__ inline uint32_t warpMax(uint32_t v) { return __reduce_max_sync(kFullMask, v); }
+__device__ inline uint32_t warpMin(uint32_t v) { return __reduce_min_sync(kFullMask, v); }
+__device__ inline uint32_t warpSum(uint32_t v) { return __reduce_add_sync(kFullMask, v); }
+
+__device__ inline uint32_t warpInclusiveScan(uint32_t v, uint32_t lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t other = __shfl_up_sync(kFullMask, v, d);
+    if (lane >= static_cast<uint32_t>(d)) v += other;
+  }
+  return v;
+}
+
+// Symbols of lane l's j-th group (group l + 32j of the chunk): 8, fewer for the chunk's last
+// group, 0 past its end.
+__device__ inline uint32_t groupValid(uint32_t n, uint32_t g) {
+  return g * kGroup >= n ? 0u : min(static_cast<uint32_t>(kGroup), n - g * kGroup);
+}
+
+}  // namespace cclz::lossless::v2::device

@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-#include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/device.cuh"
 #include "codec/lossless/encode_split_v2.h"
 #include "codec/lossless/encode_v2_lane.cuh"
 #include "codec/lossless/kernel_path.h"

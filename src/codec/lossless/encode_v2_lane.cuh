@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "codec/lossless/cost_bytes_v2.h"
-#include "codec/lossless/device_v2.cuh"
+#include "codec/lossless/device.cuh"
 
 namespace cclz::lossless::v2 {
 namespace {

@@ -1,19 +1,90 @@
-// The lossless payload, version 2 (docs/formats.md, "lossless payload, version 2"), written once
-// for the CPU reference (ref_v2.cpp) and the kernels (*_v2_kernel.cu): the static codes, the
+// The lossless payload (docs/formats.md, "Lossless payload"), written once for the CPU reference
+// (ref_v2.cpp) and the kernels (*_v2_kernel.cu): the frame layout, the static codes, the
 // chunk-block header and the lane layout. Nothing here allocates or throws.
 //
-// Each symbol is coded as its offset d = top - symbol below the chunk's largest symbol `top`,
-// with one of 8 static canonical codes per dtype family (v2_tables.h); offsets of D or more take
-// an escape code and the 8-bit symbol. The 32 lanes of a chunk (lane l: groups l, l+32, ...) are
-// bit-concatenated streams whose sizes are given as deltas from the smallest.
+// Each value is split into an 8-bit symbol and raw bits (elements.h). A chunk's symbols are coded
+// as their offset d = top - symbol below the chunk's largest symbol `top`, with one of 8 static
+// canonical codes per dtype family (v2_tables.h); offsets of D or more take an escape code and
+// the 8-bit symbol. The 32 lanes of a chunk (lane l: groups l, l+32, ...) are bit-concatenated
+// streams whose sizes are given as deltas from the smallest.
 #pragma once
 
 #include <cstdint>
 
+#include "cclz/cclz.h"
+#include "codec/frame.h"
 #include "codec/lossless/elements.h"
-#include "codec/lossless/format.h"
 #include "codec/lossless/v2_tables.h"
 #include "common/hd.h"
+
+namespace cclz::lossless {
+
+constexpr int kGroup = 8;  // consecutive elements that go to one lane's stream together
+constexpr int kModeStored = 0;   // chunk block: the symbol bytes as they are
+constexpr int kModeHuffman = 1;  // chunk block: the static code
+constexpr uint32_t kModeConstant = 2;  // chunk block of one symbol: [2, symbol, 0, 0], 16 bytes
+constexpr uint32_t kBlockAlign = 16;  // chunk blocks start and end 16-byte aligned
+constexpr uint32_t kBlockHeaderBytes = 4;  // a stored block's header: mode, 0, 0, 0
+constexpr uint32_t kMinChunkElems = 1024;
+constexpr uint32_t kMaxChunkElems = 4096;  // a lane's 16 groups stay in an encoder's registers
+constexpr uint64_t kMaxCount = 1ull << 48;  // keeps every offset computation far from overflow
+
+// The format's one parameter.
+struct Params {
+  uint32_t chunkElems;  // 1024, 2048 or 4096
+};
+
+CCLZ_HD bool isSupportedDtype(int dtype) {
+  return dtype == cclzBfloat16 || dtype == cclzFloat16 || dtype == cclzFloat32;
+}
+
+CCLZ_HD bool isPowerOfTwo(uint64_t x) { return x && !(x & (x - 1)); }
+
+// True if chunkElems is one the format allows.
+CCLZ_HD bool validChunkElems(uint32_t chunkElems) {
+  return isPowerOfTwo(chunkElems) && chunkElems >= kMinChunkElems && chunkElems <= kMaxChunkElems;
+}
+CCLZ_HD bool validParams(const Params& p) { return validChunkElems(p.chunkElems); }
+
+// ---- Frame layout. ----
+struct Layout {
+  uint64_t numChunks;
+  uint64_t tableOffset;   // numChunks x uint64: end of each chunk block, relative to blocksOffset
+  uint64_t planeAOffset;  // count bytes
+  uint64_t planeBOffset;  // fp32 only: count x uint16
+  uint64_t blocksOffset;  // chunk blocks, back to back
+};
+
+CCLZ_HD Layout frameLayout(int dtype, uint64_t count, uint32_t chunkElems) {
+  Layout l;
+  l.numChunks = (count + chunkElems - 1) / chunkElems;
+  l.tableOffset = kFrameHeaderBytes;
+  l.planeAOffset = alignUp(l.tableOffset + 8 * l.numChunks, 16);
+  l.planeBOffset = alignUp(l.planeAOffset + count, 16);
+  const uint64_t planeB = dtype == cclzFloat32 ? 2 * count : 0;
+  l.blocksOffset = alignUp(l.planeBOffset + planeB, 16);
+  return l;
+}
+
+// Largest chunk block: stored mode, padded.
+CCLZ_HD uint64_t maxBlockBytes(uint64_t n) { return alignUp(kBlockHeaderBytes + n, kBlockAlign); }
+
+// Checks the lossless fields of a header that passed checkFrameHeader: the version byte is the
+// lossless format's (kLosslessVersion2), every codec parameter byte is 0.
+CCLZ_HD uint32_t checkLosslessHeader(const FrameHeader& h) {
+  if (h.version != kLosslessVersion2) return kFrameBadVersion;
+  if (h.codec != cclzCodecLossless || !isSupportedDtype(h.dtype) || h.flags != 0)
+    return kFrameBadField;
+  if (h.count > kMaxCount || !validChunkElems(h.chunkElems)) return kFrameBadField;
+  for (int i = 0; i < 8; ++i)
+    if (h.params[i] != 0) return kFrameBadField;
+  const Layout l = frameLayout(h.dtype, h.count, h.chunkElems);
+  if (h.numChunks != l.numChunks) return kFrameBadField;
+  if (h.frameBytes < l.blocksOffset + kBlockAlign * l.numChunks) return kFrameTruncated;
+  return kFrameOk;
+}
+
+}  // namespace cclz::lossless
 
 namespace cclz::lossless::v2 {
 
@@ -25,12 +96,7 @@ constexpr uint32_t kMaxEscapeCode = 8; // so a symbol never takes more than 16 b
 constexpr uint32_t kMaxOffsets = 64;   // the widest family's D
 constexpr uint32_t kHeaderBytes = 8;   // coded block: mode, table, top, width, base (uint16), 0, 0
 constexpr uint32_t kMaxWidth = 16;     // size deltas are at most 16 bits wide
-constexpr uint32_t kMinChunkElems = 1024;
-constexpr uint32_t kMaxChunkElems = 4096;  // a lane's 16 groups stay in an encoder's registers
 constexpr uint32_t kEscapeFlag = 0x80;     // block byte 1: the chunk has escapes
-// Block modes: kModeStored (0) and kModeHuffman (1, here the static code) as in version 1, and
-// a chunk of one symbol: [2, symbol, 0, 0], 16 bytes.
-constexpr uint32_t kModeConstant = 2;
 
 // The offsets D a family codes directly (index D of its code is the escape).
 CCLZ_HD uint32_t familyOffsets(int dtype) { return dtype == cclzFloat16 ? 64u : 32u; }
@@ -38,11 +104,6 @@ CCLZ_HD uint32_t familyOffsets(int dtype) { return dtype == cclzFloat16 ? 64u : 
 // bf16 and fp32 code the 8-bit exponent; fp16 codes bits 14..7 (5 exponent bits and the top 3
 // mantissa bits), so that its sign goes to plane A and offsets below the top are meaningful.
 CCLZ_HD int family(int dtype) { return dtype == cclzFloat16 ? 1 : 0; }
-
-// The element split of version 2: bf16's for fp16 too (symbol bits 14..7, plane A the sign and
-// the low 7 bits), fp32's for fp32.
-template <int Dtype>
-using SplitOf = Elements<Dtype == cclzFloat16 ? cclzBfloat16 : Dtype>;
 
 // The code lengths of both families, one list each (v2_tables.h).
 struct Lengths {
@@ -125,11 +186,13 @@ CCLZ_HD uint32_t bitWidth(uint32_t v) {
 }
 
 // Symbols of lane l in a chunk of n elements: its groups are l, l+32, l+64, ...
-CCLZ_HD uint32_t laneSymbols(uint32_t n, uint32_t lane) { return streamSymbols(n, kLanes, lane); }
-
-// True if chunkElems is one version 2 allows.
-CCLZ_HD bool validChunkElems(uint32_t chunkElems) {
-  return isPowerOfTwo(chunkElems) && chunkElems >= kMinChunkElems && chunkElems <= kMaxChunkElems;
+CCLZ_HD uint32_t laneSymbols(uint32_t n, uint32_t lane) {
+  const uint32_t groups = (n + kGroup - 1) / kGroup;
+  if (lane >= groups) return 0;
+  const uint32_t mine = (groups - lane + kLanes - 1) / kLanes;
+  uint32_t symbols = mine * kGroup;
+  if ((groups - 1) % kLanes == lane) symbols -= groups * kGroup - n;  // the last group is short
+  return symbols;
 }
 
 }  // namespace cclz::lossless::v2

@@ -1,10 +1,11 @@
-// CPU reference of the lossless codec: the definition of the format's bytes. The kernels must
-// produce exactly these bytes (tests/codec/lossless_gpu_test.cpp).
+// CPU reference of the lossless codec: the definition of the format's bytes (docs/formats.md,
+// "Lossless payload"). The kernels must produce exactly these bytes
+// (tests/codec/lossless_gpu_test.cpp).
 #pragma once
 
 #include <cstdint>
 
-#include "codec/lossless/format.h"
+#include "codec/lossless/format_v2.h"
 
 namespace cclz::lossless {
 
@@ -17,16 +18,8 @@ uint64_t encodeRef(const Params& params, int dtype, const void* src, uint64_t co
                    uint64_t capacity);
 
 // Decodes a frame of srcBytes into count elements of dtype. Returns kFrameOk or the FrameError
-// that made it reject the frame; it never reads or writes outside the given buffers.
+// that made it reject the frame; it never reads or writes outside the given buffers. It accepts
+// any chunk size the frame declares.
 uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst);
-
-namespace v2 {
-// Version 2 (ref_v2.cpp), called by encodeRef and decodeRef once they have checked the
-// arguments and the header: the frame's blocks, chunk table, planes and header.
-uint64_t encodeFrame(const Params& params, int dtype, const void* src, uint64_t count,
-                     uint8_t* dst);
-uint32_t decodeFrame(const FrameHeader& header, const uint8_t* src, int dtype, uint64_t count,
-                     void* dst);
-}  // namespace v2
 
 }  // namespace cclz::lossless

@@ -1,13 +1,15 @@
-// CPU reference of the lossless payload, version 2: the definition of its bytes
-// (docs/formats.md, "lossless payload, version 2"). The kernels produce exactly these bytes.
+// CPU reference of the lossless codec: the definition of its bytes (docs/formats.md, "Lossless
+// payload"). The kernels produce exactly these bytes.
+#include "codec/lossless/ref.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "codec/lossless/format_v2.h"
-#include "codec/lossless/ref.h"
+#include "common/error.h"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
+namespace v2 {
 namespace {
 
 constexpr Codes kCodes = makeCodes();
@@ -162,7 +164,7 @@ uint32_t decodeChunkBlock(const uint8_t* block, uint64_t blockBytes, uint32_t n,
 template <int D>
 void splitChunk(const void* src, uint64_t first, uint32_t n, uint8_t* symbols, uint8_t* planeA,
                 uint8_t* planeB) {
-  using E = SplitOf<D>;
+  using E = Elements<D>;
   const auto* in = static_cast<const typename E::Word*>(src) + first;
   for (uint32_t i = 0; i < n; ++i) {
     symbols[i] = static_cast<uint8_t>(E::symbol(in[i]));
@@ -178,7 +180,7 @@ void splitChunk(const void* src, uint64_t first, uint32_t n, uint8_t* symbols, u
 template <int D>
 void joinChunk(const uint8_t* symbols, const uint8_t* planeA, const uint8_t* planeB,
                uint64_t first, uint32_t n, void* dst) {
-  using E = SplitOf<D>;
+  using E = Elements<D>;
   auto* out = static_cast<typename E::Word*>(dst) + first;
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t b = 0;
@@ -201,8 +203,7 @@ void join(int dtype, const uint8_t* symbols, const uint8_t* planeA, const uint8_
   if (dtype == cclzFloat32) joinChunk<cclzFloat32>(symbols, planeA, planeB, first, n, dst);
 }
 
-}  // namespace
-
+// The frame's blocks, chunk table, planes and header, once encodeRef has checked the arguments.
 uint64_t encodeFrame(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst) {
   const Layout l = frameLayout(dtype, count, p.chunkElems);
   std::memset(dst, 0, l.blocksOffset);  // header, table and plane padding
@@ -231,6 +232,7 @@ uint64_t encodeFrame(const Params& p, int dtype, const void* src, uint64_t count
   return h.frameBytes;
 }
 
+// The frame's chunks, once decodeRef has checked the header.
 uint32_t decodeFrame(const FrameHeader& h, const uint8_t* src, int dtype, uint64_t count,
                      void* dst) {
   const Layout l = frameLayout(dtype, count, h.chunkElems);
@@ -255,4 +257,38 @@ uint32_t decodeFrame(const FrameHeader& h, const uint8_t* src, int dtype, uint64
   return kFrameOk;
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace
+
+}  // namespace v2
+
+uint64_t maxEncodedBytes(const Params& params, int dtype, uint64_t count) {
+  const Layout l = frameLayout(dtype, count, params.chunkElems);
+  // Every chunk block at its stored size: the symbols plus header and padding.
+  return l.blocksOffset + count + l.numChunks * (kBlockHeaderBytes + kBlockAlign - 1);
+}
+
+uint64_t encodeRef(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
+                   uint64_t capacity) {
+  CCLZ_REQUIRE(isSupportedDtype(dtype), cclzNotSupported,
+               "the lossless codec takes bf16, fp16 or fp32");
+  CCLZ_REQUIRE(validParams(p), cclzInvalidArgument, "invalid lossless codec parameters");
+  CCLZ_REQUIRE(count <= kMaxCount, cclzInvalidArgument, "element count too large");
+  CCLZ_REQUIRE(count == 0 || src, cclzInvalidArgument, "source is NULL");
+  CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
+  CCLZ_REQUIRE(capacity >= maxEncodedBytes(p, dtype, count), cclzBufferTooSmall,
+               "destination capacity is below the maximum encoded size");
+  return v2::encodeFrame(p, dtype, src, count, dst);
+}
+
+uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst) {
+  if (!src || srcBytes < kFrameHeaderBytes) return kFrameTruncated;
+  FrameHeader h;
+  std::memcpy(&h, src, sizeof h);
+  uint32_t err = checkFrameHeader(h, srcBytes);
+  if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecLossless, dtype, count);
+  if (err == kFrameOk) err = checkLosslessHeader(h);
+  if (err != kFrameOk) return err;
+  return v2::decodeFrame(h, src, dtype, count, dst);
+}
+
+}  // namespace cclz::lossless

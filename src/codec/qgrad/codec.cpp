@@ -51,11 +51,8 @@ class QgradCodec final : public Codec {
   const char* name() const override { return "qgrad"; }
 
   void validateConfig(const cclzCodecConfig_t& c) const override {
-    CCLZ_REQUIRE(c.chunkElems == 0 && c.streamsPerChunk == 0 && c.maxCodeLength == 0 &&
-                     c.formatVersion == 0,
-                 cclzInvalidArgument,
-                 "qgrad takes no chunkElems, streamsPerChunk, maxCodeLength or formatVersion (they "
-                 "must be 0); its block size is blockElems");
+    CCLZ_REQUIRE(c.chunkElems == 0, cclzInvalidArgument,
+                 "qgrad takes no chunkElems (it must be 0); its block size is blockElems");
     CCLZ_REQUIRE(c.bits == 0 || qgrad::validBits(static_cast<uint32_t>(c.bits)),
                  cclzInvalidArgument, "qgrad bits must be 8, 4 or 2 (0: 4)");
     CCLZ_REQUIRE(c.blockElems == 0 || qgrad::validBlockElems(static_cast<uint32_t>(c.blockElems)),
