@@ -1,6 +1,5 @@
-// CCLZ_LOSSLESS_PATH, CCLZ_LOSSLESS_WINDOW and CCLZ_LOSSLESS_ENCODE_WARPS
-// (src/codec/lossless/kernel_path.h): which version 2 kernels, which staged decode loop and how
-// many warps per staged encoded chunk run. The kernels themselves are tested on every path by the
+// CCLZ_LOSSLESS_PATH and CCLZ_LOSSLESS_ENCODE_WARPS (src/codec/lossless/kernel_path.h): which
+// kernel family and how many warps per staged encoded chunk run. The kernels themselves are tested on every path by the
 // GPU suite (registered more than once, see tests/codec/CMakeLists.txt); here only the parsing and
 // the size rule, which need no device.
 #include <gtest/gtest.h>
@@ -15,7 +14,6 @@ using lossless::v2::KernelPath;
 using lossless::v2::kStagedChunksPerSM;
 using lossless::v2::parseEncodeWarps;
 using lossless::v2::parseKernelPath;
-using lossless::v2::parseWindowLoop;
 using lossless::v2::useStagedKernels;
 using Direction = lossless::v2::Direction;
 
@@ -39,33 +37,12 @@ TEST(LosslessKernelPath, RejectsOtherValuesWithTheVariableNamed) {
   }
 }
 
-// CCLZ_LOSSLESS_WINDOW: the staged decoder's pair-window loop, on unless the value is `off`.
-TEST(LosslessKernelPath, ParsesTheWindowSwitch) {
-  EXPECT_TRUE(parseWindowLoop(nullptr));  // the default
-  EXPECT_TRUE(parseWindowLoop(""));
-  EXPECT_TRUE(parseWindowLoop("on"));
-  EXPECT_FALSE(parseWindowLoop("off"));
-}
-
-TEST(LosslessKernelPath, RejectsOtherWindowValuesWithTheVariableNamed) {
-  for (const char* bad : {"ON", "0", "1", "false", "off "}) {
-    try {
-      parseWindowLoop(bad);
-      ADD_FAILURE() << "accepted " << bad;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), cclzInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find("CCLZ_LOSSLESS_WINDOW"), std::string::npos) << e.what();
-    }
-  }
-}
-
 // CCLZ_LOSSLESS_ENCODE_WARPS: warps per chunk in the staged encoder, auto (0: encodeWarpsPerChunk
-// decides by size) unless set to 1, 2 or 4.
+// decides by size) unless set to 2 or 4.
 TEST(LosslessKernelPath, ParsesTheEncodeWarps) {
   EXPECT_EQ(parseEncodeWarps(nullptr), 0);  // the default: auto
   EXPECT_EQ(parseEncodeWarps(""), 0);
   EXPECT_EQ(parseEncodeWarps("auto"), 0);
-  EXPECT_EQ(parseEncodeWarps("1"), 1);
   EXPECT_EQ(parseEncodeWarps("2"), 2);
   EXPECT_EQ(parseEncodeWarps("4"), 4);
 }
@@ -76,13 +53,13 @@ TEST(LosslessKernelPath, AutoEncodeWarpsAreFourWhileEveryChunkIsInFlight) {
   EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, 512, sms), 4);  // 4 MiB of bf16
   EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, limit, sms), 4);
   EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, limit + 1, sms), 2);
-  for (int configured : {1, 2, 4})  // the variable's choice stands at every size
+  for (int configured : {2, 4})  // the variable's choice stands at every size
     for (uint64_t chunks : {uint64_t{1}, limit + 1, uint64_t{65536}})
       EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(configured, chunks, sms), configured);
 }
 
 TEST(LosslessKernelPath, RejectsOtherEncodeWarpsWithTheVariableNamed) {
-  for (const char* bad : {"0", "3", "8", "two", "2 ", "on", "-2", "02", "Auto"}) {
+  for (const char* bad : {"0", "1", "3", "8", "two", "2 ", "on", "-2", "02", "Auto"}) {
     try {
       parseEncodeWarps(bad);
       ADD_FAILURE() << "accepted " << bad;

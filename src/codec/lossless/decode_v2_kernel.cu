@@ -203,9 +203,9 @@ constexpr uint32_t stagedWarpBytes() {
 // the lanes then decode from shared memory only. NOTE: at 4 MiB of bf16 (~4 warps per SM) a
 // group's decode (~400 cycles of dependent lookups) does not cover a DRAM load issued one group
 // ahead, so the general kernel waits on memory in every group.
-// kWindow (kernel_path.h, CCLZ_LOSSLESS_WINDOW): whole coded chunks take the pair-window loop
-// (decode_v2_window.cuh) instead of the lane loop; every other chunk, and every check before the
-// lane's stream, is the same code. The general kernel then reads the raw planes from the frame
+// kWindow (the staged kernel; the general one for bf16 and fp16; kernel_path.h): whole coded
+// chunks take the pair-window loop (decode_v2_window.cuh) instead of the lane loop; every other
+// chunk, and every check before the lane's stream, is the same code. The general kernel then reads the raw planes from the frame
 // an iteration ahead, the staged one from its shared memory.
 template <int D, bool kStaged, bool kWindow>
 __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
@@ -575,8 +575,8 @@ unsigned decodeBlocks(uint64_t numChunks, uint64_t blocksPerSM) {
 constexpr uint64_t kWindowBlocksPerSM = 16;
 constexpr uint64_t kLaneLoopBlocksPerSM = 24;
 
-// The staged kernel: one warp per chunk.
-template <int D, bool kWindow>
+// The staged kernel: one warp per chunk, the pair-window loop on whole coded chunks.
+template <int D, bool kWindow = true>
 void launchStaged(const DecodeArgs& args, cudaStream_t stream) {
   constexpr int kShared = kWarpsPerBlock * stagedWarpBytes<D, kWindow>();  // fp32: 72-73 KiB
   static std::atomic<uint64_t> configured{0};  // one per kernel: the limit is per kernel
@@ -596,11 +596,8 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
   if (chunks > 0 &&
       useStagedKernels(kernelPathFromEnvironment(), Direction::Decode, D,
                        args.chunkElems == kMaxChunkElems, chunks, multiprocessorCount())) {
-    if (windowLoopFromEnvironment())
-      launchStaged<D, true>(args, stream);
-    else
-      launchStaged<D, false>(args, stream);
-  } else if (D != cclzFloat32 && windowLoopFromEnvironment()) {
+    launchStaged<D>(args, stream);
+  } else if (D != cclzFloat32) {
     // NOTE: bf16 and fp16 only. With the window loop fp32 lost 5-17% at 16-256 MiB (not
     // profiled: its raw planes are three times bf16's per group), bf16 gained 3-6%
     // (bench/results/2026-11-24-s19-general-window).

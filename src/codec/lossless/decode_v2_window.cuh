@@ -1,22 +1,15 @@
-// The decoder's loop for a whole coded chunk (n == kMaxChunkElems, mode 1), payload version 2
-// (docs/formats.md): the same symbols and the same verdict as the lane loop of
+// The decoder's loop for a whole coded chunk (n == kMaxChunkElems, mode 1; docs/formats.md,
+// "Lossless payload"): the same symbols and the same verdict as the lane loop of
 // decode_v2_kernel.cu, with a shorter dependent chain per symbol and fewer integer-ALU
-// instructions. Used by the staged kernel, and by the general kernel for bf16 and fp16, while
-// CCLZ_LOSSLESS_WINDOW is not `off` (kernel_path.h).
+// instructions (10.6 instructions per symbol against the lane loop's 26). Used by the staged
+// kernel, and by the general kernel for bf16 and fp16 (kernel_path.h).
 //
-// Why in the general kernel (session 19, bench/results/2026-11-24-s19-general-window): the
-// session-16 profile found the 256 MiB decoder waiting on the integer ALU pipe as much as on
-// anything, and the window loop takes fewer instructions per symbol (round 4 counted 10.6
-// against the lane loop's 26, before session 16 trimmed the lane loop). Measured: bf16 256 MiB
-// 1.78 -> 1.89 TB/s. (Round 2 measured an older form of the loop there and found it no faster.)
-//
-// Why in the staged kernel (bench/notes/lossless-kernels.md, "Round 3 measured" and "Round 4"): at
-// 1-4 MiB a multiprocessor runs about one warp per scheduler, so the kernel lasts as long as one
-// warp's chain of 128 symbols, ~170 cycles per symbol in the lane loop (~27 instructions per
-// symbol, most of them in series: a 64-bit bit buffer, its branch-free refill, the entry's fields).
-// Round 2 wrote this loop for the general kernel, where it was exact but not faster (at 256 MiB
-// the decoder is not bound by one warp's chain); here it is brought back where the chain is
-// the bound.
+// In the general kernel: at 256 MiB the decoder waits on the integer ALU pipe as much as on
+// anything, and the window loop takes fewer instructions per symbol: bf16 256 MiB 1.78 -> 1.89
+// TB/s on the H200. In the staged kernel: at 1-4 MiB a multiprocessor runs about one warp per
+// scheduler, so the kernel lasts as long as one warp's chain of 128 symbols, ~170 cycles per
+// symbol in the lane loop (~27 instructions per symbol, most of them in series: a 64-bit bit
+// buffer, its branch-free refill, the entry's fields). (docs/kernels/lossless.md, "Decoder".)
 //
 // NOTE: the lane keeps no bit buffer. It keeps the bit position p of its stream in the block's
 // shared memory and the three (four with escapes) stage words from p / 32 on in registers; per
@@ -27,8 +20,8 @@
 // offsets from the block's shared memory, which the compiler folds into the shared load. The
 // dependent chain of a pair (SASS): dp4a (position) -> LOP3 (move by 0 or 32) -> clamped
 // funnel shift (the words) -> funnel shift (window) -> LOP3 -> table load -> funnel shift ->
-// LOP3 -> table load -> dp4a: 7 ALU steps and 2 shared loads for two symbols (round 2's loop:
-// 7 and 3, loading the window's words from p; the lane loop: ~14 and 3, its refill included).
+// LOP3 -> table load -> dp4a: 7 ALU steps and 2 shared loads for two symbols (loading the
+// window's words from p instead: 7 and 3; the lane loop: ~14 and 3, its refill included).
 //
 // A table entry (format_v2.h, Codes::decode) is byte 0: the bits consumed, byte 1: the offset d,
 // or 0x80 for the escape. Two entries permuted into one word x = (len0, d0, len1, d1) give:

@@ -187,9 +187,9 @@ __device__ __forceinline__ void codeLaneByRounds(const uint32_t* code,
   }
 }
 
-// One chunk, by the whole warp (docs/formats.md; the bytes equal ref_v2.cpp's). kStaged (with
-// kFull): the chunk's input is being copied to the stage (stageInput, committed before).
-template <int D, bool kFull, bool kStaged = false>
+// One chunk, by the whole warp, from the source (docs/formats.md; the bytes equal ref_v2.cpp's).
+// kFull: a whole chunk of kMaxChunkElems from a 16-byte aligned source.
+template <int D, bool kFull>
 __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTables& tables,
                                             uint8_t* stage, uint64_t k, uint32_t n, uint32_t lane) {
   using Word = typename Elements<D>::Word;
@@ -198,20 +198,14 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
   const uint32_t groupsPerLane = kFull ? kMaxGroupsPerLane : chunkElems / (kGroup * kLanes);
   const uint32_t offsets = familyOffsets(D);
   const uint64_t first = k * chunkElems;
-  const uint8_t* in = kStaged ? stage : static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
+  const uint8_t* in = static_cast<const uint8_t*>(a.src) + first * sizeof(Word);
   uint8_t* planeA = a.dst + a.layout.planeAOffset + first;
   uint16_t* planeB = reinterpret_cast<uint16_t*>(a.dst + a.layout.planeBOffset) + first;
 
   // ---- Split: raw planes to the frame, symbols to registers, the top and bottom symbol. ----
   uint32_t sym[kMaxGroupsPerLane][2];
   uint32_t top, bottom;
-  if constexpr (kStaged) {
-    static_assert(kFull, "only whole chunks are staged");
-    lossless::device::copyAsyncWaitAll();
-    __syncwarp();
-  }
-  splitLane<D, kFull, kStaged>(a, in, n, lane, groupsPerLane, planeA, planeB, sym, top, bottom);
-  if constexpr (kStaged) __syncwarp();  // every lane has read its input before the block is built
+  splitLane<D, kFull, false>(a, in, n, lane, groupsPerLane, planeA, planeB, sym, top, bottom);
   top = warpMax(top);
   bottom = warpMin(bottom);
   // A symbol escapes when top - symbol >= D: the chunk has escapes when its smallest does.
@@ -333,15 +327,14 @@ static_assert(stagedEncodeWarpBytes<cclzBfloat16>() % kStageAlign == 0 &&
                   stagedEncodeWarpBytes<cclzFloat32>() % kStageAlign == 0,
               "every stage starts on a line");
 
-// The staged kernel copies chunk k's input to the warp's stage (cp.async, committed) if it is
-// a whole chunk from an aligned source (the chunks encodeChunk<D, true> takes); returns whether
-// it did. The split kernel: the kThreadsPerChunk threads of the chunk's warps (lane: the thread's
-// index among them).
+// The split kernel copies chunk k's input to the slot's stage (cp.async, committed) if it is a
+// whole chunk from an aligned source; returns whether it did. The kThreadsPerChunk threads of the
+// chunk's warps take part (lane: the thread's index among them).
 __device__ bool stagesChunk(const EncodeArgs& a, uint64_t k) {
   return k < a.layout.numChunks && a.srcAligned16 && a.chunkElems == kMaxChunkElems &&
          a.count - k * a.chunkElems >= kMaxChunkElems;
 }
-template <int D, uint32_t kThreadsPerChunk = 32>
+template <int D, uint32_t kThreadsPerChunk>
 __device__ bool stageInput(const EncodeArgs& a, uint8_t* stage, uint64_t k, uint32_t lane) {
   using Word = typename Elements<D>::Word;
   const uint64_t first = k * a.chunkElems;
@@ -372,35 +365,21 @@ __device__ __forceinline__ void fillTables(EncodeTables& tables) {
   }
 }
 
-// NOTE: at most 64 registers (8 blocks, 32 warps per multiprocessor): the encoder is latency
-// bound at 16 warps (session 5 profile: 8.3 cycles per issued instruction at 115 registers).
-// kStaged false: the general kernel. kStaged true: the staged kernel (kernel_path.h): a warp
-// takes its first chunk and starts copying its input to shared memory before the block's code
-// tables are filled, and splits it from there; the general kernel loads a lane's 16 groups in
-// four dependent batches (to stay within 64 registers), so it waits on DRAM four times per
-// chunk (fp32: eight), which at 4 MiB (~4 warps per SM) nothing hides.
-template <int D, bool kStaged>
+// The general kernel: warps take chunks from a counter, in order. NOTE: at most 64 registers (8
+// blocks, 32 warps per multiprocessor): the encoder is latency bound at 16 warps (8.3 cycles per
+// issued instruction at 115 registers; docs/kernels/lossless.md, "Encoder"). It loads a lane's 16
+// groups in four dependent batches (to stay within 64 registers), so it waits on DRAM four times
+// per chunk (fp32: eight), which at 4 MiB (~4 warps per SM) nothing hides: the staged split
+// kernel below takes small messages.
+template <int D>
 __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(EncodeArgs a) {
   // NOTE: launched programmatic where it can be (codec/pdl.cuh): the kernel waits for the one
   // before it before it touches global memory, and lets the next one start as its blocks end.
   waitForPreviousKernel();
   __shared__ EncodeTables tables;
+  __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint8_t* stage;
-  uint64_t next = 0;    // staged: the warp's next chunk, already taken
-  bool staged = false;  // staged: its input is on the way to the stage
-  if constexpr (kStaged) {
-    // stagedEncodeWarpBytes<D>() per warp
-    extern __shared__ __align__(kStageAlign) uint8_t stagedAll[];
-    stage = stagedAll + warp * stagedEncodeWarpBytes<D>();
-    uint32_t taken = 0;
-    if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
-    next = __shfl_sync(kFullMask, taken, 0);
-    staged = stageInput<D>(a, stage, next, lane);
-  } else {
-    __shared__ __align__(16) uint8_t stageAll[kWarpsPerBlock][kStageBytes];
-    stage = stageAll[warp];
-  }
+  uint8_t* stage = stageAll[warp];
   fillTables<D>(tables);
   __syncthreads();
   if (a.layout.numChunks == 0) {  // an empty tensor: the header alone
@@ -410,14 +389,9 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
   }
   while (true) {
     // Chunks are taken in order, so a warp only ever waits for chunks already being encoded.
-    uint64_t k;
-    if constexpr (kStaged) {
-      k = next;
-    } else {
-      uint32_t taken = 0;
-      if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
-      k = __shfl_sync(kFullMask, taken, 0);
-    }
+    uint32_t taken = 0;
+    if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
+    const uint64_t k = __shfl_sync(kFullMask, taken, 0);
     if (k >= a.layout.numChunks) {
       leaveScratch(a, lane);
       return;
@@ -427,18 +401,10 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
         static_cast<uint32_t>(min(static_cast<uint64_t>(a.chunkElems), a.count - first));
     // Whole default-size chunks from an aligned source take the branch-free path; the last
     // chunk, other chunk sizes and unaligned sources the general one (same bytes).
-    if (kStaged && staged)
-      encodeChunk<D, true, kStaged>(a, tables, stage, k, n, lane);
-    else if (n == kMaxChunkElems && a.srcAligned16)
+    if (n == kMaxChunkElems && a.srcAligned16)
       encodeChunk<D, true>(a, tables, stage, k, n, lane);
     else
       encodeChunk<D, false>(a, tables, stage, k, n, lane);
-    if constexpr (kStaged) {
-      uint32_t taken = 0;
-      if (lane == 0) taken = atomicAdd(a.workCounter, 1u);
-      next = __shfl_sync(kFullMask, taken, 0);
-      staged = stageInput<D>(a, stage, next, lane);
-    }
   }
 }
 
@@ -647,9 +613,9 @@ constexpr int kSplitThreads = kEarly ? kThreads + 32 : kThreads;
 template <bool kEarly>
 constexpr int kSplitBlocksPerSM = kEarly ? 6 : kEncodeBlocksPerSM;
 
-// The split staged kernel: kParts warps per chunk, one chunk per slot, otherwise as
-// encodeKernel<D, true> (the slot starts copying its chunk's input before the code tables are
-// filled). A chunk that is not staged (a short last chunk, an unaligned source, another chunk
+// The staged kernel: kParts warps per chunk, one chunk per slot. The slot starts copying its
+// chunk's input to its stage (cp.async) before the block's code tables are filled, and splits it
+// from there with one wait, so no group waits on DRAM. A chunk that is not staged (a short last chunk, an unaligned source, another chunk
 // size) is encoded by the slot's first warp alone with the general code, the others idle.
 // NOTE: the slot's chunk is its place in the grid, not a chunk counter's next value. Blocks are
 // dispatched in increasing index order (CUB's single-pass scan relies on the same), so a chunk
@@ -730,17 +696,10 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
         encodeWarpsPerChunk(encodeWarpsFromEnvironment(), chunks, multiprocessorCount());
     if (warpsPerChunk == 2) {
       launchSplit<D, 2>(args, stream);
-    } else if (warpsPerChunk == 4) {
-      if (chunks >= 256)  // the look-back before the code (encodeChunkSplit)
-        launchSplit<D, 4, true>(args, stream);
-      else
-        launchSplit<D, 4>(args, stream);
+    } else if (chunks >= 256) {  // 4 warps, the look-back before the code (encodeChunkSplit)
+      launchSplit<D, 4, true>(args, stream);
     } else {
-      constexpr int kShared = kWarpsPerBlock * stagedEncodeWarpBytes<D>();  // fp32: 64 KiB
-      static std::atomic<uint64_t> configured{0};
-      lossless::device::ensureSharedMemoryLimit(encodeKernel<D, true>, kShared, configured);
-      launchKernel(encodeKernel<D, true>, blocks, kThreads, kShared, stream,
-                   programmaticLaunchSupported(), args);
+      launchSplit<D, 4>(args, stream);
     }
   } else {
     // As many blocks as are resident at once; the warps loop over the chunks. Against one chunk
@@ -748,7 +707,7 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
     // (bench/results/2026-11-23-s12-lossless-grid-h200). The decoder measured the other way.
     const unsigned resident = std::min<unsigned>(
         blocks, static_cast<unsigned>(multiprocessorCount()) * kEncodeBlocksPerSM);
-    launchKernel(encodeKernel<D, false>, resident, kThreads, 0, stream,
+    launchKernel(encodeKernel<D>, resident, kThreads, 0, stream,
                  programmaticLaunchSupported(), args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());

@@ -24,29 +24,14 @@ KernelPath kernelPathFromEnvironment() {
   return path;
 }
 
-bool parseWindowLoop(const char* value) {
-  const std::string v = value ? value : "";
-  if (v.empty() || v == "on") return true;
-  if (v == "off") return false;
-  CCLZ_FAIL(cclzInvalidArgument, "CCLZ_LOSSLESS_WINDOW=" + v +
-                                     ": expected on (default: the staged decoder's pair-window "
-                                     "loop) or off (its lane loop)");
-}
-
-bool windowLoopFromEnvironment() {
-  static const bool window = parseWindowLoop(std::getenv("CCLZ_LOSSLESS_WINDOW"));
-  return window;
-}
-
 int parseEncodeWarps(const char* value) {
   const std::string v = value ? value : "";
   if (v.empty() || v == "auto") return 0;
-  if (v == "1") return 1;
   if (v == "2") return 2;
   if (v == "4") return 4;
   CCLZ_FAIL(cclzInvalidArgument, "CCLZ_LOSSLESS_ENCODE_WARPS=" + v +
-                                     ": expected auto (the default), 1 (one warp per chunk in the "
-                                     "staged encoder), 2 or 4");
+                                     ": expected auto (the default), 2 or 4 (warps per chunk in "
+                                     "the staged encoder)");
 }
 
 int encodeWarpsFromEnvironment() {

@@ -1,5 +1,6 @@
-// Which kernels run the version 2 payload on the device (bench/notes/lossless-kernels.md,
-// "Round 3"). Both give the same frames and accept the same frames; they differ only in speed.
+// Which kernels run the lossless payload on the device (docs/kernels/lossless.md, "Kernel
+// families: general and staged"). Both give the same frames and accept the same frames; they
+// differ only in speed.
 //   general: one warp per chunk, warps loop over chunks; the decoder reads the raw planes from
 //            global memory a group ahead, the encoder loads its chunk four groups at a time.
 //   staged:  one chunk per warp (decode) or per slot of 4 warps (encode), every chunk given its
@@ -8,24 +9,26 @@
 //            memory per block: made for small messages, where the kernels are latency-bound
 //            (4 MiB of bf16: 512 chunks, ~4 warps per SM), and faster up to larger ones than
 //            that (stagedChunksPerSM below).
-// CCLZ_LOSSLESS_PATH (read once per process) picks one: auto (default: staged when the message
-// has at most stagedChunksPerSM chunks per multiprocessor), general or staged.
+// Both families, and both encoder forms below, are taken by the automatic choice.
 //
-// CCLZ_LOSSLESS_WINDOW (read once per process): on (default) or off. On, the staged decoder, and
-// the general decoder for bf16 and fp16, decode each whole coded chunk (4096 elements) with the
-// pair-window loop (decode_v2_window.cuh: ~2.5x fewer instructions per symbol and a shorter
-// dependent chain); off, with the lane loop (the decoders of round 3 and session 18, kept for
-// comparison in one run). Same frames accepted, same output; the encoders do not read it.
-// (bench/notes/lossless-kernels.md, "Round 4" and "Session 19".)
+// CCLZ_LOSSLESS_PATH (read once per process) picks a family: auto (default: staged when the
+// message has at most stagedChunksPerSM chunks per multiprocessor), general or staged. The tests
+// force `general` on their small messages, so that both families are checked byte for byte
+// against the CPU reference (tests/codec/CMakeLists.txt).
 //
-// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): auto (default), 1, 2 or 4 warps per chunk
-// in the staged encoder. 1 is round 3's staged kernel (one warp per chunk); 2 and 4 split every
-// lane's 16 groups into that many parts, one warp each (encode_split_v2.h): the costs, the code
-// and the lanes' sizes are combined in shared memory and each part codes its groups at its bit
-// offset inside the lane's stream, so a chunk's serial work per thread is halved (quartered).
-// Same frames, byte for byte; the general kernels and the decoders do not read it. auto takes 4
-// while a message has at most kFourWarpChunksPerSM chunks per multiprocessor, 2 above
-// (encodeWarpsPerChunk; bench/results/2026-11-24-s19-encode-warps).
+// The staged decoder, and the general decoder for bf16 and fp16, decode each whole coded chunk
+// (4096 elements) with the pair-window loop (decode_v2_window.cuh: ~2.5x fewer instructions per
+// symbol and a shorter dependent chain than the lane loop, which takes short chunks, other chunk
+// sizes and the general fp32 decoder; docs/kernels/lossless.md, "Decoder").
+//
+// CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): auto (default), 2 or 4 warps per chunk in
+// the staged encoder, which split every lane's 16 groups into that many parts, one warp each
+// (encode_split_v2.h): the costs, the code and the lanes' sizes are combined in shared memory
+// and each part codes its groups at its bit offset inside the lane's stream. Same frames, byte
+// for byte; the general kernels and the decoders do not read it. auto takes 4 while a message has
+// at most kFourWarpChunksPerSM chunks per multiprocessor, 2 above (encodeWarpsPerChunk). The
+// tests force each on every small message, where auto takes 4 only (docs/kernels/lossless.md,
+// "Encoder").
 #pragma once
 
 #include <cstdint>
@@ -79,15 +82,8 @@ KernelPath parseKernelPath(const char* value);
 // The environment's choice, parsed once (an invalid value fails every call that asks).
 KernelPath kernelPathFromEnvironment();
 
-// Parses CCLZ_LOSSLESS_WINDOW's value (true: the window loop); throws cclzInvalidArgument on
-// anything but on, off or nothing.
-bool parseWindowLoop(const char* value);
-
-// The environment's choice, parsed once (an invalid value fails every call that asks).
-bool windowLoopFromEnvironment();
-
-// Parses CCLZ_LOSSLESS_ENCODE_WARPS's value (warps per chunk in the staged encoder: 1, 2 or 4;
-// 0 for auto or nothing); throws cclzInvalidArgument on anything else.
+// Parses CCLZ_LOSSLESS_ENCODE_WARPS's value (warps per chunk in the staged encoder: 2 or 4; 0 for
+// auto or nothing); throws cclzInvalidArgument on anything else.
 int parseEncodeWarps(const char* value);
 
 // auto's warps per chunk: 4 while every chunk of the message is in flight at once (a
