@@ -67,17 +67,15 @@ namespace lossless {
 // scratch carries an epoch.
 inline uint64_t encodeScratchBytes(uint64_t numChunks) { return 8 + 16 * numChunks; }
 
-namespace v2 {
-// Encodes into dst (capacity >= maxEncodedBytes, encode_v2_kernel.cu); scratch holds
+// Encodes into dst (capacity >= maxEncodedBytes, encode_kernel.cu); scratch holds
 // encodeScratchBytes. scratchEpoch (DeviceWorkspace): 0, the scratch is zeroed first; otherwise
 // it is the handle's, and the chunk states carry the epoch instead (no memset, no second launch).
 void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   uint32_t scratchEpoch, cudaStream_t stream);
-// Decodes a frame of the given chunk size (decode_v2_kernel.cu).
+// Decodes a frame of the given chunk size (decode_kernel.cu).
 void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t srcBytes, void* dst,
                   uint64_t count, DeviceStatus* status, cudaStream_t stream);
-}  // namespace v2
 
 }  // namespace lossless
 

@@ -11,13 +11,13 @@ namespace cclz {
 
 constexpr uint32_t kFrameMagic = 0x5A4C4343u;  // "CCLZ" in little-endian byte order
 constexpr uint8_t kFrameVersion = 1;
-// The lossless codec also writes version 2: its payload version 2 (docs/formats.md). Other
-// codecs have only version 1.
-constexpr uint8_t kLosslessVersion2 = 2;
+// The lossless codec's frames carry version 2 (docs/formats.md, "Lossless payload"); the other
+// codecs' version 1.
+constexpr uint8_t kLosslessFrameVersion = 2;
 
 // The newest frame version a codec has; a decoder rejects later ones (kFrameBadVersion).
 CCLZ_HD uint8_t newestFrameVersion(uint8_t codec) {
-  return codec == cclzCodecLossless ? kLosslessVersion2 : kFrameVersion;
+  return codec == cclzCodecLossless ? kLosslessFrameVersion : kFrameVersion;
 }
 constexpr uint32_t kFrameHeaderBytes = 64;
 
@@ -31,7 +31,7 @@ struct FrameHeader {
   uint64_t frameBytes;
   uint32_t chunkElems;  // lossless: power of two; none: 0
   uint32_t numChunks;
-  uint8_t params[8];     // codec parameters (lossless: [0] log2 streams, [1] max code length)
+  uint8_t params[8];     // codec parameters (lossless: none, all 0)
   uint8_t reserved[20];  // zero
   uint32_t checksum;     // FNV-1a of bytes [0, 60)
 };

@@ -1,5 +1,5 @@
-// The version 2 encoder's 8-bit cost pass (src/codec/lossless/cost_bytes_v2.h; the kernel:
-// laneCostsNoEscapes in encode_v2_lane.cuh) on the CPU, with the same functions: the 8-byte
+// The version 2 encoder's 8-bit cost pass (src/codec/lossless/cost_bytes.h; the kernel:
+// laneCostsNoEscapes in encode_lane.cuh) on the CPU, with the same functions: the 8-byte
 // entries built as the kernel builds its table, a lane's offsets added as bytes and spread to
 // the 16-bit fields every kSymbolsPerWiden symbols. The result must equal the sum of the 16-bit
 // per-offset costs (the reference's), for both families, on lanes of every offset below D and
@@ -12,16 +12,15 @@
 #include <random>
 #include <vector>
 
-#include "codec/lossless/cost_bytes_v2.h"
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/cost_bytes.h"
+#include "codec/lossless/format.h"
 
 namespace cclz::test {
 namespace {
-
-using namespace lossless::v2;
+using namespace lossless;
 
 constexpr Codes kCodes = makeCodes();
-constexpr uint32_t kFamilyOffsets[2] = {32, 64};  // D of each family (v2_tables.h)
+constexpr uint32_t kFamilyOffsets[2] = {32, 64};  // D of each family (tables.h)
 
 using Packed = std::array<uint32_t, 4>;
 

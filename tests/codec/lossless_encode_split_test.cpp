@@ -1,5 +1,5 @@
-// The split staged encoder's arithmetic (src/codec/lossless/encode_split_v2.h; the kernel:
-// encodeChunkSplit in encode_v2_kernel.cu, CCLZ_LOSSLESS_ENCODE_WARPS = 2 or 4) on the CPU.
+// The split staged encoder's arithmetic (src/codec/lossless/encode_split.h; the kernel:
+// encodeChunkSplit in encode_kernel.cu, CCLZ_LOSSLESS_ENCODE_WARPS = 2 or 4) on the CPU.
 // Every whole chunk of version 2 frames is encoded again the way the kernel's parts do it: each
 // part's lanes cost only their own groups, the lanes' sizes and the parts' bit offsets are
 // combined from the parts' packed costs, and each of the 32 * P segments is written with the
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/lossless/encode_split_v2.h"
+#include "codec/lossless/encode_split.h"
 #include "codec/lossless/ref.h"
 #include "support/data.h"
 #include "support/frame_view.h"
@@ -27,12 +27,12 @@ namespace {
 using lossless::kBlockAlign;
 using lossless::kBlockHeaderBytes;
 using lossless::kGroup;
-using namespace lossless::v2;
+using namespace lossless;
 
 constexpr uint32_t kChunk = kMaxChunkElems;  // only whole chunks are split
 constexpr uint32_t kStageBytes = (kBlockHeaderBytes + kMaxChunkElems + 15) / 16 * 16;
 
-// LaneWriter (encode_v2_lane.cuh) on the CPU: the store phase (whole words, counted, so that
+// LaneWriter (encode_lane.cuh) on the CPU: the store phase (whole words, counted, so that
 // two segments storing one word show up) and the finish phase (the partial last word OR-ed in).
 struct SegmentWriter {
   std::vector<uint32_t>& words;
@@ -168,7 +168,7 @@ std::vector<uint8_t> splitBlock(int dtype, const uint8_t* symbols, uint32_t part
              (width << 24);
   words[1] = base;
   for (uint32_t lane = 0; lane < kLanes && width; ++lane) {
-    const uint32_t bit = 8 * lossless::v2::kHeaderBytes + lane * width,
+    const uint32_t bit = 8 * lossless::kHeaderBytes + lane * width,
                    delta = laneBits[lane] - base;
     words[bit / 32] |= delta << (bit % 32);
     if (bit % 32 + width > 32) words[bit / 32 + 1] |= delta >> (32 - bit % 32);
@@ -202,13 +202,13 @@ std::vector<uint8_t> splitBlock(int dtype, const uint8_t* symbols, uint32_t part
   return block;
 }
 
-std::vector<uint8_t> encodeV2(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
-  return encodeV2Ref(dtype, input, count, kChunk);
+std::vector<uint8_t> encodeReference(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
+  return encodeRefFrame(dtype, input, count, kChunk);
 }
 
 // Every whole chunk of the input, split into 2 and 4 parts, against the reference's block.
 SplitStats expectSplitMatches(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
-  const std::vector<uint8_t> frame = encodeV2(dtype, input, count);
+  const std::vector<uint8_t> frame = encodeReference(dtype, input, count);
   const FrameView v = viewFrame(frame.data());
   const size_t esize = elementSize(dtype);
   SplitStats stats;

@@ -1,12 +1,12 @@
 // The scalar pieces of the lossless format shared by the reference and the kernels
-// (src/codec/lossless/format_v2.h, elements.h): element splitting, layout, lanes, parameters.
+// (src/codec/lossless/format.h, elements.h): element splitting, layout, lanes, parameters.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
 #include "codec/lossless/elements.h"
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 #include "support/data.h"
 
 namespace cclz::lossless {
@@ -65,13 +65,13 @@ TEST(LosslessFormat, LanesPartitionTheChunk) {
   for (uint32_t n : {1u, 7u, 8u, 9u, 63u, 64u, 65u, 255u, 256u, 257u, 1000u, 1024u, 2048u, 4095u,
                      4096u}) {
     uint64_t total = 0;
-    for (uint32_t lane = 0; lane < v2::kLanes; ++lane) {
+    for (uint32_t lane = 0; lane < kLanes; ++lane) {
       // Count by walking the groups, as the format defines it: lane l takes groups l, l+32, ...
       uint32_t expected = 0;
-      for (uint32_t g = lane; g * kGroup < n; g += v2::kLanes)
+      for (uint32_t g = lane; g * kGroup < n; g += kLanes)
         expected += std::min<uint32_t>(kGroup, n - g * kGroup);
-      EXPECT_EQ(v2::laneSymbols(n, lane), expected) << "n " << n << " lane " << lane;
-      total += v2::laneSymbols(n, lane);
+      EXPECT_EQ(laneSymbols(n, lane), expected) << "n " << n << " lane " << lane;
+      total += laneSymbols(n, lane);
     }
     EXPECT_EQ(total, n);
   }
@@ -90,7 +90,7 @@ TEST(LosslessFormat, ValidParamsBounds) {
 TEST(LosslessFormat, HeaderOfAnotherVersionIsRejected) {
   FrameHeader h{};
   h.magic = kFrameMagic;
-  h.version = kLosslessVersion2;
+  h.version = kLosslessFrameVersion;
   h.codec = cclzCodecLossless;
   h.dtype = cclzBfloat16;
   h.count = 5000;

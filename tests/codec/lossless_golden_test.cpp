@@ -2,9 +2,8 @@
 //
 // These constants ARE the format. If a change to src/ makes them fail, either the change is a
 // bug, or it changes the format: then docs/formats.md, the lossless frame version
-// (kLosslessVersion2, src/codec/frame.h) and
-// these constants change together, in one commit that says so. Never update them to make a
-// test pass.
+// (kLosslessFrameVersion, src/codec/frame.h) and these constants change together, in one commit
+// that says so. Never update them to make a test pass.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 #include "codec/lossless/ref.h"
 #include "support/codec_handle.h"
 #include "support/configs.h"
@@ -197,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(All, LosslessGolden, testing::ValuesIn(kGolden),
 // A frame checked by hand: 1024 bf16 elements, 1.0 (exponent 127) except element 8
 // (lane 1's first element), 0.5 (exponent 126). The chunk's top is 127; lane 1 codes offset 1
 // once and offset 0 31 times, the other lanes offset 0 32 times. Code 0 (the first line of
-// v2_tables.h) is the cheapest: offset 0 has 5 bits, offset 1 has 2.
+// tables.h) is the cheapest: offset 0 has 5 bits, offset 1 has 2.
 TEST(LosslessGolden, HandCheckedBlock) {
   constexpr size_t kCount = 1024;
   std::vector<uint8_t> input(2 * kCount);
@@ -230,7 +229,7 @@ TEST(LosslessGolden, HandCheckedBlock) {
   // first), so offset 1's code is 00; offset 0's 5-bit code follows the 3-bit (offset 4) and
   // the shorter ones. Lane 0 (bit 128 on) codes 32 times offset 0; lane 1 (bit 288 on) starts
   // with offset 1: two zero bits.
-  const lossless::v2::Codes codes = lossless::v2::makeCodes();
+  const lossless::Codes codes = lossless::makeCodes();
   const uint32_t c0 = codes.code[0][0][0], c1 = codes.code[0][0][1];
   EXPECT_EQ(c0 >> 16, 5u);
   EXPECT_EQ(c1, 2u << 16) << "offset 1: the first 2-bit code, 00";

@@ -276,7 +276,7 @@ TEST(LosslessGpuMismatch, OtherVersionIsCorrupt) {
   EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
 }
 
-// The encoder's paths (encode_v2_kernel.cu): whole 4096-element chunks from an
+// The encoder's paths (encode_kernel.cu): whole 4096-element chunks from an
 // aligned source take a branch-free path, and within it chunks without escapes code two symbols
 // per step; chunks with escapes, short last chunks, 1024-element chunks and unaligned sources
 // take the general path. Gaussian data with a zero every 61 elements gives coded chunks with
@@ -375,7 +375,7 @@ TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
 
 // Many chunks encoded at once: at 1-8 MiB every chunk of the message runs at the same time, and
 // publishes its size at nearly the same time, so most chunks find no end offset in their first
-// look-back round and take the second level (sums of 32 chunks, encode_v2_kernel.cu's lookBack).
+// look-back round and take the second level (sums of 32 chunks, encode_kernel.cu's lookBack).
 // Chunks of three kinds in turn (Gaussian, random bits: stored, two symbols: a few bytes) give
 // blocks of different sizes, so a sum off by one chunk moves every later block. Every call's frame
 // is checked against the CPU's.
@@ -483,7 +483,7 @@ TEST(LosslessGpuScratch, CapturedEncodesBesideDirectCallsMatchReference) {
 // the lane streams and in the size deltas, the escape flag toggled, the top symbol moved by one).
 // "Low top" data (symbols shifted down below the family's D) makes `offset <= top` the binding
 // check; "low top with escapes" (symbols shifted down below 128, and zeros) gives escapes under a
-// top below 128, where the staged decoder's pair-window loop (decode_v2_window.cuh) subtracts an
+// top below 128, where the staged decoder's pair-window loop (decode_window.cuh) subtracts an
 // escape's offset byte (0x80) from a smaller top and relies on the borrow stopping short of the
 // neighbouring symbol. Both kernel families decode every whole chunk here with the pair-window
 // loop, except the general kernel for fp32 (the lane loop): the default registration runs the

@@ -10,12 +10,12 @@
 namespace cclz::test {
 namespace {
 
-using lossless::v2::KernelPath;
-using lossless::v2::kStagedChunksPerSM;
-using lossless::v2::parseEncodeWarps;
-using lossless::v2::parseKernelPath;
-using lossless::v2::useStagedKernels;
-using Direction = lossless::v2::Direction;
+using lossless::KernelPath;
+using lossless::kStagedChunksPerSM;
+using lossless::parseEncodeWarps;
+using lossless::parseKernelPath;
+using lossless::useStagedKernels;
+using Direction = lossless::Direction;
 
 TEST(LosslessKernelPath, ParsesTheThreeNames) {
   EXPECT_EQ(parseKernelPath(nullptr), KernelPath::Auto);  // the default
@@ -49,13 +49,13 @@ TEST(LosslessKernelPath, ParsesTheEncodeWarps) {
 
 TEST(LosslessKernelPath, AutoEncodeWarpsAreFourWhileEveryChunkIsInFlight) {
   const int sms = 132;  // H200
-  const uint64_t limit = lossless::v2::kFourWarpChunksPerSM * sms;
-  EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, 512, sms), 4);  // 4 MiB of bf16
-  EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, limit, sms), 4);
-  EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(0, limit + 1, sms), 2);
+  const uint64_t limit = lossless::kFourWarpChunksPerSM * sms;
+  EXPECT_EQ(lossless::encodeWarpsPerChunk(0, 512, sms), 4);  // 4 MiB of bf16
+  EXPECT_EQ(lossless::encodeWarpsPerChunk(0, limit, sms), 4);
+  EXPECT_EQ(lossless::encodeWarpsPerChunk(0, limit + 1, sms), 2);
   for (int configured : {2, 4})  // the variable's choice stands at every size
     for (uint64_t chunks : {uint64_t{1}, limit + 1, uint64_t{65536}})
-      EXPECT_EQ(lossless::v2::encodeWarpsPerChunk(configured, chunks, sms), configured);
+      EXPECT_EQ(lossless::encodeWarpsPerChunk(configured, chunks, sms), configured);
 }
 
 TEST(LosslessKernelPath, RejectsOtherEncodeWarpsWithTheVariableNamed) {

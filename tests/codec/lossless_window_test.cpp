@@ -1,5 +1,5 @@
-// The staged decoder's pair-window arithmetic (src/codec/lossless/window_v2.h) on the CPU. The
-// kernel's loop (src/codec/lossless/decode_v2_window.cuh) is replayed here with the same
+// The staged decoder's pair-window arithmetic (src/codec/lossless/window.h) on the CPU. The
+// kernel's loop (src/codec/lossless/decode_window.cuh) is replayed here with the same
 // functions and the same shared-memory addressing (a table at a nonzero multiple of 2 KiB, the
 // stage after the tables, swizzled in 128-byte rows where the kernel swizzles it, bit positions
 // counted from the start of "shared memory"), on every
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "codec/lossless/ref.h"
-#include "codec/lossless/window_v2.h"
+#include "codec/lossless/window.h"
 #include "support/data.h"
 #include "support/frame_view.h"
 #include "support/lossless_ref.h"
@@ -26,12 +26,12 @@ namespace {
 
 using lossless::kBlockHeaderBytes;
 using lossless::kGroup;
-using namespace lossless::v2;
-using namespace lossless::v2::window;
+using namespace lossless;
+using namespace lossless::window;
 
 constexpr uint32_t kChunk = kMaxChunkElems;  // whole chunks only take the window loop
 constexpr uint32_t kGroupsPerLane = kChunk / (kGroup * kLanes);  // 16
-// The kernel's layout (decode_v2_kernel.cu, kWindow): four 2 KiB tables, then the stages, in
+// The kernel's layout (decode_kernel.cu, kWindow): four 2 KiB tables, then the stages, in
 // whole 128-byte rows. Here the chunk's table sits at the second table slot, so the OR in
 // entryAtWindow adds a nonzero offset, and the stage at the second stage slot, so its rows'
 // swizzle (swizzledStageOffset) does not start at 0; the stage is followed by room for a corrupt
@@ -93,7 +93,7 @@ WindowResult decodeWithWindow(const std::vector<uint8_t>& frame, uint64_t count)
     for (uint32_t lane = 0; lane < kLanes; ++lane) {
       uint32_t laneBits = base;
       if (width) {
-        const uint64_t bit = 8 * lossless::v2::kHeaderBytes + uint64_t{lane} * width;
+        const uint64_t bit = 8 * lossless::kHeaderBytes + uint64_t{lane} * width;
         uint64_t two = 0;
         std::memcpy(&two, block + bit / 8, 4);  // 16-bit deltas at most: 4 bytes hold one
         laneBits += static_cast<uint32_t>(two >> (bit % 8)) & ((1u << width) - 1);
@@ -158,8 +158,8 @@ uint32_t expectWindowAgrees(int dtype, const std::vector<uint8_t>& frame, uint64
   return verdict;
 }
 
-std::vector<uint8_t> encodeV2(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
-  return encodeV2Ref(dtype, input, count, kChunk);
+std::vector<uint8_t> encodeReference(int dtype, const std::vector<uint8_t>& input, uint64_t count) {
+  return encodeRefFrame(dtype, input, count, kChunk);
 }
 
 // Flips, toggles and moves what the lane checks depend on, in whole coded chunks, and expects
@@ -203,7 +203,7 @@ TEST(LosslessWindow, MatchesReferenceOnEveryDataKind) {
       SCOPED_TRACE(std::string(dtypeLabel(dtype)) + " " + dataKindLabel(kind));
       const std::vector<uint8_t> input =
           makeData(kind, dtype, count, kChunk, mixSeed(static_cast<uint64_t>(kind), dtype, 31));
-      const std::vector<uint8_t> frame = encodeV2(dtype, input, count);
+      const std::vector<uint8_t> frame = encodeReference(dtype, input, count);
       ASSERT_EQ(expectWindowAgrees(dtype, frame, count, "as encoded"), kFrameOk);
       corruptAndCompare(dtype, frame, count, mixSeed(static_cast<uint64_t>(kind), dtype, 32));
     }
@@ -211,7 +211,7 @@ TEST(LosslessWindow, MatchesReferenceOnEveryDataKind) {
 
 // Escapes under a top below 128 (symbols shifted down by 40, zeros among them): an escape's
 // offset byte 0x80 is subtracted from a smaller top, and the borrow must stop short of the
-// neighbouring symbol (window_v2.h, decodePair).
+// neighbouring symbol (window.h, decodePair).
 TEST(LosslessWindow, EscapesUnderALowTop) {
   const uint64_t count = uint64_t{kChunk} * 4;
   for (int dtype : {cclzBfloat16, cclzFloat16, cclzFloat32}) {
@@ -228,7 +228,7 @@ TEST(LosslessWindow, EscapesUnderALowTop) {
       if (i % 61 == 0) bits = 0;
       std::memcpy(&input[i * esize], &bits, esize);
     }
-    const std::vector<uint8_t> frame = encodeV2(dtype, input, count);
+    const std::vector<uint8_t> frame = encodeReference(dtype, input, count);
     const FrameView v = viewFrame(frame.data());
     const BlockView b = viewBlock(frame.data(), v, 0);
     ASSERT_EQ(b.mode, 1);
@@ -263,7 +263,7 @@ TEST(LosslessWindow, MatchesReferenceOnRealTensors) {
   for (const RealTensor& t : loadRealTensors(dir)) {
     SCOPED_TRACE(t.name);
     const std::vector<uint8_t> input = bf16Bytes(t);
-    const std::vector<uint8_t> frame = encodeV2(cclzBfloat16, input, t.values.size());
+    const std::vector<uint8_t> frame = encodeReference(cclzBfloat16, input, t.values.size());
     ASSERT_EQ(expectWindowAgrees(cclzBfloat16, frame, t.values.size(), "as encoded"), kFrameOk);
   }
 }

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cclz/cclz.h"
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 
 namespace cclz::test {
 

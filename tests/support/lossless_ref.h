@@ -10,7 +10,7 @@
 namespace cclz::test {
 
 // count values of dtype in chunks of chunkElems, payload version 2, no other settings.
-inline std::vector<uint8_t> encodeV2Ref(int dtype, const std::vector<uint8_t>& input,
+inline std::vector<uint8_t> encodeRefFrame(int dtype, const std::vector<uint8_t>& input,
                                         uint64_t count, uint32_t chunkElems) {
   const lossless::Params params{chunkElems, 0, 0, 2};
   std::vector<uint8_t> frame(lossless::maxEncodedBytes(params, dtype, count));

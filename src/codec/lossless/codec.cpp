@@ -65,14 +65,14 @@ class LosslessCodec final : public Codec {
   void encodeDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                     uint8_t* dst, uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::v2::encodeDevice(losslessParams(c).chunkElems, dtype, src, count, dst,
+    lossless::encodeDevice(losslessParams(c).chunkElems, dtype, src, count, dst,
                                encodedBytesOut, ws.status, ws.scratch, ws.scratchEpoch, stream);
   }
 
   void decodeDevice(const cclzCodecConfig_t& c, const uint8_t* src, uint64_t srcBytes, int dtype,
                     uint64_t count, void* dst, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::v2::decodeDevice(losslessParams(c).chunkElems, dtype, src, srcBytes, dst, count,
+    lossless::decodeDevice(losslessParams(c).chunkElems, dtype, src, srcBytes, dst, count,
                                ws.status, stream);
   }
 #endif

@@ -8,7 +8,7 @@
 
 #include "codec/device.h"
 #include "codec/lossless/elements.h"
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 
 namespace cclz::lossless::device {
 
@@ -210,9 +210,9 @@ __device__ void loadGroupWords(const uint8_t* in, uint32_t valid, bool aligned16
 
 }  // namespace cclz::lossless::device
 
-namespace cclz::lossless::v2::device {
+namespace cclz::lossless::device {
 
-// The codes, derived from the lengths at compile time (format_v2.h), as device data.
+// The codes, derived from the lengths at compile time (format.h), as device data.
 __device__ const Codes kDeviceCodes = makeCodes();
 
 constexpr uint32_t kFullMask = 0xffffffffu;
@@ -241,4 +241,4 @@ __device__ inline uint32_t groupValid(uint32_t n, uint32_t g) {
   return g * kGroup >= n ? 0u : min(static_cast<uint32_t>(kGroup), n - g * kGroup);
 }
 
-}  // namespace cclz::lossless::v2::device
+}  // namespace cclz::lossless::device

@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 
 KernelPath parseKernelPath(const char* value) {
   const std::string v = value ? value : "";
@@ -39,4 +39,4 @@ int encodeWarpsFromEnvironment() {
   return warps;
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

@@ -17,13 +17,13 @@
 // against the CPU reference (tests/codec/CMakeLists.txt).
 //
 // The staged decoder, and the general decoder for bf16 and fp16, decode each whole coded chunk
-// (4096 elements) with the pair-window loop (decode_v2_window.cuh: ~2.5x fewer instructions per
+// (4096 elements) with the pair-window loop (decode_window.cuh: ~2.5x fewer instructions per
 // symbol and a shorter dependent chain than the lane loop, which takes short chunks, other chunk
 // sizes and the general fp32 decoder; docs/kernels/lossless.md, "Decoder").
 //
 // CCLZ_LOSSLESS_ENCODE_WARPS (read once per process): auto (default), 2 or 4 warps per chunk in
 // the staged encoder, which split every lane's 16 groups into that many parts, one warp each
-// (encode_split_v2.h): the costs, the code and the lanes' sizes are combined in shared memory
+// (encode_split.h): the costs, the code and the lanes' sizes are combined in shared memory
 // and each part codes its groups at its bit offset inside the lane's stream. Same frames, byte
 // for byte; the general kernels and the decoders do not read it. auto takes 4 while a message has
 // at most kFourWarpChunksPerSM chunks per multiprocessor, 2 above (encodeWarpsPerChunk). The
@@ -34,9 +34,9 @@
 #include <cstdint>
 
 #include "cclz/cclz.h"
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 
 enum class KernelPath { General, Staged, Auto };
 enum class Direction { Encode, Decode };
@@ -109,4 +109,4 @@ inline bool useStagedKernels(KernelPath path, Direction direction, int dtype, bo
   return perSM == kAlwaysStaged || numChunks <= perSM * static_cast<uint64_t>(sms);
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

@@ -6,18 +6,18 @@
 // lane the bits under all 8 static codes at once (packed 16-bit costs), picks the cheapest code,
 // learns where its block goes from its predecessors (a warp-wide decoupled look-back), codes the
 // lanes into a warp-private shared-memory copy of the block and copies it out. The bytes equal
-// ref_v2.cpp's.
+// ref.cpp's.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "codec/lossless/device.cuh"
-#include "codec/lossless/encode_split_v2.h"
-#include "codec/lossless/encode_v2_lane.cuh"
+#include "codec/lossless/encode_split.h"
+#include "codec/lossless/encode_lane.cuh"
 #include "codec/lossless/kernel_path.h"
 #include "codec/pdl.cuh"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 namespace {
 
 using namespace device;
@@ -34,7 +34,7 @@ constexpr int kEncodeBlocksPerSM = 8;
 __device__ void writeHeader(const EncodeArgs& a, uint64_t frameBytes) {
   FrameHeader h{};
   h.magic = kFrameMagic;
-  h.version = kLosslessVersion2;
+  h.version = kLosslessFrameVersion;
   h.codec = cclzCodecLossless;
   h.dtype = static_cast<uint8_t>(a.dtype);
   h.count = a.count;
@@ -187,7 +187,7 @@ __device__ __forceinline__ void codeLaneByRounds(const uint32_t* code,
   }
 }
 
-// One chunk, by the whole warp, from the source (docs/formats.md; the bytes equal ref_v2.cpp's).
+// One chunk, by the whole warp, from the source (docs/formats.md; the bytes equal ref.cpp's).
 // kFull: a whole chunk of kMaxChunkElems from a 16-byte aligned source.
 template <int D, bool kFull>
 __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTables& tables,
@@ -224,7 +224,7 @@ __device__ __forceinline__ void encodeChunk(const EncodeArgs& a, const EncodeTab
 #pragma unroll
     for (uint32_t t = 0; t < kTables; ++t) {
       const uint32_t total = warpSum((packed[t / 2] >> (16 * (t % 2))) & 0xFFFFu);
-      if (total < best) best = total, table = t;  // the lowest code on ties, as ref_v2.cpp
+      if (total < best) best = total, table = t;  // the lowest code on ties, as ref.cpp
     }
 #pragma unroll
     for (uint32_t t = 0; t < kTables;
@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, kEncodeBlocksPerSM) encodeKernel(Enc
 
 // ---- The split staged encoder (kernel_path.h, CCLZ_LOSSLESS_ENCODE_WARPS = 2 or 4). ----
 // kParts warps encode one chunk: part p's lane l takes lane l's groups p * 16/kParts ... (the
-// arithmetic: encode_split_v2.h). A block of kWarpsPerBlock warps holds kWarpsPerBlock / kParts
+// arithmetic: encode_split.h). A block of kWarpsPerBlock warps holds kWarpsPerBlock / kParts
 // chunk slots, each with its own stage, exchange area and named barrier.
 
 // What the parts of a chunk tell each other, in shared memory.
@@ -446,7 +446,7 @@ __device__ __forceinline__ void partsSync(uint32_t slot) {
 }
 
 // One whole staged chunk (its input committed to the stage by stageInput<D, 32 * kParts>), by
-// the slot's kParts warps; the bytes equal ref_v2.cpp's, as encodeChunk's. kEarly: the look-back
+// the slot's kParts warps; the bytes equal ref.cpp's, as encodeChunk's. kEarly: the look-back
 // before the code, two levels (below).
 template <int D, int kParts, bool kEarly>
 __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const EncodeTables& tables,
@@ -504,7 +504,7 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
 #pragma unroll
     for (uint32_t t = 0; t < kTables; ++t) {
       const uint32_t sum = warpSum(packedField(total, t));
-      if (sum < best) best = sum, table = t;  // the lowest code on ties, as ref_v2.cpp
+      if (sum < best) best = sum, table = t;  // the lowest code on ties, as ref.cpp
     }
 #pragma unroll
     for (uint32_t t = 0; t < kTables; ++t)  // (a register array indexed at run time is local)
@@ -754,4 +754,4 @@ void encodeDevice(uint32_t chunkElems, int dtype, const void* src, uint64_t coun
   }
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

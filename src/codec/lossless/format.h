@@ -1,10 +1,10 @@
 // The lossless payload (docs/formats.md, "Lossless payload"), written once for the CPU reference
-// (ref_v2.cpp) and the kernels (*_v2_kernel.cu): the frame layout, the static codes, the
+// (ref.cpp) and the kernels (*_kernel.cu): the frame layout, the static codes, the
 // chunk-block header and the lane layout. Nothing here allocates or throws.
 //
 // Each value is split into an 8-bit symbol and raw bits (elements.h). A chunk's symbols are coded
 // as their offset d = top - symbol below the chunk's largest symbol `top`, with one of 8 static
-// canonical codes per dtype family (v2_tables.h); offsets of D or more take an escape code and
+// canonical codes per dtype family (tables.h); offsets of D or more take an escape code and
 // the 8-bit symbol. The 32 lanes of a chunk (lane l: groups l, l+32, ...) are bit-concatenated
 // streams whose sizes are given as deltas from the smallest.
 #pragma once
@@ -14,7 +14,7 @@
 #include "cclz/cclz.h"
 #include "codec/frame.h"
 #include "codec/lossless/elements.h"
-#include "codec/lossless/v2_tables.h"
+#include "codec/lossless/tables.h"
 #include "common/hd.h"
 
 namespace cclz::lossless {
@@ -70,9 +70,9 @@ CCLZ_HD Layout frameLayout(int dtype, uint64_t count, uint32_t chunkElems) {
 CCLZ_HD uint64_t maxBlockBytes(uint64_t n) { return alignUp(kBlockHeaderBytes + n, kBlockAlign); }
 
 // Checks the lossless fields of a header that passed checkFrameHeader: the version byte is the
-// lossless format's (kLosslessVersion2), every codec parameter byte is 0.
+// lossless format's (kLosslessFrameVersion), every codec parameter byte is 0.
 CCLZ_HD uint32_t checkLosslessHeader(const FrameHeader& h) {
-  if (h.version != kLosslessVersion2) return kFrameBadVersion;
+  if (h.version != kLosslessFrameVersion) return kFrameBadVersion;
   if (h.codec != cclzCodecLossless || !isSupportedDtype(h.dtype) || h.flags != 0)
     return kFrameBadField;
   if (h.count > kMaxCount || !validChunkElems(h.chunkElems)) return kFrameBadField;
@@ -86,7 +86,7 @@ CCLZ_HD uint32_t checkLosslessHeader(const FrameHeader& h) {
 
 }  // namespace cclz::lossless
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 
 constexpr uint32_t kLanes = 32;        // streams per chunk: one per lane of a warp
 constexpr uint32_t kTables = 8;        // static codes per dtype family
@@ -105,7 +105,7 @@ CCLZ_HD uint32_t familyOffsets(int dtype) { return dtype == cclzFloat16 ? 64u : 
 // mantissa bits), so that its sign goes to plane A and offsets below the top are meaningful.
 CCLZ_HD int family(int dtype) { return dtype == cclzFloat16 ? 1 : 0; }
 
-// The code lengths of both families, one list each (v2_tables.h).
+// The code lengths of both families, one list each (tables.h).
 struct Lengths {
   uint8_t exp8[kTables][33];
   uint8_t fp16[kTables][65];
@@ -163,7 +163,7 @@ CCLZ_HD constexpr void fillCode(const uint8_t* lengths, uint32_t offsets, int fa
 }
 
 CCLZ_HD constexpr Codes makeCodes() {
-  constexpr Lengths lengths{CCLZ_V2_EXP8_LENGTHS, CCLZ_V2_FP16_LENGTHS};
+  constexpr Lengths lengths{CCLZ_LOSSLESS_EXP8_LENGTHS, CCLZ_LOSSLESS_FP16_LENGTHS};
   Codes c{};
   for (int t = 0; t < static_cast<int>(kTables); ++t) {
     fillCode(lengths.exp8[t], 32, 0, t, c);
@@ -195,4 +195,4 @@ CCLZ_HD uint32_t laneSymbols(uint32_t n, uint32_t lane) {
   return symbols;
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

@@ -9,7 +9,6 @@
 #include "common/error.h"
 
 namespace cclz::lossless {
-namespace v2 {
 namespace {
 
 constexpr Codes kCodes = makeCodes();
@@ -220,7 +219,7 @@ uint64_t encodeFrame(const Params& p, int dtype, const void* src, uint64_t count
   }
   FrameHeader h{};
   h.magic = kFrameMagic;
-  h.version = kLosslessVersion2;
+  h.version = kLosslessFrameVersion;
   h.codec = cclzCodecLossless;
   h.dtype = static_cast<uint8_t>(dtype);
   h.count = count;
@@ -259,8 +258,6 @@ uint32_t decodeFrame(const FrameHeader& h, const uint8_t* src, int dtype, uint64
 
 }  // namespace
 
-}  // namespace v2
-
 uint64_t maxEncodedBytes(const Params& params, int dtype, uint64_t count) {
   const Layout l = frameLayout(dtype, count, params.chunkElems);
   // Every chunk block at its stored size: the symbols plus header and padding.
@@ -277,7 +274,7 @@ uint64_t encodeRef(const Params& p, int dtype, const void* src, uint64_t count, 
   CCLZ_REQUIRE(dst, cclzInvalidArgument, "destination is NULL");
   CCLZ_REQUIRE(capacity >= maxEncodedBytes(p, dtype, count), cclzBufferTooSmall,
                "destination capacity is below the maximum encoded size");
-  return v2::encodeFrame(p, dtype, src, count, dst);
+  return encodeFrame(p, dtype, src, count, dst);
 }
 
 uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst) {
@@ -288,7 +285,7 @@ uint32_t decodeRef(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t co
   if (err == kFrameOk) err = checkFrameMatches(h, cclzCodecLossless, dtype, count);
   if (err == kFrameOk) err = checkLosslessHeader(h);
   if (err != kFrameOk) return err;
-  return v2::decodeFrame(h, src, dtype, count, dst);
+  return decodeFrame(h, src, dtype, count, dst);
 }
 
 }  // namespace cclz::lossless

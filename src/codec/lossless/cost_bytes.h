@@ -1,4 +1,4 @@
-// The version 2 encoder's cost pass with 8-bit costs (encode_v2_lane.cuh, laneCostsNoEscapes),
+// The version 2 encoder's cost pass with 8-bit costs (encode_lane.cuh, laneCostsNoEscapes),
 // written once for the kernel and for a CPU test that checks it against the 16-bit sums
 // (tests/codec/lossless_cost_bytes_test.cpp).
 //
@@ -15,13 +15,13 @@
 
 #include <cstdint>
 
-#include "codec/lossless/format_v2.h"
-#include "codec/lossless/window_v2.h"
+#include "codec/lossless/format.h"
+#include "codec/lossless/window.h"
 #include "common/hd.h"
 
-namespace cclz::lossless::v2::costbytes {
+namespace cclz::lossless::costbytes {
 
-// The longest code of every table of both families, escapes aside (v2_tables.h).
+// The longest code of every table of both families, escapes aside (tables.h).
 constexpr uint32_t kMaxCodeBits = 10;
 // Symbols added as bytes before the sums are spread: 16 * 10 = 160 < 256.
 constexpr int kSymbolsPerWiden = 16;
@@ -55,4 +55,4 @@ CCLZ_HD void widen(uint32_t lo, uint32_t hi, uint32_t (&packed)[4]) {
 // multiply-add, as top * 0x08080808 - 8 * word; then one instruction per byte.
 CCLZ_HD uint32_t offsetsTimes8(uint32_t top, uint32_t word) { return top * 0x08080808u - 8 * word; }
 
-}  // namespace cclz::lossless::v2::costbytes
+}  // namespace cclz::lossless::costbytes

@@ -6,19 +6,19 @@
 // lane; a warp scan gives each lane its stream's bit offset), copies the chunk's static decode
 // table to shared memory when it differs from the previous chunk's, and each lane decodes its
 // groups with the raw planes read straight from the frame a group ahead. Every check of
-// ref_v2.cpp is made here too; the first error goes to DeviceStatus::decodeError. Reads stay
+// ref.cpp is made here too; the first error goes to DeviceStatus::decodeError. Reads stay
 // inside the frame, writes inside the count elements of the destination.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <type_traits>
 
-#include "codec/lossless/decode_v2_window.cuh"
+#include "codec/lossless/decode_window.cuh"
 #include "codec/lossless/device.cuh"
 #include "codec/lossless/kernel_path.h"
 #include "codec/pdl.cuh"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 namespace {
 
 using namespace device;
@@ -204,7 +204,7 @@ constexpr uint32_t stagedWarpBytes() {
 // group's decode (~400 cycles of dependent lookups) does not cover a DRAM load issued one group
 // ahead, so the general kernel waits on memory in every group.
 // kWindow (the staged kernel; the general one for bf16 and fp16; kernel_path.h): whole coded
-// chunks take the pair-window loop (decode_v2_window.cuh) instead of the lane loop; every other
+// chunks take the pair-window loop (decode_window.cuh) instead of the lane loop; every other
 // chunk, and every check before the lane's stream, is the same code. The general kernel then reads the raw planes from the frame
 // an iteration ahead, the staged one from its shared memory.
 template <int D, bool kStaged, bool kWindow>
@@ -359,8 +359,8 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
       }
     };
     // The lane's first group of raw bits, loaded while the block is staged. NOTE: loaded after
-    // the staging wait (v2 as first run), its latency was the decoder's top stall (session 5
-    // profile: 8.3% of stall samples on its first use).
+    // the staging wait, its latency is the decoder's top stall (8.3% of stall samples on its first
+    // use; docs/kernels/lossless.md, "Decoder").
     uint2 firstA = make_uint2(0, 0);
     uint4 firstB = make_uint4(0, 0, 0, 0);
     if constexpr (!kStaged)
@@ -633,4 +633,4 @@ void decodeDevice(uint32_t chunkElems, int dtype, const uint8_t* src, uint64_t s
   }
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

@@ -1,17 +1,17 @@
-// The arithmetic of the staged decoder's pair-window loop (decode_v2_window.cuh), payload
+// The arithmetic of the staged decoder's pair-window loop (decode_window.cuh), payload
 // version 2, written once for the kernel and for a CPU test that runs it against decodeRef
 // (tests/codec/lossless_window_test.cpp): two symbols from a window of the stream, the lane's
 // check, and the join of a group's symbols with its raw planes. On the device each helper is
 // one instruction (funnel shift, dp4a, byte permute, 3-input max, LOP3); on the host, plain C++.
-// See decode_v2_window.cuh for why the loop exists and how a pair is decoded.
+// See decode_window.cuh for why the loop exists and how a pair is decoded.
 #pragma once
 
 #include <cstdint>
 
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 #include "common/hd.h"
 
-namespace cclz::lossless::v2::window {
+namespace cclz::lossless::window {
 
 // ---- One-instruction helpers (device), their meaning in C++ (host). ----
 
@@ -254,4 +254,4 @@ CCLZ_HD bool laneOk(int dtype, bool escapes, uint32_t top, uint32_t used, uint32
   return used == laneBits && maxOffset <= limit;
 }
 
-}  // namespace cclz::lossless::v2::window
+}  // namespace cclz::lossless::window

@@ -1,20 +1,20 @@
-// The lane-level pieces of the version 2 encoder (encode_v2_kernel.cu): a lane's groups loaded
+// The lane-level pieces of the version 2 encoder (encode_kernel.cu): a lane's groups loaded
 // and split into symbols and raw planes, the costs of its symbols under the 8 static codes, and
-// its stream coded into the block. Included by encode_v2_kernel.cu only (anonymous namespace:
+// its stream coded into the block. Included by encode_kernel.cu only (anonymous namespace:
 // these device functions are that translation unit's).
 #pragma once
 
 #include <cstdint>
 
-#include "codec/lossless/cost_bytes_v2.h"
+#include "codec/lossless/cost_bytes.h"
 #include "codec/lossless/device.cuh"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 namespace {
 
 using namespace device;
 
-// The encode kernel's arguments (launchEncode in encode_v2_kernel.cu).
+// The encode kernel's arguments (launchEncode in encode_kernel.cu).
 struct EncodeArgs {
   const void* src;
   uint64_t count;
@@ -59,14 +59,14 @@ __device__ inline uint32_t symbolAt(const uint32_t (&sym)[kG][2], int j, int i) 
 }
 
 // The block-wide copies of the family's code and cost tables (code: encoderEntry below; cost8:
-// 8-bit costs, cost_bytes_v2.h).
+// 8-bit costs, cost_bytes.h).
 struct EncodeTables {
   uint4 cost[kMaxOffsets + 1];
   uint2 cost8[kMaxOffsets + 1];
   uint32_t code[kTables][kMaxOffsets + 1];
 };
 
-// The bits under all 8 codes of offset index d (packed 16-bit costs, format_v2.h).
+// The bits under all 8 codes of offset index d (packed 16-bit costs, format.h).
 __device__ inline void addCosts(const EncodeTables& t, uint32_t d, uint32_t (&packed)[4]) {
   const uint4 c = t.cost[d];
   packed[0] += c.x;
@@ -139,7 +139,7 @@ __device__ inline uint32_t entryAt(const uint32_t* table, uint32_t byteOffset) {
 // chunk's end), the lane's largest and smallest symbol to top and bottom. kFull: a whole chunk
 // of kMaxChunkElems from a 16-byte aligned source. kStaged (with kFull): `in` is the chunk in
 // the warp's shared memory. kG: the lane's groups this thread takes, 16; the split encoder's
-// parts (encode_split_v2.h) take 8 or 4 consecutive ones of the lane's (whole chunks only), with
+// parts (encode_split.h) take 8 or 4 consecutive ones of the lane's (whole chunks only), with
 // `in`, planeA and planeB pointing at the part's first group. laneCosts and codeLane alike.
 template <int D, bool kFull, bool kStaged = false, int kG = kMaxGroupsPerLane>
 __device__ __forceinline__ void splitLane(const EncodeArgs& a, const uint8_t* in, uint32_t n,
@@ -240,7 +240,7 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
 
 // Adds up the lane's bits under the 8 codes (packed[t / 2], 16-bit field t % 2), one symbol at
 // a time, offsets clamped to the escape's index. (Whole chunks without escapes:
-// laneCostsNoEscapes.) kBytes: 8-bit costs (cost_bytes_v2.h), spread to the 16-bit fields every
+// laneCostsNoEscapes.) kBytes: 8-bit costs (cost_bytes.h), spread to the 16-bit fields every
 // kSymbolsPerWidenWithEscapes symbols (kFull) or every group; otherwise the 16-bit costs.
 // NOTE: kBytes is fp16's (bench/results/2026-11-24-s23-encode-lookback-warp): its 64 offsets
 // leave an escape in nearly every Gaussian chunk, and the bytes took its encode from 770 to 920
@@ -282,7 +282,7 @@ __device__ __forceinline__ void laneCosts(const EncodeTables& t, const uint32_t 
 // laneCosts for whole groups whose offsets are all below the family's D (top - bottom < D): no
 // clamp, and four offsets come from one subtraction (top - s per byte never borrows, since
 // s <= top). 8-bit costs, spread to the 16-bit fields every kSymbolsPerWiden symbols
-// (cost_bytes_v2.h).
+// (cost_bytes.h).
 template <int D, int kG>
 __device__ __forceinline__ void laneCostsNoEscapes(const EncodeTables& t,
                                                    const uint32_t (&sym)[kG][2], uint32_t top,
@@ -356,4 +356,4 @@ __device__ __forceinline__ void codeLane(const uint32_t* code, const uint32_t (&
 }
 
 }  // namespace
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

@@ -1,4 +1,4 @@
-// The arithmetic of the split staged encoder (encode_v2_kernel.cu, encodeChunkSplit; kernel_path.h,
+// The arithmetic of the split staged encoder (encode_kernel.cu, encodeChunkSplit; kernel_path.h,
 // CCLZ_LOSSLESS_ENCODE_WARPS), for host and device: the CPU test LosslessEncodeSplit replays it
 // against the reference. A chunk's lane l codes groups l, l+32, ..., l+480 (16 groups) as one
 // stream (docs/formats.md, "lossless payload, version 2"); with P warps per chunk, warp p's lane
@@ -9,10 +9,10 @@
 
 #include <cstdint>
 
-#include "codec/lossless/format_v2.h"
+#include "codec/lossless/format.h"
 #include "common/hd.h"
 
-namespace cclz::lossless::v2 {
+namespace cclz::lossless {
 
 constexpr uint32_t kSplitGroupsPerLane = kMaxChunkElems / (kGroup * kLanes);  // 16
 
@@ -27,7 +27,7 @@ CCLZ_HD constexpr uint32_t splitGroup(uint32_t lane, uint32_t part, uint32_t gro
   return lane + kLanes * (part * groupsPerPart + j);
 }
 
-// Field t (0..7) of packed 16-bit costs (format_v2.h, Codes::cost): the bits under code t.
+// Field t (0..7) of packed 16-bit costs (format.h, Codes::cost): the bits under code t.
 CCLZ_HD constexpr uint32_t packedField(const uint32_t (&packed)[4], uint32_t t) {
   return (packed[t / 2] >> (16 * (t % 2))) & 0xFFFFu;
 }
@@ -48,4 +48,4 @@ CCLZ_HD uint32_t splitSegmentBit(uint32_t width, uint32_t lanePrefix, uint32_t p
   return 8 * streamsOffset(width) + lanePrefix + partOffset;
 }
 
-}  // namespace cclz::lossless::v2
+}  // namespace cclz::lossless

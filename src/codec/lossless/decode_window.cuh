@@ -1,6 +1,6 @@
 // The decoder's loop for a whole coded chunk (n == kMaxChunkElems, mode 1; docs/formats.md,
 // "Lossless payload"): the same symbols and the same verdict as the lane loop of
-// decode_v2_kernel.cu, with a shorter dependent chain per symbol and fewer integer-ALU
+// decode_kernel.cu, with a shorter dependent chain per symbol and fewer integer-ALU
 // instructions (10.6 instructions per symbol against the lane loop's 26). Used by the staged
 // kernel, and by the general kernel for bf16 and fp16 (kernel_path.h).
 //
@@ -23,7 +23,7 @@
 // LOP3 -> table load -> dp4a: 7 ALU steps and 2 shared loads for two symbols (loading the
 // window's words from p instead: 7 and 3; the lane loop: ~14 and 3, its refill included).
 //
-// A table entry (format_v2.h, Codes::decode) is byte 0: the bits consumed, byte 1: the offset d,
+// A table entry (format.h, Codes::decode) is byte 0: the bits consumed, byte 1: the offset d,
 // or 0x80 for the escape. Two entries permuted into one word x = (len0, d0, len1, d1) give:
 //   - the new position in one dot-product instruction: p + len0 + len1 = dp4a(x, 0x00010001, p);
 //   - both symbols at once: (top << 8 | 0xFF) * 0x10001 - x has top - d0 in byte 1 and top - d1
@@ -31,16 +31,16 @@
 //     escape's 0x80 under a top below 128 or a d above top, borrows one from the high half's
 //     low byte, 0xFF - len1, which absorbs it: byte 3 is never touched);
 //   - the lane's check on 16-bit halves (d << 8 | len): one 3-input max per two pairs.
-// The arithmetic is in window_v2.h (host and device: a CPU test runs it against decodeRef); the
+// The arithmetic is in window.h (host and device: a CPU test runs it against decodeRef); the
 // lane's loop over its 16 groups, with its shared-memory planes and 16-byte stores, is here.
 #pragma once
 
 #include <cstdint>
 
 #include "codec/lossless/device.cuh"
-#include "codec/lossless/window_v2.h"
+#include "codec/lossless/window.h"
 
-namespace cclz::lossless::v2::device {
+namespace cclz::lossless::device {
 
 // How far a corrupt lane's window may read past its staged block: at most 16 bits per symbol
 // (128 symbols) past a position inside the block, plus the four words from the last position. The
@@ -145,4 +145,4 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
   return laneOk(D, kEscapes, top, p - first, laneBits, check);
 }
 
-}  // namespace cclz::lossless::v2::device
+}  // namespace cclz::lossless::device
