@@ -168,8 +168,7 @@ std::vector<uint8_t> splitBlock(int dtype, const uint8_t* symbols, uint32_t part
              (width << 24);
   words[1] = base;
   for (uint32_t lane = 0; lane < kLanes && width; ++lane) {
-    const uint32_t bit = 8 * lossless::kHeaderBytes + lane * width,
-                   delta = laneBits[lane] - base;
+    const uint32_t bit = 8 * lossless::kHeaderBytes + lane * width, delta = laneBits[lane] - base;
     words[bit / 32] |= delta << (bit % 32);
     if (bit % 32 + width > 32) words[bit / 32 + 1] |= delta >> (32 - bit % 32);
   }

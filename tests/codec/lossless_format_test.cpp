@@ -62,8 +62,8 @@ TEST(LosslessFormat, LayoutSectionsAreAlignedAndDisjoint) {
 }
 
 TEST(LosslessFormat, LanesPartitionTheChunk) {
-  for (uint32_t n : {1u, 7u, 8u, 9u, 63u, 64u, 65u, 255u, 256u, 257u, 1000u, 1024u, 2048u, 4095u,
-                     4096u}) {
+  for (uint32_t n :
+       {1u, 7u, 8u, 9u, 63u, 64u, 65u, 255u, 256u, 257u, 1000u, 1024u, 2048u, 4095u, 4096u}) {
     uint64_t total = 0;
     for (uint32_t lane = 0; lane < kLanes; ++lane) {
       // Count by walking the groups, as the format defines it: lane l takes groups l, l+32, ...

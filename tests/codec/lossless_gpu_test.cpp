@@ -271,8 +271,7 @@ TEST(LosslessGpuMismatch, OtherVersionIsCorrupt) {
     EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0x77; }))
         << "a frame of another version wrote to the output";
   }
-  ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out),
-            cclzSuccess);
+  ASSERT_EQ(deviceDecode(codec, c.cpuFrame, c.cpuFrame.size(), c, stream.get(), &out), cclzSuccess);
   EXPECT_EQ(firstMismatch(out.data(), c.input.data(), c.input.size()), SIZE_MAX);
 }
 
@@ -415,10 +414,10 @@ TEST(LosslessGpuScratch, ManyChunksAtOnceMatchReference) {
 // capture's arguments on every replay, so its scratch carries no call number: it takes the memset
 // (epoch 0) inside the graph. Replays on changing data (Gaussian, random bits: other block sizes),
 // two in a row, then a direct call on the same handle, which must find the counters the replays
-// left zero (an epoch-0 call that left them as they were failed here, mutation-checked) and their
+// left zero (an epoch-0 call that leaves them as they are fails here) and their
 // states as another epoch's: every frame equals the CPU's. NOTE: only the general kernels use the
 // counters. These messages are small, so the default registration runs the split staged encoder,
-// which keeps none (session 19); the `general.` registration runs the counters' case.
+// which keeps none; the `general.` registration runs the counters' case.
 // NOTE: what the epoch-0 rule prevents, a replay reading the previous replay's chunk states as
 // its own, would be a race that the frames here rarely show (a chunk would have to look back
 // before its predecessor publishes): with the rule turned off this test still passed.

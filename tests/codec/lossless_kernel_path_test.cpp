@@ -1,7 +1,7 @@
 // CCLZ_LOSSLESS_PATH and CCLZ_LOSSLESS_ENCODE_WARPS (src/codec/lossless/kernel_path.h): which
-// kernel family and how many warps per staged encoded chunk run. The kernels themselves are tested on every path by the
-// GPU suite (registered more than once, see tests/codec/CMakeLists.txt); here only the parsing and
-// the size rule, which need no device.
+// kernel family and how many warps per staged encoded chunk run. The kernels themselves are tested
+// on every path by the GPU suite (registered more than once, see tests/codec/CMakeLists.txt); here
+// only the parsing and the size rule, which need no device.
 #include <gtest/gtest.h>
 
 #include "codec/lossless/kernel_path.h"

@@ -65,8 +65,7 @@ TEST_P(LosslessRealTensors, RoundTripExactAndNearTheEntropyBound) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(All, LosslessRealTensors,
-                         testing::ValuesIn(losslessSetups()),
+INSTANTIATE_TEST_SUITE_P(All, LosslessRealTensors, testing::ValuesIn(losslessSetups()),
                          [](const testing::TestParamInfo<CodecSetup>& info) {
                            return std::string(info.param.name);
                          });

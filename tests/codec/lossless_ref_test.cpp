@@ -33,7 +33,7 @@ class LosslessRefRoundTrip : public testing::TestWithParam<RoundTripParam> {};
 
 // Chunk blocks (docs/formats.md, "Lossless payload"): what the data kind promises.
 void checkBlocks(const uint8_t* frame, const FrameView& v, const lossless::Params& p,
-                   DataKind kind) {
+                 DataKind kind) {
   for (uint32_t k = 0; k < v.numChunks; ++k) {
     SCOPED_TRACE("chunk " + std::to_string(k));
     const uint64_t begin = k ? v.chunkEnds[k - 1] : 0, bytes = v.chunkEnds[k] - begin;

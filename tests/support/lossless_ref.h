@@ -1,4 +1,4 @@
-// A version 2 lossless frame from the CPU reference, for the tests that replay a kernel's
+// A lossless frame from the CPU reference, for the tests that replay a kernel's
 // arithmetic on the CPU against it.
 #pragma once
 
@@ -9,10 +9,10 @@
 
 namespace cclz::test {
 
-// count values of dtype in chunks of chunkElems, payload version 2, no other settings.
+// count values of dtype in chunks of chunkElems.
 inline std::vector<uint8_t> encodeRefFrame(int dtype, const std::vector<uint8_t>& input,
-                                        uint64_t count, uint32_t chunkElems) {
-  const lossless::Params params{chunkElems, 0, 0, 2};
+                                           uint64_t count, uint32_t chunkElems) {
+  const lossless::Params params{chunkElems};
   std::vector<uint8_t> frame(lossless::maxEncodedBytes(params, dtype, count));
   frame.resize(lossless::encodeRef(params, dtype, input.data(), count, frame.data(), frame.size()));
   return frame;

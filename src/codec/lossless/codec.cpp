@@ -1,8 +1,9 @@
 // The lossless codec behind the codec interface: the API's configuration becomes format
 // parameters here, so that encoder and decoder derive them the same way.
+#include "codec/codec.h"
+
 #include <string>
 
-#include "codec/codec.h"
 #include "codec/device.h"
 #include "codec/lossless/ref.h"
 #include "common/dtype.h"
@@ -59,21 +60,22 @@ class LosslessCodec final : public Codec {
   uint64_t encodeScratchBytes(const cclzCodecConfig_t& c, int dtype,
                               uint64_t count) const override {
     const lossless::Params p = losslessParams(c);
-    return lossless::encodeScratchBytes(lossless::frameLayout(dtype, count, p.chunkElems).numChunks);
+    return lossless::encodeScratchBytes(
+        lossless::frameLayout(dtype, count, p.chunkElems).numChunks);
   }
 
   void encodeDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                     uint8_t* dst, uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    lossless::encodeDevice(losslessParams(c).chunkElems, dtype, src, count, dst,
-                               encodedBytesOut, ws.status, ws.scratch, ws.scratchEpoch, stream);
+    lossless::encodeDevice(losslessParams(c).chunkElems, dtype, src, count, dst, encodedBytesOut,
+                           ws.status, ws.scratch, ws.scratchEpoch, stream);
   }
 
   void decodeDevice(const cclzCodecConfig_t& c, const uint8_t* src, uint64_t srcBytes, int dtype,
                     uint64_t count, void* dst, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
     lossless::decodeDevice(losslessParams(c).chunkElems, dtype, src, srcBytes, dst, count,
-                               ws.status, stream);
+                           ws.status, stream);
   }
 #endif
 };

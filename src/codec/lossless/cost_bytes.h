@@ -4,13 +4,13 @@
 //
 // NOTE: why: the cost pass adds, for every symbol, the bits it would take under all 8 codes. As
 // 16-bit fields that is a 16-byte shared load per symbol and lane, 4 of the ~5.5 shared
-// wavefronts per symbol of the whole encoder (bench/results/2026-11-24-s20-kept-profiles: 28.7M
+// wavefronts per symbol of the whole encoder (docs/kernels/lossless.md, "Encoder": 28.7M
 // wavefronts, 56% of the shared pipe at 256 MiB). Where no symbol escapes, a symbol costs at
 // most kMaxCodeBits under any code, so 8-bit costs (an 8-byte entry) add up without a carry for
 // kSymbolsPerWiden symbols; the sums are then spread to the 16-bit fields. Half the shared
 // bytes, half the adds. (A table of pairs of offsets, 16-byte entries, halved the loads instead:
 // its entries collide in the shared banks and the encode lost 40%;
-// bench/results/2026-11-24-s21-encode-cost-pass.)
+// docs/kernels/lossless.md, "Encoder")
 #pragma once
 
 #include <cstdint>

@@ -98,7 +98,7 @@ __device__ uint32_t checkHeader(const DecodeArgs& a, uint64_t* frameBytes) {
 // Reads a lane's stream from the staged block, least significant bit first. Reads past the
 // staged words repeat the last one: such bits only ever feed a code that ends past the lane's
 // stream, which the size check rejects.
-// NOTE: the decoder was bound by the integer ALU pipe (session 16: its LOP3, SHF, ISETP, PRMT...
+// NOTE: the decoder was bound by the integer ALU pipe (its LOP3, SHF, ISETP, PRMT...
 // filled ~90% of that pipe at 256 MiB), so the reader takes table entries whole: a 64-bit shift by
 // an entry is two wrap-mode funnel shifts, which use the entry's low 5 bits (the code length)
 // and ignore its offset byte, and `bits` subtracts whole entries too. Its low byte is the count
@@ -205,8 +205,8 @@ constexpr uint32_t stagedWarpBytes() {
 // ahead, so the general kernel waits on memory in every group.
 // kWindow (the staged kernel; the general one for bf16 and fp16; kernel_path.h): whole coded
 // chunks take the pair-window loop (decode_window.cuh) instead of the lane loop; every other
-// chunk, and every check before the lane's stream, is the same code. The general kernel then reads the raw planes from the frame
-// an iteration ahead, the staged one from its shared memory.
+// chunk, and every check before the lane's stream, is the same code. The general kernel then reads
+// the raw planes from the frame an iteration ahead, the staged one from its shared memory.
 template <int D, bool kStaged, bool kWindow>
 __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   // A corrupt lane's window reads past its block, inside the block's shared memory: the staged
@@ -219,7 +219,7 @@ __device__ __forceinline__ void decodeChunks(const DecodeArgs& a) {
   // multiprocessor (latency-bound: bf16 up to 4 MiB) lets the next kernel start: queued back to
   // back, 4 MiB 418 -> 502 GB/s, 1 MiB +13%. A larger one lets it start only as its blocks end:
   // with all of a 16 MiB grid resident, the next kernel's blocks waiting beside it cost 12-19%
-  // (bench/results/2026-11-23-s17-lossless-pdl, s17-pdl-after-wait).
+  // (docs/kernels/lossless.md, "Small messages and programmatic dependent launch").
   waitForPreviousKernel();
   if (a.letNextStartEarly) letNextKernelStart();
   constexpr int kSplit = D == cclzFloat16 ? cclzBfloat16 : D;
@@ -545,11 +545,11 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(DecodeArgs a) {
 // The general kernel with the window loop on whole coded chunks (bf16, fp16). Its shared memory
 // allows 8 blocks per multiprocessor. NOTE: the register bound. bf16 (a swizzled stage): 64
 // registers (launch bounds of 8 blocks); at 56 ptxas spills 28 bytes a chunk, and 256 MiB decodes
-// at 2057 GB/s queued against 64's 2166 (bench/results/2026-11-24-s22-decode-swizzle). fp16 (its
+// at 2057 GB/s queued against 64's 2166 (docs/kernels/lossless.md, "Decoder"). fp16 (its
 // stage in order): 56 registers (64 unbounded). There 64 measured 0.3-0.6% slower than 56, with
-// the raw planes' L2 prefetch in both (bench/results/2026-11-24-s20-prefetch). 9 blocks, with the
+// the raw planes' L2 prefetch in both (docs/kernels/lossless.md, "Decoder"). 9 blocks, with the
 // over-read room traded for bounded stage reads, measured 2-7% slower: the L1/TEX pipe is 90%
-// busy at 8 (bench/results/2026-11-24-s19-general-window).
+// busy at 8 (docs/kernels/lossless.md, "Decoder").
 template <int D>
 __global__ void __launch_bounds__(kThreads, kSwizzledStage<D, true> ? 8 : 9)
     decodeGeneralWindowKernel(DecodeArgs a) {
@@ -565,13 +565,12 @@ unsigned decodeBlocks(uint64_t numChunks, uint64_t blocksPerSM) {
 }
 // The general kernels' grids, in blocks per multiprocessor. NOTE: both hold 8 blocks per
 // multiprocessor at a time, and their warps take chunks in a fixed stride, so the grid sets
-// how the last chunks fall. Measured on the H200 (bench/results/2026-11-24-s21-decode-grid):
+// how the last chunks fall. Measured on the H200 (docs/kernels/lossless.md, "Decoder"):
 // the window kernel (bf16, fp16) at 8 / 16 / 24: bf16 256 MiB 1966 / 1985 / 1953 GB/s queued
 // (64 MiB: 1684 / 1640 / 1643); the lane loop (fp32) at 16 / 24 / 32 / 40: fp32 256 MiB
 // 1718 / 1799 / 1769 / 1766 queued, 1689 / 1775 / 1741 / 1747 alone (512 MiB: 1804 / 1809 /
-// 1850 / 1870; 16 and 64 MiB level). Again with the swizzled stage (bench/results/
-// 2026-11-24-s22-decode-swizzle): 8 against 16, bf16 256 MiB 2105 / 2143 queued, 64 MiB 1786 /
-// 1725.
+// 1850 / 1870; 16 and 64 MiB level). Again with the swizzled stage (docs/kernels/lossless.md,
+// "Decoder"): 8 against 16, bf16 256 MiB 2105 / 2143 queued, 64 MiB 1786 / 1725.
 constexpr uint64_t kWindowBlocksPerSM = 16;
 constexpr uint64_t kLaneLoopBlocksPerSM = 24;
 
@@ -600,7 +599,7 @@ void launchDecode(const DecodeArgs& args, cudaStream_t stream) {
   } else if (D != cclzFloat32) {
     // NOTE: bf16 and fp16 only. With the window loop fp32 lost 5-17% at 16-256 MiB (not
     // profiled: its raw planes are three times bf16's per group), bf16 gained 3-6%
-    // (bench/results/2026-11-24-s19-general-window).
+    // (docs/kernels/lossless.md, "Decoder").
     if constexpr (D != cclzFloat32)
       launchKernel(decodeGeneralWindowKernel<D>, decodeBlocks(chunks, kWindowBlocksPerSM), kThreads,
                    0, stream, programmaticLaunchSupported(), args);

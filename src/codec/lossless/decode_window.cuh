@@ -125,7 +125,7 @@ __device__ __forceinline__ bool decodeWindowLane(const uint8_t* shared, uint32_t
   uint4 b0[kUnroll] = {}, b1[kUnroll] = {};
   if constexpr (kRawAhead) {
     // NOTE: two sets of registers used in turn, not one copied into the other: a copy of a
-    // loaded register waits for the load (bench/notes/lossless-kernels.md, session 16).
+    // loaded register waits for the load (docs/kernels/lossless.md, "Decoder").
     a0[0] = firstA;
     b0[0] = firstB;
 #pragma unroll

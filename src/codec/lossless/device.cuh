@@ -41,7 +41,7 @@ __device__ inline void copyAsync16(void* shared, const void* global) {
 // NOTE: for the general decoder, whose raw-plane loads the compiler issues only ~50-100
 // instructions before their use (to stay within its register bound). Asked for a few groups
 // earlier, the line is in L2 when the load comes: bf16 256 MiB decode +4%, fp32 16 MiB +15-16%
-// (bench/results/2026-11-24-s20-prefetch). Measured there and not kept: a whole chunk asked for
+// (docs/kernels/lossless.md, "Decoder"). Measured there and not kept: a whole chunk asked for
 // by one thread (cp.async.bulk.prefetch.L2), -2.7%; the warp's next chunk, -10%; the general
 // encoder's input, by line -1.6%, by chunk -2.4%, its next chunk -21%.
 __device__ inline void prefetchL2(const void* global) {
@@ -89,7 +89,7 @@ struct Splitter<cclzBfloat16> {
   static constexpr int kWords = 4;
   __device__ static void split(const uint32_t (&x)[4], uint32_t (&sym)[2], uint32_t (&a)[2],
                                uint32_t (&)[4]) {
-    // NOTE: the encoder is heavy on the integer ALU pipe (session 16 profile), so the shift that
+    // NOTE: the encoder is heavy on the integer ALU pipe (its profile), so the shift that
     // lifts each half's 8 symbol bits into its high byte is a multiply (x * 2, the FMA pipe; the
     // low half's sign moves into byte 2, which the permute does not take), and each half's raw
     // byte (sign at bit 7, 7 low bits) is one bit select with x >> 8, whose bytes 1 and 3 are

@@ -12,8 +12,8 @@
 #include <algorithm>
 
 #include "codec/lossless/device.cuh"
-#include "codec/lossless/encode_split.h"
 #include "codec/lossless/encode_lane.cuh"
+#include "codec/lossless/encode_split.h"
 #include "codec/lossless/kernel_path.h"
 #include "codec/pdl.cuh"
 
@@ -83,9 +83,9 @@ __device__ void leaveScratch(const EncodeArgs& a, uint32_t lane) {
 // NOTE: why two levels. Where all chunks publish their sizes at nearly the same time (a 4 MiB
 // call's 512 chunks run at once), a chunk found no end offset nearer than chunk 0's, so the last
 // one walked back 32 chunks per L2 round trip: 16 rounds at 4 MiB, 36% of the split kernel's
-// stall samples (session 19's profile). With two levels every chunk publishes a sum or an end
+// stall samples. With two levels every chunk publishes a sum or an end
 // offset after its first round, which waits only for sizes, so a round of sums reaches 1024
-// chunks back. Measured where it pays (bench/results/2026-11-24-s22-encode-lookback): the
+// chunks back. Measured where it pays (docs/kernels/lossless.md, "Encoder"): the
 // split kernel with 4 warps per chunk from 256 chunks on (auto's choice up to 4 chunks per SM).
 // Elsewhere chunks run staggered, the first round nearly always finds an end offset, and the
 // sums cost 4-12% (at 16-64 MiB, with 2 warps per chunk).
@@ -142,9 +142,9 @@ __device__ uint64_t lookBack(uint64_t* state, uint64_t* sum32, uint64_t epochBit
 // the lane (a loop that is not unrolled), each pass's groups picked from sym by selects (sym
 // itself stays as it is: rotated in place, it went to local memory). NOTE: why: the general
 // kernel's hot path was 48 KiB of unrolled code, and its warps waited on the instruction cache
-// (no_inst 21% of the stall samples, bench/results/2026-11-24-s20-encode-profile-256M). Two
+// (no_inst 21% of the stall samples, docs/kernels/lossless.md, "Encoder"). Two
 // passes: 256 MiB +1.1-1.8%, the real tensors +2.8%. Four brought no_inst down to 3%, but cost 22%
-// more instructions and 11% of the speed (bench/results/2026-11-24-s20-encode-rounds).
+// more instructions and 11% of the speed (docs/kernels/lossless.md, "Encoder").
 constexpr int kRounds = 2;
 constexpr int kRoundGroups = static_cast<int>(kMaxGroupsPerLane) / kRounds;
 
@@ -316,7 +316,7 @@ constexpr uint32_t stagedEncodeWarpBytes() {
 
 // The stages start on a 128-byte line (the dynamic shared array's alignment, which pads the
 // static part before it: the code tables and the split kernel's exchange), and each is whole
-// lines. NOTE: measured (bench/results/2026-11-24-s23-encode-lookback-warp, c-aligned-stages):
+// lines. NOTE: measured (docs/kernels/lossless.md, "Encoder"):
 // the static part ended 16-80 bytes past a line, so every 512-byte row of a warp's 16-byte
 // copies into the stage, and of its reads from it, touched 5 lines, not 4. Aligned: bf16 8-64
 // MiB +3-9% (668 -> 728 GB/s at 8 MiB), fp32 16-256 MiB +8-9% (1790 -> 1945 at 256 MiB), bf16
@@ -524,10 +524,10 @@ __device__ __forceinline__ void encodeChunkSplit(const EncodeArgs& a, const Enco
   // the block's place is found by the block's fifth warp (encodeSplitKernel) while the parts
   // code: part 0 hands it the block's size here, and it publishes the end offset as soon as it
   // has it, so that later chunks do not wait for this one's code. NOTE: measured. Part 0 looking
-  // back here, before its code (bench/results/2026-11-24-s22-encode-lookback): bf16 4 MiB
+  // back here, before its code (docs/kernels/lossless.md, "Encoder"): bf16 4 MiB
   // 438-443 -> 467-476 GB/s queued, but the other parts waited for it at the barrier before the
   // code (two thirds of the kernel's barrier stalls, 35% of all). The fifth warp
-  // (bench/results/2026-11-24-s23-encode-lookback-warp): 476-478 -> 504-509 queued, 2 MiB
+  // (docs/kernels/lossless.md, "Encoder"): 476-478 -> 504-509 queued, 2 MiB
   // +5-12%, fp32 4 MiB +10%, fp16 4 MiB +16%. Below 256 chunks (1 MiB) two levels lost 5%, the
   // early look-back with one level 7-8% at 512 KiB; a uniform branch between the two placements in
   // one kernel made ptxas spill (-9-15% at 1 MiB), hence a kernel each. With 2 warps per chunk
@@ -615,15 +615,15 @@ constexpr int kSplitBlocksPerSM = kEarly ? 6 : kEncodeBlocksPerSM;
 
 // The staged kernel: kParts warps per chunk, one chunk per slot. The slot starts copying its
 // chunk's input to its stage (cp.async) before the block's code tables are filled, and splits it
-// from there with one wait, so no group waits on DRAM. A chunk that is not staged (a short last chunk, an unaligned source, another chunk
-// size) is encoded by the slot's first warp alone with the general code, the others idle.
-// NOTE: the slot's chunk is its place in the grid, not a chunk counter's next value. Blocks are
-// dispatched in increasing index order (CUB's single-pass scan relies on the same), so a chunk
-// waits in its look-back only for chunks of blocks already running. A counter cost each slot two
-// L2 atomics (its chunk, then the one that found none left) and each warp a third
-// (leaveScratch's count), on the chain of every 4 MiB call, where every slot has one chunk. This
-// kernel leaves the scratch's counters as it found them, zero, and needs no leaveScratch.
-// kEarly: blocks of kSplitThreads (the 4 parts and the look-back warp).
+// from there with one wait, so no group waits on DRAM. A chunk that is not staged (a short last
+// chunk, an unaligned source, another chunk size) is encoded by the slot's first warp alone with
+// the general code, the others idle. NOTE: the slot's chunk is its place in the grid, not a chunk
+// counter's next value. Blocks are dispatched in increasing index order (CUB's single-pass scan
+// relies on the same), so a chunk waits in its look-back only for chunks of blocks already running.
+// A counter cost each slot two L2 atomics (its chunk, then the one that found none left) and each
+// warp a third (leaveScratch's count), on the chain of every 4 MiB call, where every slot has one
+// chunk. This kernel leaves the scratch's counters as it found them, zero, and needs no
+// leaveScratch. kEarly: blocks of kSplitThreads (the 4 parts and the look-back warp).
 template <int D, int kParts, bool kEarly>
 __global__ void __launch_bounds__(kSplitThreads<kEarly>, kSplitBlocksPerSM<kEarly>)
     encodeSplitKernel(EncodeArgs a) {
@@ -704,11 +704,11 @@ void launchEncode(const EncodeArgs& args, cudaStream_t stream) {
   } else {
     // As many blocks as are resident at once; the warps loop over the chunks. Against one chunk
     // per warp: bf16 256 MiB 1255 -> 1325-1354 GB/s, the same from 4 to 64 MiB and for fp32
-    // (bench/results/2026-11-23-s12-lossless-grid-h200). The decoder measured the other way.
+    // (docs/kernels/lossless.md, "Encoder"). The decoder measured the other way.
     const unsigned resident = std::min<unsigned>(
         blocks, static_cast<unsigned>(multiprocessorCount()) * kEncodeBlocksPerSM);
-    launchKernel(encodeKernel<D>, resident, kThreads, 0, stream,
-                 programmaticLaunchSupported(), args);
+    launchKernel(encodeKernel<D>, resident, kThreads, 0, stream, programmaticLaunchSupported(),
+                 args);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }

@@ -242,7 +242,7 @@ __device__ __forceinline__ uint32_t laneGroupValid(int j, uint32_t groupsPerLane
 // a time, offsets clamped to the escape's index. (Whole chunks without escapes:
 // laneCostsNoEscapes.) kBytes: 8-bit costs (cost_bytes.h), spread to the 16-bit fields every
 // kSymbolsPerWidenWithEscapes symbols (kFull) or every group; otherwise the 16-bit costs.
-// NOTE: kBytes is fp16's (bench/results/2026-11-24-s23-encode-lookback-warp): its 64 offsets
+// NOTE: kBytes is fp16's (docs/kernels/lossless.md, "Encoder"): its 64 offsets
 // leave an escape in nearly every Gaussian chunk, and the bytes took its encode from 770 to 920
 // GB/s at 64 MiB (+15-20% from 4 to 256 MiB). bf16 and fp32 chunks rarely escape: the bytes
 // gained nothing at 16-256 MiB, lost 3% for fp32 at 4 MiB and 1% on the real bf16 tensors.

@@ -19,14 +19,14 @@
 
 namespace cclz::lossless {
 
-constexpr int kGroup = 8;  // consecutive elements that go to one lane's stream together
-constexpr int kModeStored = 0;   // chunk block: the symbol bytes as they are
-constexpr int kModeHuffman = 1;  // chunk block: the static code
+constexpr int kGroup = 8;              // consecutive elements that go to one lane's stream together
+constexpr int kModeStored = 0;         // chunk block: the symbol bytes as they are
+constexpr int kModeHuffman = 1;        // chunk block: the static code
 constexpr uint32_t kModeConstant = 2;  // chunk block of one symbol: [2, symbol, 0, 0], 16 bytes
-constexpr uint32_t kBlockAlign = 16;  // chunk blocks start and end 16-byte aligned
+constexpr uint32_t kBlockAlign = 16;   // chunk blocks start and end 16-byte aligned
 constexpr uint32_t kBlockHeaderBytes = 4;  // a stored block's header: mode, 0, 0, 0
 constexpr uint32_t kMinChunkElems = 1024;
-constexpr uint32_t kMaxChunkElems = 4096;  // a lane's 16 groups stay in an encoder's registers
+constexpr uint32_t kMaxChunkElems = 4096;   // a lane's 16 groups stay in an encoder's registers
 constexpr uint64_t kMaxCount = 1ull << 48;  // keeps every offset computation far from overflow
 
 // The format's one parameter.
@@ -88,15 +88,15 @@ CCLZ_HD uint32_t checkLosslessHeader(const FrameHeader& h) {
 
 namespace cclz::lossless {
 
-constexpr uint32_t kLanes = 32;        // streams per chunk: one per lane of a warp
-constexpr uint32_t kTables = 8;        // static codes per dtype family
-constexpr uint32_t kCodeBits = 10;     // longest code: the decode table has 2^10 entries
-constexpr uint32_t kEscapeBits = 8;    // the escaped symbol follows its escape code
-constexpr uint32_t kMaxEscapeCode = 8; // so a symbol never takes more than 16 bits
-constexpr uint32_t kMaxOffsets = 64;   // the widest family's D
-constexpr uint32_t kHeaderBytes = 8;   // coded block: mode, table, top, width, base (uint16), 0, 0
-constexpr uint32_t kMaxWidth = 16;     // size deltas are at most 16 bits wide
-constexpr uint32_t kEscapeFlag = 0x80;     // block byte 1: the chunk has escapes
+constexpr uint32_t kLanes = 32;         // streams per chunk: one per lane of a warp
+constexpr uint32_t kTables = 8;         // static codes per dtype family
+constexpr uint32_t kCodeBits = 10;      // longest code: the decode table has 2^10 entries
+constexpr uint32_t kEscapeBits = 8;     // the escaped symbol follows its escape code
+constexpr uint32_t kMaxEscapeCode = 8;  // so a symbol never takes more than 16 bits
+constexpr uint32_t kMaxOffsets = 64;    // the widest family's D
+constexpr uint32_t kHeaderBytes = 8;    // coded block: mode, table, top, width, base (uint16), 0, 0
+constexpr uint32_t kMaxWidth = 16;      // size deltas are at most 16 bits wide
+constexpr uint32_t kEscapeFlag = 0x80;  // block byte 1: the chunk has escapes
 
 // The offsets D a family codes directly (index D of its code is the escape).
 CCLZ_HD uint32_t familyOffsets(int dtype) { return dtype == cclzFloat16 ? 64u : 32u; }

@@ -43,19 +43,20 @@ enum class Direction { Encode, Decode };
 
 // auto's rule for chunks the staged kernels do not take whole (another chunk size; an encode from
 // a source that is not 16-byte aligned, which the slot's first warp encodes alone): staged while
-// every chunk fits on the GPU at once at the staged kernels' occupancy (round 3,
-// bench/results/2026-11-23-codec-round3-h200).
+// every chunk fits on the GPU at once at the staged kernels' occupancy (
+// docs/kernels/lossless.md, "Kernel families: general and staged").
 constexpr uint64_t kStagedChunksPerSM = 8;
 constexpr uint64_t kAlwaysStaged = ~uint64_t{0};
 
 // auto's rule: the most chunks per multiprocessor for which the staged kernels run. Default
 // 4096-element chunks, measured on the H200 against the general kernels on Gaussian data, queued
 // and timed alone, and on the real bf16 tensors tiled to 16-256 MiB
-// (bench/results/2026-11-24-s19-staged-crossover):
+// (docs/kernels/lossless.md, "Kernel families: general and staged"):
 //   encode bf16: with 4 warps per chunk, staged ahead up to 32 MiB (31 chunks per SM; +5%, real
 //                tensors +35%), level at 48, behind from 64 (-6%; real tensors +10%); with 2 warps
 //                per chunk above 4 chunks per SM (encodeWarpsPerChunk), ahead up to 128 MiB
-//                (+4%) and level at 256 (-0.5%; bench/results/2026-11-24-s19-encode-warps): 128.
+//                (+4%) and level at 256 (-0.5%; docs/kernels/lossless.md, "Kernel families: general
+//                and staged"): 128.
 //   encode fp16, fp32: staged ahead at every size up to 256 MiB, or level there. With 4 warps
 //                per chunk: fp32 +36% at 8 MiB, +14% at 64, +2.5% at 256; fp16 +28% at 8 MiB,
 //                +14% at 64, -1% at 256. With 2 above 4 chunks per SM, at 256 MiB: fp32 +12%,
@@ -90,7 +91,7 @@ int parseEncodeWarps(const char* value);
 // multiprocessor holds 8 four-warp slots), then 2, whose 16 slots per multiprocessor keep more
 // chunks' loads in flight. Measured on the H200, staged bf16 encode, 4 / 2 warps, queued: 2 MiB
 // 313 / 285 GB/s, 4 MiB 416 / 421, 8 MiB 575 / 601, 64 MiB 1026 / 1183, 256 MiB 1129 / 1399;
-// fp32 and fp16 alike (bench/results/2026-11-24-s19-encode-warps).
+// fp32 and fp16 alike (docs/kernels/lossless.md, "Kernel families: general and staged").
 constexpr uint64_t kFourWarpChunksPerSM = 4;
 inline int encodeWarpsPerChunk(int configured, uint64_t numChunks, int sms) {
   if (configured != 0) return configured;

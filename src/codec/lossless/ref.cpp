@@ -128,9 +128,9 @@ uint32_t decodeChunkBlock(const uint8_t* block, uint64_t blockBytes, uint32_t n,
   uint32_t bits[kLanes];
   uint64_t total = 0;
   for (uint32_t lane = 0; lane < kLanes; ++lane) {
-    const uint32_t field = width ? peekBits(block, blockBytes, 8 * kHeaderBytes + lane * width) &
-                                       ((1u << width) - 1)
-                                 : 0;
+    const uint32_t field =
+        width ? peekBits(block, blockBytes, 8 * kHeaderBytes + lane * width) & ((1u << width) - 1)
+              : 0;
     bits[lane] = base + field;
     total += bits[lane];
   }
@@ -177,8 +177,8 @@ void splitChunk(const void* src, uint64_t first, uint32_t n, uint8_t* symbols, u
 }
 
 template <int D>
-void joinChunk(const uint8_t* symbols, const uint8_t* planeA, const uint8_t* planeB,
-               uint64_t first, uint32_t n, void* dst) {
+void joinChunk(const uint8_t* symbols, const uint8_t* planeA, const uint8_t* planeB, uint64_t first,
+               uint32_t n, void* dst) {
   using E = Elements<D>;
   auto* out = static_cast<typename E::Word*>(dst) + first;
   for (uint32_t i = 0; i < n; ++i) {

@@ -100,9 +100,9 @@ CCLZ_HD uint32_t escapeMask(uint32_t x) {
 // 128-byte rows, so a row never holds two warps' bytes.
 // NOTE: why. Lanes read their own streams, which lie one after another in the block, about a
 // lane's size apart: ~12 words on Gaussian bf16, and 12 i mod 32 takes only 8 banks. So each
-// step's stream-word load took 4.46 shared wavefronts at 256 MiB (session 21's profile: 9.5M
+// step's stream-word load took 4.46 shared wavefronts at 256 MiB (9.5M
 // of the decoder's 25.7M); swizzled, ~2.9 by bench/sim/lossless_v2_stage_banks.py. Measured
-// (bench/results/2026-11-24-s22-decode-swizzle): bf16 256 MiB decode +9% (with 64 registers),
+// (docs/kernels/lossless.md, "Decoder"): bf16 256 MiB decode +9% (with 64 registers),
 // fp32's staged kernel at 4 MiB +4%, but fp16 -3% (its chunks take the escape path, whose
 // longer streams conflict less, and the swizzle's ~3 instructions per pair cost more there).
 CCLZ_HD uint32_t swizzledStageOffset(uint32_t at) { return at ^ ((at >> 3) & 0x70u); }
@@ -112,7 +112,7 @@ constexpr bool swizzledStage(int dtype) { return dtype != cclzFloat16; }
 
 // NOTE: the stage and the table are read with plain C++ loads, never with a non-volatile inline
 // `ld.shared`: the compiler treats such an asm as a pure function of its inputs, free to move
-// above the table's stores and the staging wait (round 2's first device run decoded wrong
+// above the table's stores and the staging wait (a decode without it read wrong
 // symbols at scattered positions). Plain loads keep those dependencies.
 // Word i (0..3) from the stage word holding bit p (p counted from `shared`). kSwizzled: the stage
 // is swizzled (swizzledStageOffset).
