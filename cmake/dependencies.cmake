@@ -1,6 +1,6 @@
 # Finds the well-kept libraries cclz uses: from the system (Debian: libcli11-dev,
 # nlohmann-json3-dev, libfmt-dev, libgtest-dev) or, where they are not installed, from
-# CCLZ_DEPS_DIR (header-only copies and googletest sources; scripts/prepare-deps.sh).
+# CCLZ_DEPS_DIR (header-only copies and googletest sources; scripts/dev/prepare-deps.sh).
 
 if(CCLZ_DEPS_DIR)
   list(PREPEND CMAKE_PREFIX_PATH ${CCLZ_DEPS_DIR})

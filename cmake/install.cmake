@@ -1,0 +1,23 @@
+# What `cmake --install` puts under the prefix: include/cclz/cclz.h, lib/libcclz.so and
+# lib/cmake/cclz/ (cclzConfig.cmake, its version file and the exported target cclz::cclz), so
+# that a CMake project uses an installed cclz with find_package(cclz) and
+# target_link_libraries(app PRIVATE cclz::cclz). Only the public boundary is installed: the
+# internal target (cclz_core), the tests and the tools stay in the build tree.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS cclz EXPORT cclzTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/cclz/cclz.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cclz)
+
+set(CCLZ_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cclz)
+install(EXPORT cclzTargets NAMESPACE cclz:: DESTINATION ${CCLZ_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/cclzConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/cclzConfig.cmake
+                              INSTALL_DESTINATION ${CCLZ_CMAKE_DIR})
+# 0.x: a minor version may change the API, so only the same major.minor is compatible.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/cclzConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/cclzConfig.cmake ${PROJECT_BINARY_DIR}/cclzConfigVersion.cmake
+        DESTINATION ${CCLZ_CMAKE_DIR})
