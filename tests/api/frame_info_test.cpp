@@ -94,7 +94,8 @@ TEST(FrameInfo, CorruptHeaders) {
   EXPECT_EQ(fixed(kOffNumChunks, 4, 4), cclzCorruptFrame);
   EXPECT_EQ(fixed(kOffParams + 1, 13, 1), cclzCorruptFrame);
   EXPECT_EQ(fixed(kOffFrameBytes, 63, 4), cclzCorruptFrame);
-  EXPECT_EQ(fixed(kOffVersion, 2, 1), cclzCorruptFrame);
+  EXPECT_EQ(fixed(kOffVersion, 1, 1), cclzCorruptFrame);  // lossless frames are version 2
+  EXPECT_EQ(fixed(kOffVersion, 3, 1), cclzCorruptFrame);
 }
 
 }  // namespace

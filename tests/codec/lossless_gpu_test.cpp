@@ -365,9 +365,10 @@ TEST(LosslessGpuScratch, ManyEncodesOnOneHandleMatchReference) {
         cclzSuccess)
         << cclzGetLastError(nullptr);
     const bool check = i < 8 || i % 997 == 0 || (i >= 16378 && i <= 16392);
-    if (check)
+    if (check) {
       ASSERT_NO_FATAL_FAILURE(
           expectLastEncodeIs(codec, *dst[which], c, "call " + std::to_string(i)));
+    }
   }
   ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess);
 }
