@@ -235,7 +235,8 @@ __device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_
 // header with them, and leaves the side data's unused slots to the memset that preceded it.
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers.
 // kLong: rows may be longer than kHeldElems (false where the host knows they are not: the
-// segment loops then compile away, and held rows encode 3-5% faster without them).
+// segment loops then compile away, and held rows encode 3-5% faster without them;
+// docs/kernels/fp8.md, "Row length and smoothing").
 template <int Dtype, bool Chosen, bool kLong>
 __global__ void __launch_bounds__(kThreads, 4)
     encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
