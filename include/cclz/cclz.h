@@ -105,7 +105,7 @@ typedef enum CCLZ_ENUM_INT {
 
 /* When the fp8 codec rotates a row's blocks with a Hadamard transform. */
 typedef enum CCLZ_ENUM_INT {
-  cclzFp8RotateDefault = 0,  /* E4M3/E5M2: never; INT8: always */
+  cclzFp8RotateDefault = 0, /* E4M3/E5M2: never; INT8: always */
   cclzFp8RotateNever = 1,
   cclzFp8RotateAlways = 2,   /* every row without NaN or Inf */
   cclzFp8RotateAdaptive = 3, /* rows whose outlier statistic reaches fp8RotateThreshold */
@@ -190,10 +190,10 @@ typedef struct {
   int fp8ScaleCandidates;
 } cclzCodecConfig_t;
 
-#define CCLZ_CODEC_CONFIG_INITIALIZER                                                     \
-  {                                                                                       \
-    sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, \
-        0, 0, cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0         \
+#define CCLZ_CODEC_CONFIG_INITIALIZER                                                            \
+  {                                                                                              \
+    sizeof(cclzCodecConfig_t), CCLZ_CONFIG_MAGIC, CCLZ_VERSION_CODE, cclzCodecLossless, 0, 0, 0, \
+        cclzRoundNearest, 0, cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0, 0                    \
   }
 
 /* Creates a codec handle. It holds the configuration and, once a device call needs it, a small
@@ -214,7 +214,7 @@ CCLZ_API cclzResult_t cclzCodecDestroy(cclzCodec_t codec);
  * Fp8 frames have a fixed size: about 1.02 bytes per value (0.51x of bf16) plus 64-byte header
  * and alignment (docs/formats.md, "fp8"). */
 CCLZ_API cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, cclzDataType_t dtype,
-                                     size_t* bytes);
+                                              size_t* bytes);
 
 /* Encodes count elements of dtype from src into one frame at dst, on the device.
  *   src: device memory, count*sizeof(dtype) bytes, aligned to the element size.
@@ -223,9 +223,9 @@ CCLZ_API cclzResult_t cclzCodecMaxEncodedSize(cclzCodec_t codec, size_t count, c
  *     The size is also in the frame header and is returned by cclzCodecSynchronize.
  * Asynchronous on stream: no host synchronization; the host may reuse nothing until the stream
  * has passed this point. */
-CCLZ_API cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
-                        void* dst, size_t dstCapacity, size_t* encodedBytesDevice,
-                        cclzStream_t stream);
+CCLZ_API cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t count,
+                                 cclzDataType_t dtype, void* dst, size_t dstCapacity,
+                                 size_t* encodedBytesDevice, cclzStream_t stream);
 
 /* Decodes the frame at src (device memory, srcBytes readable, 16-byte aligned) into count
  * elements of dtype at dst (device memory, aligned to 16 bytes). The frame must have been encoded
@@ -233,20 +233,22 @@ CCLZ_API cclzResult_t cclzEncode(cclzCodec_t codec, const void* src, size_t coun
  * validation is reported by the next cclzCodecSynchronize as cclzCorruptFrame; the decoder never
  * reads outside [src, src+srcBytes) nor writes outside the count elements of dst. */
 CCLZ_API cclzResult_t cclzDecode(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
-                        size_t count, cclzDataType_t dtype, cclzStream_t stream);
+                                 size_t count, cclzDataType_t dtype, cclzStream_t stream);
 
 /* acc[i] += element i of the frame at src, in fp32, for i < count: decoding and reducing in one
  * pass, as a reduce-scatter does with the frame each peer sends. acc: device memory, count floats,
  * 16-byte aligned. Asynchronous on stream; a rejected frame is reported by cclzCodecSynchronize.
  * Codecs without a device path return cclzNotSupported. */
-CCLZ_API cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t srcBytes, float* acc,
-                                  size_t count, cclzDataType_t dtype, cclzStream_t stream);
+CCLZ_API cclzResult_t cclzDecodeAccumulate(cclzCodec_t codec, const void* src, size_t srcBytes,
+                                           float* acc, size_t count, cclzDataType_t dtype,
+                                           cclzStream_t stream);
 
 /* Waits until the device work queued with this codec has finished (a host synchronization: keep
  * it off the data path) and reports it. Returns cclzCorruptFrame, with the reason in
  * cclzGetLastError, if a device decode since the previous call rejected its frame, else
  * cclzInvalidArgument if a device qgrad encode since the previous call met a NaN or Inf in its
- * input (docs/formats.md, qgrad, "NaN and Inf"); the errors are then cleared. *lastEncodedBytes (may be NULL) receives the size of the last cclzEncode's frame.
+ * input (docs/formats.md, qgrad, "NaN and Inf"); the errors are then cleared. *lastEncodedBytes
+ * (may be NULL) receives the size of the last cclzEncode's frame.
  */
 CCLZ_API cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncodedBytes);
 
@@ -254,17 +256,18 @@ CCLZ_API cclzResult_t cclzCodecSynchronize(cclzCodec_t codec, size_t* lastEncode
  * Qgrad: a plain encode quantizes src without feedback (stochastic rounding uses step 0); a NaN or
  * Inf returns cclzInvalidArgument after writing the frame and *encodedBytes as cclzEncode would
  * (the device encode reports it at cclzCodecSynchronize). */
-CCLZ_API cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count, cclzDataType_t dtype,
-                            void* dst, size_t dstCapacity, size_t* encodedBytes);
+CCLZ_API cclzResult_t cclzEncodeHost(cclzCodec_t codec, const void* src, size_t count,
+                                     cclzDataType_t dtype, void* dst, size_t dstCapacity,
+                                     size_t* encodedBytes);
 
 /* Decodes a host frame. Unlike the device decoder it accepts any chunking the frame declares;
  * count and dtype must match the frame's. */
 CCLZ_API cclzResult_t cclzDecodeHost(cclzCodec_t codec, const void* src, size_t srcBytes, void* dst,
-                            size_t count, cclzDataType_t dtype);
+                                     size_t count, cclzDataType_t dtype);
 
 /* The same on host memory. A frame that fails validation leaves acc unchanged. */
 CCLZ_API cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* src, size_t srcBytes,
-                                      float* acc, size_t count, cclzDataType_t dtype);
+                                               float* acc, size_t count, cclzDataType_t dtype);
 
 /* ---- Error feedback (qgrad) ------------------------------------------------------------------ */
 
@@ -277,13 +280,15 @@ typedef struct cclzFeedback* cclzFeedback_t;
  * where the residual lives: cclzMemoryHost for cclzEncodeFeedbackHost, cclzMemoryDevice (the
  * current device; allocated and zeroed synchronously, not on the data path) for cclzEncodeFeedback.
  */
-CCLZ_API cclzResult_t cclzFeedbackCreate(cclzFeedback_t* feedback, size_t count, cclzMemoryType_t memory);
+CCLZ_API cclzResult_t cclzFeedbackCreate(cclzFeedback_t* feedback, size_t count,
+                                         cclzMemoryType_t memory);
 
 /* Frees the state. Device work that uses it must have completed (cclzCodecSynchronize). */
 CCLZ_API cclzResult_t cclzFeedbackDestroy(cclzFeedback_t feedback);
 
 /* Zeroes the residual and sets the step to 0 (after a restart without a checkpoint, or when the
- * model's parameters are replaced). Device state: stream-ordered on stream; host: stream ignored. */
+ * model's parameters are replaced). Device state: stream-ordered on stream; host: stream ignored.
+ */
 CCLZ_API cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t stream);
 
 /* The state, for checkpoints and inspection: *residual (may be NULL) receives the residual's
@@ -292,7 +297,7 @@ CCLZ_API cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t st
  * Asking for the residual's address makes the next plain adaptive call add the residual in even
  * if cclz knew it to be zero (the caller may have written it). */
 CCLZ_API cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, size_t* count,
-                                  uint64_t* step);
+                                           uint64_t* step);
 
 /* Sets the step of the next encode (to resume from a checkpoint). */
 CCLZ_API cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step);
@@ -307,16 +312,17 @@ CCLZ_API cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step
  * Asynchronous on stream. A NaN or Inf in x is reported by the next cclzCodecSynchronize; the
  * frame is still complete, the affected blocks decode to NaN and keep their residual. Other codecs
  * return cclzNotSupported. */
-CCLZ_API cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
-                                size_t count, cclzDataType_t dtype, void* dst, size_t dstCapacity,
-                                size_t* encodedBytesDevice, cclzStream_t stream);
+CCLZ_API cclzResult_t cclzEncodeFeedback(cclzCodec_t codec, cclzFeedback_t feedback,
+                                         const void* grad, size_t count, cclzDataType_t dtype,
+                                         void* dst, size_t dstCapacity, size_t* encodedBytesDevice,
+                                         cclzStream_t stream);
 
 /* The same on host memory, with host state (identical frame and residual). A NaN or Inf in x
  * returns cclzInvalidArgument naming the first such element; the frame (and *encodedBytes) and the
  * residual are still written as for the device, and the step still advances. */
-CCLZ_API cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback, const void* grad,
-                                    size_t count, cclzDataType_t dtype, void* dst,
-                                    size_t dstCapacity, size_t* encodedBytes);
+CCLZ_API cclzResult_t cclzEncodeFeedbackHost(cclzCodec_t codec, cclzFeedback_t feedback,
+                                             const void* grad, size_t count, cclzDataType_t dtype,
+                                             void* dst, size_t dstCapacity, size_t* encodedBytes);
 
 /* ---- Communicators ------------------------------------------------------------------------- */
 
@@ -385,7 +391,8 @@ CCLZ_API cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
 
 /* Creates a device (NCCL) communicator of nranks ranks, this one being `rank`, on the current
  * CUDA device; collective over the ranks, like ncclCommInitRank. */
-CCLZ_API cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank);
+CCLZ_API cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId,
+                                       int rank);
 
 /* Creates a device communicator over an NCCL communicator the caller already has (an ncclComm_t,
  * passed as a pointer so that this header needs no nccl.h). The caller keeps owning it and must
@@ -396,10 +403,10 @@ CCLZ_API cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm);
  * ncclCommInitRankConfig. A config not made by CCLZ_COMM_CONFIG_INITIALIZER of this major.minor
  * version (size, magic, version) or with asyncCalls other than 0 or 1 returns cclzInvalidArgument
  * before anything is created. */
-CCLZ_API cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId, int rank,
-                                    const cclzCommConfig_t* config);
+CCLZ_API cclzResult_t cclzCommInitRankConfig(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId,
+                                             int rank, const cclzCommConfig_t* config);
 CCLZ_API cclzResult_t cclzCommInitFromNcclConfig(cclzComm_t* comm, void* ncclComm,
-                                        const cclzCommConfig_t* config);
+                                                 const cclzCommConfig_t* config);
 
 /* Creates a host (MPI) communicator over the ranks of an MPI communicator: mpiComm points to an
  * MPI_Comm (e.g. &MPI_COMM_WORLD cast to const void*), so that this header needs no mpi.h. MPI
@@ -409,7 +416,7 @@ CCLZ_API cclzResult_t cclzCommInitFromMpi(cclzComm_t* comm, const void* mpiComm)
 
 /* The MPI creator with a configuration (see cclzCommInitRankConfig); asyncCalls must be 0. */
 CCLZ_API cclzResult_t cclzCommInitFromMpiConfig(cclzComm_t* comm, const void* mpiComm,
-                                       const cclzCommConfig_t* config);
+                                                const cclzCommConfig_t* config);
 
 /* Makes `stream` (a cudaStream_t) wait for every collective queued on comm so far, on a
  * communicator with asyncCalls = 1: the host waits until the proxy thread has queued the last of
@@ -472,9 +479,9 @@ CCLZ_API cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, 
  *
  * Codecs: none takes any dtype for the calls that do not reduce; lossless, fp8 and qgrad take
  * what their codec takes (bf16, fp16, fp32 for lossless and fp8; bf16, fp32 for qgrad);
- * reductions take bf16, fp16 and fp32. Lossless and none are exact: the result equals plain NCCL's up to the
- * order of the fp32 sum. Lossy codecs quantize each value once on its way to the reducing rank;
- * all-reduce quantizes the reduced shard once more for its all-gather.
+ * reductions take bf16, fp16 and fp32. Lossless and none are exact: the result equals plain NCCL's
+ * up to the order of the fp32 sum. Lossy codecs quantize each value once on its way to the reducing
+ * rank; all-reduce quantizes the reduced shard once more for its all-gather.
  *
  * Buffers: device memory for a device communicator, host memory for a host one; aligned to the
  * element size. In-place calls are allowed where NCCL allows them (all-gather: sendbuff ==
@@ -488,23 +495,23 @@ CCLZ_API cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, 
 /* recvbuff[r*sendcount + i] = element i of rank r's sendbuff, for every rank r (its own included,
  * which also goes through the codec, so that every rank holds the same bytes). */
 CCLZ_API cclzResult_t cclzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                           cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
-                           cclzStream_t stream);
+                                    cclzDataType_t dtype, cclzComm_t comm,
+                                    const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 /* recvbuff[i] = op over ranks r of element rank*recvcount + i of rank r's sendbuff
  * (recvcount * nranks elements). Each rank encodes each destination's block once, the blocks
  * travel all-to-all, and the receiver decodes and reduces them in fp32. */
 CCLZ_API cclzResult_t cclzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
-                               const cclzCodecConfig_t* codec, cclzStream_t stream);
+                                        cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                        const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 /* recvbuff[i] = op over ranks of sendbuff[i], for any count (it need not divide by the rank
  * count: rank r owns a shard of count/nranks elements, one more for r < count % nranks). A
  * reduce-scatter into the shards, then an all-gather of the reduced shards, each re-encoded once:
  * every rank ends with bit-identical results, also with lossy codecs. */
 CCLZ_API cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                           cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
-                           const cclzCodecConfig_t* codec, cclzStream_t stream);
+                                    cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                    const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 /* Reduce-scatter and all-reduce with error feedback (qgrad): feedback is this rank's state for
  * the bucket (cclzFeedbackCreate; device state for a device communicator, host for a host one)
@@ -513,20 +520,21 @@ CCLZ_API cclzResult_t cclzAllReduce(const void* sendbuff, void* recvbuff, size_t
  * adds the error of re-encoding the shard this rank owns (times the rank count for avg) to the
  * residual of that shard, so that both quantizations are compensated at the next step. The step
  * advances by one per call. Other codecs return cclzNotSupported. */
-CCLZ_API cclzResult_t cclzReduceScatterFeedback(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                       cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
-                                       const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
-                                       cclzStream_t stream);
+CCLZ_API cclzResult_t cclzReduceScatterFeedback(const void* sendbuff, void* recvbuff,
+                                                size_t recvcount, cclzDataType_t dtype,
+                                                cclzRedOp_t op, cclzComm_t comm,
+                                                const cclzCodecConfig_t* codec,
+                                                cclzFeedback_t feedback, cclzStream_t stream);
 CCLZ_API cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t count,
-                                   cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
-                                   const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
-                                   cclzStream_t stream);
+                                            cclzDataType_t dtype, cclzRedOp_t op, cclzComm_t comm,
+                                            const cclzCodecConfig_t* codec, cclzFeedback_t feedback,
+                                            cclzStream_t stream);
 
 /* recvbuff[r*count + i] = element rank*count + i of rank r's sendbuff (count per peer; both
  * buffers hold count*nranks elements). */
 CCLZ_API cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,
-                          cclzDataType_t dtype, cclzComm_t comm, const cclzCodecConfig_t* codec,
-                          cclzStream_t stream);
+                                   cclzDataType_t dtype, cclzComm_t comm,
+                                   const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 /* Point to point: count elements to / from peer (not this rank). A cclzSend must meet a cclzRecv
  * with the same count, dtype and codec on the peer. There are no groups: on a host communicator
@@ -534,9 +542,11 @@ CCLZ_API cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t 
  * calls (one sends first); on a device communicator, as with NCCL outside a group, a send and a
  * recv queued on the same stream in the wrong order deadlock. */
 CCLZ_API cclzResult_t cclzSend(const void* sendbuff, size_t count, cclzDataType_t dtype, int peer,
-                      cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream);
+                               cclzComm_t comm, const cclzCodecConfig_t* codec,
+                               cclzStream_t stream);
 CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtype, int peer,
-                      cclzComm_t comm, const cclzCodecConfig_t* codec, cclzStream_t stream);
+                               cclzComm_t comm, const cclzCodecConfig_t* codec,
+                               cclzStream_t stream);
 
 typedef struct {
   size_t size; /* set by the caller: sizeof(cclzFrameInfo_t) */
