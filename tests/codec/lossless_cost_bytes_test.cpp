@@ -1,4 +1,4 @@
-// The version 2 encoder's 8-bit cost pass (src/codec/lossless/cost_bytes.h; the kernel:
+// The encoder's 8-bit cost pass (src/codec/lossless/cost_bytes.h; the kernel:
 // laneCostsNoEscapes in encode_lane.cuh) on the CPU, with the same functions: the 8-byte
 // entries built as the kernel builds its table, a lane's offsets added as bytes and spread to
 // the 16-bit fields every kSymbolsPerWiden symbols. The result must equal the sum of the 16-bit

@@ -1,6 +1,6 @@
 // The split staged encoder's arithmetic (src/codec/lossless/encode_split.h; the kernel:
 // encodeChunkSplit in encode_kernel.cu, CCLZ_LOSSLESS_ENCODE_WARPS = 2 or 4) on the CPU.
-// Every whole chunk of version 2 frames is encoded again the way the kernel's parts do it: each
+// Every whole chunk of the frames is encoded again the way the kernel's parts do it: each
 // part's lanes cost only their own groups, the lanes' sizes and the parts' bit offsets are
 // combined from the parts' packed costs, and each of the 32 * P segments is written with the
 // kernel's LaneWriter rule (a word stored whole by the segment that reaches its end, zeros below
@@ -59,7 +59,7 @@ struct SegmentWriter {
   }
 };
 
-// Version 2's symbol (docs/formats.md): bits 14..7 of bf16 and fp16, the exponent of fp32.
+// The symbol (docs/formats.md): bits 14..7 of bf16 and fp16, the exponent of fp32.
 uint32_t v2Symbol(int dtype, uint32_t word) {
   return dtype == cclzFloat32 ? (word >> 23) & 0xFFu : (word >> 7) & 0xFFu;
 }

@@ -3,7 +3,7 @@
 // functions and the same shared-memory addressing (a table at a nonzero multiple of 2 KiB, the
 // stage after the tables, swizzled in 128-byte rows where the kernel swizzles it, bit positions
 // counted from the start of "shared memory"), on every
-// whole coded chunk of version 2 frames, against decodeRef: the same elements whenever the
+// whole coded chunk of the frames, against decodeRef: the same elements whenever the
 // reference accepts the frame, and a lane that fails its check exactly when the reference
 // rejects it (lane stream bits flipped, the escape flag toggled, the top symbol moved by one).
 // No device needed; the device runs the same functions in the GPU suite.

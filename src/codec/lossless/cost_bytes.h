@@ -1,4 +1,4 @@
-// The version 2 encoder's cost pass with 8-bit costs (encode_lane.cuh, laneCostsNoEscapes),
+// The encoder's cost pass with 8-bit costs (encode_lane.cuh, laneCostsNoEscapes),
 // written once for the kernel and for a CPU test that checks it against the 16-bit sums
 // (tests/codec/lossless_cost_bytes_test.cpp).
 //

@@ -1,4 +1,4 @@
-// Lossless decode, payload version 2, on the device: one warp per chunk, each lane decodes one
+// Lossless decode on the device: one warp per chunk, each lane decodes one
 // stream, no block-wide barrier.
 //
 // A warp checks the frame header once, then for each of its chunks: checks the chunk-table

@@ -1,4 +1,4 @@
-// Lossless encode, payload version 2, on the device: one warp per chunk, no block-wide barrier
+// Lossless encode on the device: one warp per chunk, no block-wide barrier
 // after the start.
 //
 // A warp loads its chunk (lane l: groups l, l+32, ...; the lane's symbols stay in registers),

@@ -1,4 +1,4 @@
-// The lane-level pieces of the version 2 encoder (encode_kernel.cu): a lane's groups loaded
+// The lane-level pieces of the encoder (encode_kernel.cu): a lane's groups loaded
 // and split into symbols and raw planes, the costs of its symbols under the 8 static codes, and
 // its stream coded into the block. Included by encode_kernel.cu only (anonymous namespace:
 // these device functions are that translation unit's).

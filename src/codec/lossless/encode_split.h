@@ -1,7 +1,7 @@
 // The arithmetic of the split staged encoder (encode_kernel.cu, encodeChunkSplit; kernel_path.h,
 // CCLZ_LOSSLESS_ENCODE_WARPS), for host and device: the CPU test LosslessEncodeSplit replays it
 // against the reference. A chunk's lane l codes groups l, l+32, ..., l+480 (16 groups) as one
-// stream (docs/formats.md, "lossless payload, version 2"); with P warps per chunk, warp p's lane
+// stream (docs/formats.md, "Lossless payload"); with P warps per chunk, warp p's lane
 // l takes the lane's groups j = p * 16/P ... (p+1) * 16/P - 1, which are consecutive in the
 // lane's stream. So the lane's size is the sum of its P parts' sizes, and part p's first bit in
 // the lane's stream is the sum of the sizes of parts 0..p-1 under the chunk's code.

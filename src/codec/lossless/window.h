@@ -1,5 +1,5 @@
-// The arithmetic of the staged decoder's pair-window loop (decode_window.cuh), payload
-// version 2, written once for the kernel and for a CPU test that runs it against decodeRef
+// The arithmetic of the staged decoder's pair-window loop (decode_window.cuh),
+// written once for the kernel and for a CPU test that runs it against decodeRef
 // (tests/codec/lossless_window_test.cpp): two symbols from a window of the stream, the lane's
 // check, and the join of a group's symbols with its raw planes. On the device each helper is
 // one instruction (funnel shift, dp4a, byte permute, 3-input max, LOP3); on the host, plain C++.
@@ -206,7 +206,7 @@ CCLZ_HD uint32_t decodePair(const uint8_t* shared, uint32_t tableAt, uint32_t to
 template <int D>
 struct PairJoiner;
 
-// bf16 (and fp16, split as bf16 in version 2): element = sign << 15 | symbol << 7 | low 7 bits.
+// bf16 (and fp16, split as bf16): element = sign << 15 | symbol << 7 | low 7 bits.
 template <>
 struct PairJoiner<cclzBfloat16> {
   static constexpr int kWords = 4;
