@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define CCLZ_MAJOR 0
-#define CCLZ_MINOR 1
+#define CCLZ_MINOR 2
 #define CCLZ_PATCH 0
 /* The version of this header, as cclzGetVersion() reports the library's:
  * MAJOR*10000+MINOR*100+PATCH. */

@@ -55,16 +55,6 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_ADAPTIVE=" + v + ": expected 1 (the default) or 0");
     s.adaptive = v == "1";
   }
-  // The switch moved into the code (cclzCommConfig_t.asyncCalls): a call that returns before
-  // its stream waits changes what the stream means, and only code written for it may ask.
-  if (const char* async = std::getenv("CCLZ_ASYNC"); async && *async) {
-    const std::string v = async;
-    CCLZ_REQUIRE(v == "0", cclzInvalidUsage,
-                 "CCLZ_ASYNC=" + v +
-                     ": the environment switch was removed; create the "
-                     "communicator with cclzCommConfig_t.asyncCalls = 1 (cclzCommInitRankConfig) "
-                     "and wait with cclzCommStreamWait");
-  }
   return s;
 }
 

@@ -29,7 +29,7 @@ enum class CheckWhen { Skip, Now, Deferred };
 
 struct CommSettings {
   // Input bytes per frame (CCLZ_PIECE_BYTES); 0, the default: chosen per call from the message
-  // (defaultPieceBytes in pipeline.h).
+  // (defaultPieceBytes in tune/piece_size.h).
   uint64_t pieceBytes = 0;
   // CCLZ_CHECK_CALLS=deferred (the default), 1 (every call) or first. A check costs one small
   // exchange, and on a device communicator a host synchronization unless it is deferred.
@@ -56,7 +56,6 @@ struct CommSettings {
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
   // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE); every rank must see the same.
-  // CCLZ_ASYNC=1 is refused with a pointer to cclzCommConfig_t.asyncCalls (chosen in code).
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);

@@ -7,6 +7,7 @@
 
 #include "collective/engine.h"
 #include "transport/transport.h"
+#include "tune/piece_size.h"  // defaultPieceBytes, pieceBytesFor
 
 namespace cclz {
 
@@ -22,16 +23,6 @@ Span evenShare(uint64_t count, int n, int r);
 Span pieceOf(const Span& s, uint64_t pieceElems, uint64_t k);
 uint64_t pieceCount(uint64_t count, uint64_t pieceElems);
 
-// The pipeline piece, in input bytes per destination, for a call whose largest per-destination
-// block is chunkBytes on `ranks` ranks, when CCLZ_PIECE_BYTES does not set it: a quarter of the
-// block (at least 4 pieces to overlap), rounded up to whole MiB, at least 4 MiB and at most
-// max(4 MiB, 64 MiB / ranks rounded down to whole MiB). NOTE: on 2 H200s each piece costs ~40 us
-// of fixed work over NVLink, and NCCL's socket transport moves 2 MiB parts slower than 8-16 MiB
-// ones, so fixed 4 MiB pieces lose up to 3x at 256 MiB (docs/collectives.md, "The algorithms");
-// the cap bounds the scratch, which grows with piece x ranks (three slots of frames both ways).
-uint64_t defaultPieceBytes(uint64_t chunkBytes, int ranks);
-// The piece a communicator uses for such a call: settingBytes (CCLZ_PIECE_BYTES) if not 0.
-uint64_t pieceBytesFor(uint64_t settingBytes, uint64_t chunkBytes, int ranks);
 // A piece of pieceElems cut to whole units of `unit` elements (Codec::pieceAlignment): rounded
 // down to a multiple of unit, or up to one unit where it holds less; at most `largest` (the
 // largest block, which then goes in one piece), and at least 1.

@@ -1,8 +1,7 @@
 // The communicator configuration and cclzCommStreamWait at the C boundary, without a GPU: a
 // config not made by CCLZ_COMM_CONFIG_INITIALIZER (size, magic, version) or with a bad asyncCalls
-// is refused before any transport is created, a host (MPI) communicator refuses asyncCalls, the
-// CCLZ_ASYNC environment switch is refused with a pointer to the config, and cclzCommStreamWait
-// rejects a NULL communicator.
+// is refused before any transport is created, a host (MPI) communicator refuses asyncCalls, and
+// cclzCommStreamWait rejects a NULL communicator.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -61,14 +60,6 @@ TEST(CommConfig, HostCommunicatorRefusesAsyncCalls) {
   EXPECT_EQ(cclzCommInitFromMpiConfig(&comm, &mpiWorld, &config), cclzInvalidUsage);
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(lastError().find("device (NCCL) communicators"), std::string::npos) << lastError();
-}
-
-TEST(CommConfig, TheEnvironmentSwitchIsRefused) {
-  setenv("CCLZ_ASYNC", "1", 1);
-  cclzComm_t comm = nullptr;
-  EXPECT_EQ(initRank(nullptr, &comm), cclzInvalidUsage);
-  EXPECT_NE(lastError().find("cclzCommConfig_t.asyncCalls"), std::string::npos) << lastError();
-  unsetenv("CCLZ_ASYNC");
 }
 
 TEST(CommStreamWait, NullCommunicator) {

@@ -616,21 +616,6 @@ TEST(LoopbackPieces, Fp8RowsNeverStraddleTwoPieces) {
   }
 }
 
-// CCLZ_ASYNC=1 is refused with a pointer to cclzCommConfig_t.asyncCalls (chosen in code).
-TEST(CommSettingsTest, TheAsyncEnvironmentSwitchIsRefused) {
-  setenv("CCLZ_ASYNC", "1", 1);
-  try {
-    CommSettings::fromEnvironment();
-    ADD_FAILURE() << "CCLZ_ASYNC=1 was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), cclzInvalidUsage);
-    EXPECT_NE(std::string(e.what()).find("asyncCalls"), std::string::npos) << e.what();
-  }
-  setenv("CCLZ_ASYNC", "0", 1);
-  EXPECT_FALSE(CommSettings::fromEnvironment().async);
-  unsetenv("CCLZ_ASYNC");
-}
-
 // asyncCalls is for device communicators: a host one refuses it, and cclzCommStreamWait on a
 // host communicator is a no-op (its calls return complete).
 TEST(CommSettingsTest, HostCommunicatorRefusesAsyncCallsAndStreamWaitIsANoOp) {

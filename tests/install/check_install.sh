@@ -3,14 +3,12 @@
 #   1. libcclz.so's dynamic symbol table defines the C API's cclz* functions and nothing else;
 #   2. `cmake --install` into a fresh prefix gives a package that a separate CMake project finds
 #      with find_package(cclz), builds against and runs (consumer.c).
-# Usage: check_install.sh BUILD_DIR SOURCE_DIR
+# Usage: check_install.sh BUILD_DIR SOURCE_DIR LIBRARY (the built libcclz.so)
 set -euo pipefail
-build=$1 source=$2
+build=$1 source=$2 lib=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-lib=$(find "$build/src" -maxdepth 1 -name 'libcclz.so.*.*' | head -1)
-[ -n "$lib" ] || { echo "no libcclz.so under $build/src"; exit 1; }
 # Defined dynamic symbols (T, D, B, R, W, V, ...); U (undefined) ones are the library's imports.
 nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u >"$work/exported"
 grep -v '^cclz[A-Z]' "$work/exported" >"$work/foreign" || true

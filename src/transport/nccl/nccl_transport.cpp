@@ -158,7 +158,7 @@ void NcclTransport::groupEnd() {
   CCLZ_TRACE("nccl %s: send/recv group queued", control_ ? "data" : "control");
 }
 
-// With CCLZ_ASYNC=1 the control communicator is driven by the caller's thread and the data one by
+// With asyncCalls = 1 the control communicator is driven by the caller's thread and the data one by
 // the proxy's: NCCL wants launches on several communicators of a device in one order on every
 // rank, so the trace shows each launch, and which communicator, to compare the ranks' orders.
 void NcclTransport::traceLaunch(const char* what, uint64_t amount, const char* unit) const {

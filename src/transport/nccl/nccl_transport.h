@@ -92,7 +92,7 @@ class NcclTransport final : public Transport {
   // CCLZ_TRACE: one line per launch (amount in `unit`: bytes or elements).
   void traceLaunch(const char* what, uint64_t amount, const char* unit) const;
 
-  // Atomic: cclzCommAbort may clear it while the proxy thread (CCLZ_ASYNC=1) is using it.
+  // Atomic: cclzCommAbort may clear it while the proxy thread (cclzCommConfig_t.asyncCalls = 1) is using it.
   std::atomic<ncclComm_t> comm_{nullptr};
   bool owned_ = false;
   int rank_ = 0;
