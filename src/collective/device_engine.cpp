@@ -108,11 +108,13 @@ class DeviceEngine final : public Engine {
   void begin(cclzStream_t stream) override {
     user_ = reinterpret_cast<cudaStream_t>(stream);
     job_ = false;
+    // The timeline's origin goes before start_, which the other streams wait for: recorded after
+    // it, a busy GPU could run the first encode before the origin and print a negative time.
+    timeline_.start(user_);
     CCLZ_CUDA_CHECK(cudaEventRecord(start_, user_));
     for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start_));
     current_ = encode_;
     decodedSlot_ = kNoSlot;
-    timeline_.start(user_);
   }
 
   void beginAfter(void* startEvent) override {
