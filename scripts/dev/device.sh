@@ -119,7 +119,7 @@ if has fp8; then
   bench fp8 int8_tensors --op codec --codec fp8 --fp8-format int8 --fp8-row-elems 768 --device gpu --input .data/index.json -n 20 -w 5
   # The row length chosen from the data (the default above: e4m3_bf16, int8_bf16) against the
   # caller's rows (the sampling kernels skipped; int8 still smooths where it may), and on the
-  # real tensors with the rows chosen and smoothing (bench/results/2026-11-22-fp8-shape).
+  # real tensors with the rows chosen and smoothing (bench/results/fp8-row-length-smoothing-cpu).
   bench fp8 e4m3_row1024_bf16 --op codec --codec fp8 --fp8-row-elems 1024 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
   bench fp8 int8_row1024_bf16 --op codec --codec fp8 --fp8-format int8 --fp8-row-elems 1024 --device gpu -d bf16 -b 4M -e 256M -f 4 -n 20 -w 5
   bench fp8 e4m3_tensors_auto --op codec --codec fp8 --device gpu --input .data/index.json -n 20 -w 5

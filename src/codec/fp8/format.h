@@ -309,7 +309,7 @@ CCLZ_HD float fineScaleNeeded(uint32_t grid, float coarse, float a) {
 }
 
 // The smallest k at which the block's largest |value| a does not exceed the grid's top
-// (docs/formats.md, "Choosing k"), for coarse > 0 and a > 0 with need = fineScaleNeeded(grid,
+// (docs/formats.md, "Scales": choosing k), for coarse > 0 and a > 0 with need = fineScaleNeeded(grid,
 // coarse, a). v(k) = a * inv(k) does not increase with k, so the guess floorFineCode(need),
 // corrected one code at a time, gives the same k as a search from 0.
 CCLZ_HD uint32_t startCodeFrom(uint32_t grid, float coarse, float a, float need) {
@@ -396,7 +396,7 @@ CCLZ_HD uint32_t ratioCode(float need, uint32_t i) {
   return nearestFineCode(mulRn(need, scaleRatio(i)));
 }
 
-// The block's fine-scale code (docs/formats.md, "Choosing k"): the candidate in the window with the
+// The block's fine-scale code (docs/formats.md, "Scales": choosing k): the candidate in the window with the
 // smallest key. The candidates are the grid-aligned ones for E4M3, every code of the window for
 // E5M2 and INT8.
 CCLZ_HD uint32_t chooseFineCode(uint32_t grid, float coarse, const float* t, uint32_t candidates) {

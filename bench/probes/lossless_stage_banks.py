@@ -17,7 +17,7 @@ staged block as it is (identity) and for layouts that would place word w elsewhe
   pad4per64: 16 bytes after every 256.
 Gaussian bf16 and two real tensors (.data, or ../shared/data/gpt-small-tensors).
 
-Run: python3 bench/probes/lossless_v2_stage_banks.py [tensor dir] (numpy). Output:
+Run: python3 bench/probes/lossless_stage_banks.py [tensor dir] (numpy). Output:
 (identity / pad4per32 / pad1per32 / xor16B / xor16B_hi / pad4per64):
   gaussian:     4.48 / 2.82 / 4.28 / 2.93 / 3.51 / 3.07
   layer1_act:   3.13 / 3.24 / 3.05 / 3.30 / 3.31 / 3.14
@@ -32,7 +32,7 @@ import sys
 
 import numpy as np
 
-from lossless_v2_table_banks import exp8_lengths
+from lossless_table_banks import exp8_lengths
 
 LAYOUTS = {
     "identity": lambda w: w,

@@ -12,7 +12,7 @@ look is a dependent load on the symbol chain). A 6-bit table (64 entries, 32 wor
 conflicts; it holds only codes of at most 6 bits, and it also prints how often a warp's step has
 some lane whose code is longer (that lane needs a second lookup in the full table).
 
-Run: python3 bench/probes/lossless_v2_table_banks.py (numpy). Output (200 chunks):
+Run: python3 bench/probes/lossless_table_banks.py (numpy). Output (200 chunks):
   t1024: mean wavefronts per lookup 3.40
   t256: mean wavefronts per lookup 2.80
   t128: mean wavefronts per lookup 1.99
@@ -26,12 +26,12 @@ import re
 
 import numpy as np
 
-TABLES = pathlib.Path(__file__).resolve().parents[2] / "src/codec/lossless/v2_tables.h"
+TABLES = pathlib.Path(__file__).resolve().parents[2] / "src/codec/lossless/tables.h"
 
 
 def exp8_lengths():
     src = TABLES.read_text()
-    block = src[src.index("CCLZ_V2_EXP8_LENGTHS"):src.index("CCLZ_V2_FP16_LENGTHS")]
+    block = src[src.index("CCLZ_LOSSLESS_EXP8_LENGTHS"):src.index("CCLZ_LOSSLESS_FP16_LENGTHS")]
     rows = [list(map(int, r.split(","))) for r in re.findall(r"\{([0-9, ]+)\}", block)]
     assert len(rows) == 8 and all(len(r) == 33 for r in rows)
     return rows
