@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
        [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateAdaptive, 32, 1), rows(t)); }},
       {"+always-had+smooth", "search, Hadamard-64 on every row and adaptive smoothing",
        [&](const Tensor& t) { return codec(t, params(kE4M3, kRotateAlways, 32, 1), rows(t)); }},
-      {"int8-had+smooth", "INT8 after Hadamard-64 with adaptive smoothing (the INT8 option now)",
+      {"int8-had+smooth", "INT8 after Hadamard-64 with adaptive smoothing (the INT8 option's default)",
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 1, 1), rows(t)); }},
       {"int8-auto", "the INT8 option with fp8RowElems 0: rows chosen, adaptive smoothing",
        [&](const Tensor& t) { return codec(t, params(kInt8, kRotateAlways, 1, 1), 0); }},
