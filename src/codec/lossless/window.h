@@ -100,8 +100,8 @@ CCLZ_HD uint32_t escapeMask(uint32_t x) {
 // 128-byte rows, so a row never holds two warps' bytes.
 // NOTE: why. Lanes read their own streams, which lie one after another in the block, about a
 // lane's size apart: ~12 words on Gaussian bf16, and 12 i mod 32 takes only 8 banks. So each
-// step's stream-word load took 4.46 shared wavefronts at 256 MiB (9.5M
-// of the decoder's 25.7M); swizzled, ~2.9 by bench/sim/lossless_v2_stage_banks.py. Measured
+// step's stream-word load would take 4.46 shared wavefronts at 256 MiB (9.5M
+// of the decoder's 25.7M); swizzled, ~2.9 by bench/probes/lossless_stage_banks.py. Measured
 // (docs/kernels/lossless.md, "Decoder"): bf16 256 MiB decode +9% (with 64 registers),
 // fp32's staged kernel at 4 MiB +4%, but fp16 -3% (its chunks take the escape path, whose
 // longer streams conflict less, and the swizzle's ~3 instructions per pair cost more there).
