@@ -21,3 +21,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/cclzConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/cclzConfig.cmake ${PROJECT_BINARY_DIR}/cclzConfigVersion.cmake
         DESTINATION ${CCLZ_CMAKE_DIR})
+
+# pip install . (scikit-build-core sets SKBUILD): libcclz.so goes inside the Python package, next
+# to the module that loads it (python/cclz/_capi.py), as the component the wheel installs.
+if(SKBUILD)
+  # One file, as the module opens it (a wheel holds no symbolic links).
+  install(FILES $<TARGET_FILE:cclz> DESTINATION cclz RENAME libcclz.so COMPONENT python)
+endif()

@@ -1,0 +1,190 @@
+"""The C API of libcclz through ctypes: the library, its structs, its functions, and the check
+that turns a failing result code into CclzError.
+
+Nothing here is compiled against torch (the way vLLM binds NCCL): any torch works with the same
+library. Which library loads: $CCLZ_LIBRARY if set, else the libcclz.so installed inside this
+package (pip install .), else one in a build folder of the source tree (build*/src/).
+"""
+import ctypes
+import glob
+import os
+
+# torch first: libcclz links NCCL (libnccl.so.2), and the process must hold one NCCL, the one
+# torch ships with. Loaded first, libcclz's would be the one torch's libraries then bind to.
+import torch  # noqa: F401
+
+# The header's version (include/cclz/cclz.h); the library must have the same major.minor.
+VERSION_CODE = 200
+CONFIG_MAGIC = 0xCC12C0DE
+UNIQUE_ID_BYTES = 128
+
+SUCCESS = 0
+RESULT_NAMES = {
+    0: "cclzSuccess",
+    1: "cclzUnhandledCudaError",
+    2: "cclzSystemError",
+    3: "cclzInternalError",
+    4: "cclzInvalidArgument",
+    5: "cclzInvalidUsage",
+    6: "cclzCorruptFrame",
+    7: "cclzNotSupported",
+    8: "cclzBufferTooSmall",
+}
+
+
+class CclzError(RuntimeError):
+    """A failing cclz call: `code` is the cclzResult_t, `message` cclz's own text."""
+
+    def __init__(self, call, code, message):
+        self.call = call
+        self.code = code
+        self.message = message
+        name = RESULT_NAMES.get(code, f"result {code}")
+        super().__init__(f"{call}: {name}: {message}" if message else f"{call}: {name}")
+
+
+class CodecConfig(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint),
+        ("version", ctypes.c_uint),
+        ("codec", ctypes.c_int),
+        ("chunkElems", ctypes.c_int),
+        ("bits", ctypes.c_int),
+        ("blockElems", ctypes.c_int),
+        ("rounding", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("fp8Format", ctypes.c_int),
+        ("fp8RowElems", ctypes.c_int),
+        ("fp8HadamardSize", ctypes.c_int),
+        ("fp8Rotation", ctypes.c_int),
+        ("fp8RotateThreshold", ctypes.c_int),
+        ("fp8ScaleCandidates", ctypes.c_int),
+    ]
+
+    @classmethod
+    def initializer(cls):
+        """CCLZ_CODEC_CONFIG_INITIALIZER: lossless, every parameter at its default."""
+        return cls(size=ctypes.sizeof(cls), magic=CONFIG_MAGIC, version=VERSION_CODE, codec=1)
+
+
+class CommConfig(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint),
+        ("version", ctypes.c_uint),
+        ("asyncCalls", ctypes.c_int),
+        ("adaptive", ctypes.c_int),
+    ]
+
+    @classmethod
+    def initializer(cls):
+        """CCLZ_COMM_CONFIG_INITIALIZER (adaptive: the environment's CCLZ_ADAPTIVE, else 1)."""
+        return cls(size=ctypes.sizeof(cls), magic=CONFIG_MAGIC, version=VERSION_CODE,
+                   asyncCalls=0, adaptive=-1)
+
+
+class BuildInfo(ctypes.Structure):
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("version", ctypes.c_int),
+        ("hasCuda", ctypes.c_int),
+        ("hasNccl", ctypes.c_int),
+        ("hasMpi", ctypes.c_int),
+        ("cudaRuntimeVersion", ctypes.c_int),
+        ("cudaArchs", ctypes.c_char * 64),
+        ("compiler", ctypes.c_char * 64),
+    ]
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
+
+
+_p = ctypes.c_void_p
+_size = ctypes.c_size_t
+_int = ctypes.c_int
+_result = ctypes.c_int
+
+# name: (argument types); every function returns cclzResult_t but the two that return text.
+_SIGNATURES = {
+    "cclzGetVersion": [ctypes.POINTER(_int)],
+    "cclzGetBuildInfo": [ctypes.POINTER(BuildInfo)],
+    "cclzCodecCreate": [ctypes.POINTER(_p), ctypes.POINTER(CodecConfig)],
+    "cclzCodecDestroy": [_p],
+    "cclzCodecMaxEncodedSize": [_p, _size, _int, ctypes.POINTER(_size)],
+    "cclzEncodeHost": [_p, _p, _size, _int, _p, _size, ctypes.POINTER(_size)],
+    "cclzDecodeHost": [_p, _p, _size, _p, _size, _int],
+    "cclzGetUniqueId": [ctypes.POINTER(UniqueId)],
+    "cclzCommInitRankConfig": [ctypes.POINTER(_p), _int, UniqueId, _int,
+                               ctypes.POINTER(CommConfig)],
+    "cclzCommInitFromMpiConfig": [ctypes.POINTER(_p), _p, ctypes.POINTER(CommConfig)],
+    "cclzCommDestroy": [_p],
+    "cclzCommAbort": [_p],
+    "cclzCommCount": [_p, ctypes.POINTER(_int)],
+    "cclzCommUserRank": [_p, ctypes.POINTER(_int)],
+    "cclzCommGetAsyncError": [_p, ctypes.POINTER(_result)],
+    "cclzCommGetLastPath": [_p, ctypes.POINTER(_int), ctypes.POINTER(_int)],
+    "cclzAllGather": [_p, _p, _size, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzReduceScatter": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzAllReduce": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzReduceScatterFeedback": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig),
+                                  _p, _p],
+    "cclzAllReduceFeedback": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p, _p],
+    "cclzAllToAll": [_p, _p, _size, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzSend": [_p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzRecv": [_p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzFeedbackCreate": [ctypes.POINTER(_p), _size, _int],
+    "cclzFeedbackDestroy": [_p],
+    "cclzFeedbackReset": [_p, _p],
+}
+
+
+def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libcclz.so")
+    source_root = os.path.dirname(os.path.dirname(here))
+    for found in sorted(glob.glob(os.path.join(source_root, "build*", "src", "libcclz.so"))):
+        yield found
+
+
+def _load():
+    path = os.environ.get("CCLZ_LIBRARY")
+    if path:
+        if not os.path.isfile(path):
+            raise ImportError(f"CCLZ_LIBRARY={path}: no such file")
+    else:
+        path = next((p for p in _candidates() if os.path.isfile(p)), None)
+        if path is None:
+            raise ImportError("libcclz.so not found: install the package (pip install .), or "
+                              "set CCLZ_LIBRARY to the library's path")
+    lib = ctypes.CDLL(path)
+    lib.cclzGetErrorString.restype = ctypes.c_char_p
+    lib.cclzGetErrorString.argtypes = [_int]
+    lib.cclzGetLastError.restype = ctypes.c_char_p
+    lib.cclzGetLastError.argtypes = [_p]
+    for name, args in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = _result
+    version = _int()
+    lib.cclzGetVersion(ctypes.byref(version))
+    if version.value // 100 != VERSION_CODE // 100:
+        raise ImportError(f"{path} is cclz {version.value}, this package binds "
+                          f"{VERSION_CODE}: the major.minor versions differ")
+    return lib, path
+
+
+lib, library_path = _load()
+
+
+def last_error(comm=None):
+    text = lib.cclzGetLastError(comm)
+    return text.decode("utf-8", "replace") if text else ""
+
+
+def check(name, *args, comm=None):
+    """Calls lib.<name>(*args) and raises CclzError unless it returns cclzSuccess."""
+    code = getattr(lib, name)(*args)
+    if code != SUCCESS:
+        raise CclzError(name, code, last_error(comm))

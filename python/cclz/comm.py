@@ -1,0 +1,269 @@
+"""cclz.Communicator: compressed collectives on torch tensors, with torch.distributed's names and
+argument order. CUDA tensors go over NCCL on the current stream (no host synchronization on the
+data path); CPU tensors over MPI (every call returns complete).
+
+Arguments are checked here before any rank moves data: a wrong size, dtype, device or layout
+raises ValueError and leaves the tensors unchanged. What only the ranks together can see (a
+mismatched shape or codec across ranks) is checked by cclz itself and raises CclzError on every
+rank instead of hanging.
+"""
+import ctypes
+
+import torch
+
+from . import _capi
+from .codecs import Qgrad
+
+_DTYPES = {
+    torch.int8: 0,
+    torch.uint8: 1,
+    torch.int32: 2,
+    torch.int64: 4,
+    torch.float16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bfloat16: 9,
+}
+_OPS = {"sum": 0, "avg": 4}
+
+
+def _dtype(t):
+    try:
+        return _DTYPES[t.dtype]
+    except KeyError:
+        raise ValueError(f"dtype {t.dtype} is not supported (supported: "
+                         f"{', '.join(str(d) for d in _DTYPES)})") from None
+
+
+def _op(op):
+    name = getattr(op, "name", op)  # torch.distributed.ReduceOp.SUM or "sum"
+    key = str(name).lower().replace("reduceop.", "")
+    if key not in _OPS:
+        raise ValueError(f"reduction {op!r}: expected 'sum' or 'avg'")
+    return _OPS[key]
+
+
+class Communicator:
+    """A cclz communicator over a fixed set of ranks. Create it with from_mpi (CPU tensors, under
+    mpirun) or from_group (a torch.distributed group: NCCL for CUDA tensors, MPI for CPU ones).
+    close() frees it; a closed communicator raises ValueError."""
+
+    def __init__(self, handle, device):
+        self._handle = handle
+        self.device = torch.device(device)
+        n, r = ctypes.c_int(), ctypes.c_int()
+        _capi.check("cclzCommCount", handle, ctypes.byref(n), comm=handle)
+        _capi.check("cclzCommUserRank", handle, ctypes.byref(r), comm=handle)
+        self.size, self.rank = n.value, r.value
+
+    # ---- creation -------------------------------------------------------------------------
+    @classmethod
+    def from_mpi(cls, mpi_comm=None, adaptive=None):
+        """A host communicator over an mpi4py communicator (default: COMM_WORLD), for CPU
+        tensors. cclz duplicates it; the caller keeps its own."""
+        from mpi4py import MPI
+
+        mpi_comm = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+        handle = ctypes.c_void_p(MPI._handleof(mpi_comm))  # an MPI_Comm, as libmpi holds it
+        if ctypes.sizeof(ctypes.c_void_p) != MPI._sizeof(MPI.Comm):
+            raise RuntimeError("this MPI's MPI_Comm is not pointer-sized; cclz expects Open MPI "
+                               "or MPICH")
+        comm = ctypes.c_void_p()
+        _capi.check("cclzCommInitFromMpiConfig", ctypes.byref(comm), ctypes.byref(handle),
+                    ctypes.byref(_comm_config(adaptive)))
+        return cls(comm, "cpu")
+
+    @classmethod
+    def from_group(cls, group=None, device=None, adaptive=None):
+        """A communicator over the ranks of a torch.distributed group (default: the world), in
+        the group's rank order. device: a CUDA device (default: the current one, when the
+        backend is NCCL) makes an NCCL communicator, its unique id broadcast over the group;
+        'cpu' makes an MPI one over the same ranks (the job must run under mpirun)."""
+        import torch.distributed as dist
+
+        group = group if group is not None else dist.group.WORLD
+        if device is None:
+            device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+        device = torch.device(device)
+        if device.type == "cpu":
+            from mpi4py import MPI
+
+            ranks = dist.get_process_group_ranks(group)
+            world = MPI.COMM_WORLD
+            if world.Get_size() != dist.get_world_size():
+                raise RuntimeError("from_group with CPU tensors needs the job to run under mpirun "
+                                   "with one MPI rank per torch.distributed rank")
+            sub = world.Create_group(world.Get_group().Incl(ranks))
+            try:
+                return cls.from_mpi(sub, adaptive=adaptive)
+            finally:
+                sub.Free()
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        uid = _capi.UniqueId()
+        if dist.get_rank(group) == 0:
+            _capi.check("cclzGetUniqueId", ctypes.byref(uid))
+        payload = torch.frombuffer(bytearray(bytes(uid.internal).ljust(_capi.UNIQUE_ID_BYTES,
+                                                                        b"\0")),
+                                   dtype=torch.uint8).to(device)
+        dist.broadcast(payload, src=dist.get_global_rank(group, 0), group=group)
+        ctypes.memmove(ctypes.addressof(uid), bytes(payload.cpu().tolist()),
+                       _capi.UNIQUE_ID_BYTES)
+        comm = ctypes.c_void_p()
+        with torch.cuda.device(device):
+            _capi.check("cclzCommInitRankConfig", ctypes.byref(comm), dist.get_world_size(group),
+                        uid, dist.get_rank(group), ctypes.byref(_comm_config(adaptive)))
+        return cls(comm, device)
+
+    def close(self):
+        """Frees the communicator (collective: every rank calls it). Idempotent."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            _capi.check("cclzCommDestroy", handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ValueError("the communicator is closed")
+        return self._handle
+
+    def last_path(self):
+        """How the last call ran: ('compressed' | 'plain', decided)."""
+        path, decided = ctypes.c_int(), ctypes.c_int()
+        self._call("cclzCommGetLastPath", self.handle, ctypes.byref(path), ctypes.byref(decided))
+        return ("plain" if path.value == 1 else "compressed"), bool(decided.value)
+
+    # ---- collectives ----------------------------------------------------------------------
+    def all_gather_into_tensor(self, output, input, codec=None):
+        """output (size x input's elements, rank r's at [r * n, (r + 1) * n)) = every rank's
+        input, in rank order."""
+        self._check_tensors(output, input)
+        if output.numel() != input.numel() * self.size:
+            raise ValueError(f"all_gather_into_tensor: output has {output.numel()} elements, "
+                             f"expected {self.size} x {input.numel()}")
+        config = self._codec(codec, feedback_ok=False)
+        self._call("cclzAllGather", _ptr(input), _ptr(output), input.numel(), _dtype(input),
+                   self.handle, config, self._stream(input))
+
+    def reduce_scatter_tensor(self, output, input, op="sum", codec=None):
+        """output = block `rank` of the element-wise reduction of every rank's input (input has
+        size x output's elements). With Qgrad(feedback=...), the residual covers input."""
+        self._check_tensors(output, input)
+        if input.numel() != output.numel() * self.size:
+            raise ValueError(f"reduce_scatter_tensor: input has {input.numel()} elements, "
+                             f"expected {self.size} x {output.numel()}")
+        config, feedback = self._codec_and_feedback(codec, input)
+        args = (_ptr(input), _ptr(output), output.numel(), _dtype(input), _op(op), self.handle,
+                config)
+        if feedback is None:
+            self._call("cclzReduceScatter", *args, self._stream(input))
+        else:
+            self._call("cclzReduceScatterFeedback", *args, feedback, self._stream(input))
+
+    def all_reduce(self, tensor, op="sum", codec=None):
+        """tensor = the element-wise reduction of every rank's tensor, in place; every rank gets
+        the same bits. With Qgrad(feedback=...), the residual covers tensor."""
+        self._check_tensors(tensor)
+        config, feedback = self._codec_and_feedback(codec, tensor)
+        args = (_ptr(tensor), _ptr(tensor), tensor.numel(), _dtype(tensor), _op(op), self.handle,
+                config)
+        if feedback is None:
+            self._call("cclzAllReduce", *args, self._stream(tensor))
+        else:
+            self._call("cclzAllReduceFeedback", *args, feedback, self._stream(tensor))
+
+    def all_to_all_single(self, output, input, codec=None):
+        """Equal splits: block p of input (input.numel() / size elements) goes to rank p, and
+        block p of output comes from rank p."""
+        self._check_tensors(output, input)
+        if input.numel() != output.numel() or input.numel() % self.size:
+            raise ValueError(f"all_to_all_single: input and output must have the same number of "
+                             f"elements, a multiple of {self.size} (got {input.numel()} and "
+                             f"{output.numel()})")
+        config = self._codec(codec, feedback_ok=False)
+        self._call("cclzAllToAll", _ptr(input), _ptr(output), input.numel() // self.size,
+                   _dtype(input), self.handle, config, self._stream(input))
+
+    def send(self, tensor, dst, codec=None):
+        """Sends tensor to rank dst, which calls recv with a tensor of the same size and dtype."""
+        self._check_tensors(tensor)
+        self._check_peer(dst)
+        config = self._codec(codec, feedback_ok=False)
+        self._call("cclzSend", _ptr(tensor), tensor.numel(), _dtype(tensor), dst, self.handle,
+                   config, self._stream(tensor))
+
+    def recv(self, tensor, src, codec=None):
+        """Receives into tensor what rank src sends."""
+        self._check_tensors(tensor)
+        self._check_peer(src)
+        config = self._codec(codec, feedback_ok=False)
+        self._call("cclzRecv", _ptr(tensor), tensor.numel(), _dtype(tensor), src, self.handle,
+                   config, self._stream(tensor))
+
+    # ---- checks ---------------------------------------------------------------------------
+    def _check_tensors(self, *tensors):
+        self.handle  # closed?
+        first = tensors[0]
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                raise ValueError(f"expected a torch.Tensor, got {type(t).__name__}")
+            if not t.is_contiguous():
+                raise ValueError("tensors must be contiguous (call .contiguous() first)")
+            if t.dtype != first.dtype:
+                raise ValueError(f"tensors of different dtypes: {first.dtype} and {t.dtype}")
+            if t.device.type != self.device.type or (
+                    t.device.type == "cuda" and t.device.index != self.device.index):
+                raise ValueError(f"tensor on {t.device}, the communicator is on {self.device}")
+            _dtype(t)
+
+    def _check_peer(self, peer):
+        if not 0 <= peer < self.size or peer == self.rank:
+            raise ValueError(f"peer {peer}: expected another rank in [0, {self.size})")
+
+    def _codec(self, codec, feedback_ok):
+        if codec is None:
+            return None
+        if not hasattr(codec, "config"):
+            raise ValueError(f"codec {codec!r}: expected None, cclz.Lossless(), cclz.Fp8() or "
+                             "cclz.Qgrad()")
+        if not feedback_ok and getattr(codec, "feedback", None) is not None:
+            raise ValueError("error feedback applies to reductions (all_reduce, "
+                             "reduce_scatter_tensor) only")
+        return ctypes.byref(codec.config())
+
+    def _codec_and_feedback(self, codec, data):
+        config = self._codec(codec, feedback_ok=True)
+        feedback = getattr(codec, "feedback", None) if isinstance(codec, Qgrad) else None
+        if feedback is None:
+            return config, None
+        if feedback.numel != data.numel():
+            raise ValueError(f"Qgrad feedback holds {feedback.numel} values, the data has "
+                             f"{data.numel()}")
+        if feedback.device != (data.device.type == "cuda"):
+            raise ValueError("Qgrad feedback must live where the data does (Feedback(device=...))")
+        return config, feedback.handle
+
+    def _stream(self, t):
+        if t.device.type == "cuda":
+            return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
+        return None
+
+    def _call(self, name, *args):
+        _capi.check(name, *args, comm=self._handle)
+
+
+def _ptr(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _comm_config(adaptive):
+    config = _capi.CommConfig.initializer()
+    if adaptive is not None:
+        config.adaptive = 1 if adaptive else 0
+    return config
