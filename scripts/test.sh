@@ -3,6 +3,8 @@
 # machine (so their compile errors show up even without a GPU); the GPU tests (ctest label "gpu")
 # run only when nvidia-smi sees a GPU.
 #   scripts/test.sh [extra ctest arguments, e.g. -R Lossless]
+# The Python package's tests (python/tests, under mpirun) run when the Python that CMake finds has
+# torch, mpi4py and pytest (pip install torch mpi4py pytest); CMake says so when they are off.
 # Environment: CCLZ_BUILD_DIR (default build), CCLZ_SHARED_DATA (the real tensors; tests that
 # need them skip without them).
 set -euo pipefail
