@@ -7,9 +7,15 @@
 from ._capi import CclzError, library_path
 from .codecs import Feedback, Fp8, Lossless, Qgrad
 from .comm import Communicator
+from .policy import Policy
+from .tensor_parallel import (ColumnParallelLinear, RowParallelLinear, copy_to_tensor_parallel,
+                              gather_from_sequence_parallel, reduce_from_tensor_parallel,
+                              reduce_scatter_to_sequence_parallel)
 
-__all__ = ["CclzError", "Communicator", "Feedback", "Fp8", "Lossless", "Qgrad", "library_path",
-           "version"]
+__all__ = ["CclzError", "ColumnParallelLinear", "Communicator", "Feedback", "Fp8", "Lossless",
+           "Policy", "Qgrad", "RowParallelLinear", "copy_to_tensor_parallel",
+           "gather_from_sequence_parallel", "library_path", "reduce_from_tensor_parallel",
+           "reduce_scatter_to_sequence_parallel", "version"]
 
 
 def version():

@@ -44,12 +44,13 @@ class Fp8:
 class Qgrad:
     """Lossy, for gradients: int8/int4/int2 codes with one scale per block of block_elems values.
     With `feedback` (a cclz.Feedback of the tensor's size), what a call drops is kept and added
-    to the next call's data (error feedback): give each gradient bucket its own."""
+    to the next call's data (error feedback): give each gradient bucket its own. feedback=True
+    in a Policy asks for one state per bucket, which the DDP hook creates."""
     bits: int = 4
     block_elems: int = 64
     rounding: str = "nearest"
     seed: int = 0
-    feedback: Optional["Feedback"] = None
+    feedback: Optional[object] = None  # a Feedback, True (a policy's request) or None
 
     def config(self):
         if self.rounding not in _ROUNDING:

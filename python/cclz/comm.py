@@ -242,6 +242,9 @@ class Communicator:
         feedback = getattr(codec, "feedback", None) if isinstance(codec, Qgrad) else None
         if feedback is None:
             return config, None
+        if feedback is True:
+            raise ValueError("Qgrad(feedback=True) asks for a state per gradient bucket (the DDP "
+                             "hook makes them); a call takes a cclz.Feedback")
         if feedback.numel != data.numel():
             raise ValueError(f"Qgrad feedback holds {feedback.numel} values, the data has "
                              f"{data.numel()}")

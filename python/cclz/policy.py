@@ -1,0 +1,25 @@
+"""One codec per parallel dimension: aggressive where the traffic is gradients, mild where it is
+activations (the hybrid scheme: tp activations in fp8, dp gradients in int4 with error feedback,
+pp boundaries lossless)."""
+from dataclasses import dataclass
+from typing import Optional
+
+from .codecs import Fp8, Lossless, Qgrad
+
+
+@dataclass(frozen=True)
+class Policy:
+    """tp: tensor-parallel activations and their gradients; dp: data-parallel gradients (a Qgrad
+    with feedback=True gets one error-feedback state per bucket from the DDP hook); pp: the
+    activations and gradients at pipeline-stage boundaries. None: plain data."""
+    tp: Optional[object] = None
+    dp: Optional[object] = None
+    pp: Optional[object] = None
+
+    @classmethod
+    def default(cls):
+        return cls(tp=Fp8(), dp=Qgrad(4, feedback=True), pp=Lossless())
+
+    @classmethod
+    def none(cls):
+        return cls()

@@ -1,0 +1,97 @@
+"""Tensor/sequence-parallel layers against the single-process model: a two-layer MLP split over
+the ranks (ColumnParallelLinear then RowParallelLinear) gives the full model's output and
+gradients on each rank's slice, plain and lossless to fp32 summation order, fp8 within its error.
+"""
+import pytest
+import torch
+
+import cclz
+from conftest import nmse
+
+SEQ, BATCH, HIDDEN, FFN = 12, 2, 64, 192  # split over 2, 3 and 4 ranks
+
+
+def full_model(seed=3):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(SEQ, BATCH, HIDDEN, generator=g)
+    w1 = torch.randn(FFN, HIDDEN, generator=g) * 0.1
+    w2 = torch.randn(HIDDEN, FFN, generator=g) * 0.1
+    probe = torch.randn(SEQ, BATCH, HIDDEN, generator=g)  # the loss is <y, probe>
+    return x, w1, w2, probe
+
+
+def reference(x, w1, w2, probe):
+    x, w1, w2 = (t.clone().requires_grad_() for t in (x, w1, w2))
+    y = torch.nn.functional.gelu(x @ w1.t()) @ w2.t()
+    (y * probe).sum().backward()
+    return y.detach(), x.grad, w1.grad, w2.grad
+
+
+@pytest.mark.parametrize("sequence_parallel", [True, False], ids=["sp", "tp"])
+@pytest.mark.parametrize("codec", [None, cclz.Lossless(), cclz.Fp8()],
+                         ids=["none", "lossless", "fp8"])
+def test_mlp_matches_single_process(comm, codec, sequence_parallel):
+    n, r = comm.size, comm.rank
+    if SEQ % n or FFN % n:
+        pytest.skip(f"the shapes do not split over {n} ranks")
+    x, w1, w2, probe = full_model()
+    y_ref, dx_ref, dw1_ref, dw2_ref = reference(x, w1, w2, probe)
+
+    col = cclz.ColumnParallelLinear(HIDDEN, FFN, comm, bias=False,
+                                    sequence_parallel=sequence_parallel, codec=codec)
+    row = cclz.RowParallelLinear(FFN, HIDDEN, comm, bias=False,
+                                 sequence_parallel=sequence_parallel, codec=codec)
+    f = FFN // n
+    with torch.no_grad():
+        col.weight.copy_(w1[r * f:(r + 1) * f])
+        row.weight.copy_(w2[:, r * f:(r + 1) * f])
+    s = SEQ // n
+    rows = slice(r * s, (r + 1) * s) if sequence_parallel else slice(None)
+    x_in = x[rows].clone().requires_grad_()
+    y = row(torch.nn.functional.gelu(col(x_in)))
+    (y * probe[rows]).sum().backward()
+
+    # Without sequence parallelism each rank's loss is the whole model's (Megatron's layout):
+    # the replicated input's gradient is the all-reduce of the ranks' partial ones.
+    pairs = [(y.detach(), y_ref[rows]), (x_in.grad, dx_ref[rows]),
+             (col.weight.grad, dw1_ref[r * f:(r + 1) * f]),
+             (row.weight.grad, dw2_ref[:, r * f:(r + 1) * f])]
+    for got, want in pairs:
+        if isinstance(codec, cclz.Fp8):
+            assert nmse(got, want) < 2e-3
+        else:
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max()
+
+
+def test_gather_backward_sums_every_ranks_gradient(comm):
+    """gather_from_sequence_parallel's backward is the reduce-scatter of the ranks' gradients."""
+    n, r = comm.size, comm.rank
+    x = (torch.arange(4 * 64, dtype=torch.float32).reshape(4, 64) + 1000 * r).requires_grad_()
+    y = cclz.gather_from_sequence_parallel(x, comm, codec=cclz.Lossless())
+    probes = [torch.full((4 * n, 64), float(p + 1)) for p in range(n)]
+    (y * probes[r]).sum().backward()
+    want_y = torch.cat([torch.arange(4 * 64, dtype=torch.float32).reshape(4, 64) + 1000 * p
+                        for p in range(n)])
+    assert torch.equal(y.detach(), want_y)
+    assert torch.equal(x.grad, torch.full((4, 64), float(sum(range(1, n + 1)))))
+
+
+def test_layers_refuse_shapes_that_do_not_split(comm):
+    if comm.size == 1:
+        pytest.skip("one rank splits anything")
+    with pytest.raises(ValueError, match="multiple of the tensor-parallel size"):
+        cclz.ColumnParallelLinear(8, comm.size * 3 + 1, comm)
+    with pytest.raises(ValueError, match="multiple of the tensor-parallel size"):
+        cclz.RowParallelLinear(comm.size * 3 + 1, 8, comm)
+
+
+def test_policy_defaults():
+    p = cclz.Policy.default()
+    assert isinstance(p.tp, cclz.Fp8) and isinstance(p.pp, cclz.Lossless)
+    assert isinstance(p.dp, cclz.Qgrad) and p.dp.bits == 4 and p.dp.feedback is True
+    assert cclz.Policy.none() == cclz.Policy(None, None, None)
+
+
+def test_policy_feedback_request_is_not_a_state(comm):
+    with pytest.raises(ValueError, match="state per gradient bucket"):
+        comm.all_reduce(torch.zeros(8), codec=cclz.Policy.default().dp)
