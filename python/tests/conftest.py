@@ -26,3 +26,24 @@ def rank_input(rank, numel, dtype, seed=0):
 def nmse(got, want):
     got, want = got.double(), want.double()
     return float(((got - want) ** 2).sum() / (want ** 2).sum().clamp_min(1e-300))
+
+
+@pytest.fixture(scope="session")
+def world_group(comm):
+    """torch.distributed over the same ranks (gloo, CPU), for DDP: rank 0 picks a free port and
+    sends it to the others over MPI."""
+    import socket
+
+    import torch.distributed as dist
+    from mpi4py import MPI
+
+    if not dist.is_initialized():
+        port = None
+        if comm.rank == 0:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        port = MPI.COMM_WORLD.bcast(port, root=0)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
+                                world_size=comm.size)
+    yield dist.group.WORLD
