@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9, 2x H200, second call: adaptive calls. Build; the whole NCCL suite on 2 ranks (the
+# adaptive calls. Build; the whole NCCL suite on 2 ranks (the
 # plan's path choice touched every call); then device.sh's adapt stage (NcclAdaptive, then
 # adaptive on/off side by side over NVLink and the socket transport).
 set -u

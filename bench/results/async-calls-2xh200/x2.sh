@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 7, 2x H200: main with the request-based async calls merged. Build; the async tests
+# : main with the request-based async calls merged. Build; the async tests
 # (first GPU run) and the NCCL collective tests on 2 ranks; then the socket sweep with nccl-tests'
 # timing (--batch) at 16 and 256 MiB, each compressed row beside plain NCCL.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 6, 2x H200, second call: the check back to back (checkcost), cclz-perf's check stage
+# the check back to back (checkcost), cclz-perf's check stage
 # (every call vs first, no trace), and CCLZ_ASYNC with NCCL's connections made at init.
 set -u
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 7, 2x H200, second call: the pipeline's piece size over the socket transport (4, 16,
+# the pipeline's piece size over the socket transport (4, 16,
 # 32 MiB at 256 MiB messages), and the fp8 collectives over NVLink with nccl-tests' timing.
 set -u
 cd "$(dirname "$0")/../../.."

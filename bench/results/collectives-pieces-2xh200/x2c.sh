@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 7, 2x H200, third call: the piece size over NVLink (fp8 all-gather and reduce-scatter),
+# the piece size over NVLink (fp8 all-gather and reduce-scatter),
 # and one traced 256 MiB fp8 all-gather (host clock of every step).
 set -u
 cd "$(dirname "$0")/../../.."

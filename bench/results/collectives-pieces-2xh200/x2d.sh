@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 7, 2x H200, fourth call: the per-call piece (default rule) over the socket transport and
+# the per-call piece (default rule) over the socket transport and
 # NVLink, --batch, each compressed row beside plain NCCL; the NCCL tests on 2 ranks first.
 set -u
 cd "$(dirname "$0")/../../.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 8, 2x H200: the move stream's priority (CCLZ_MOVE_PRIORITY=normal|high) over NVLink, side
+# : the move stream's priority (CCLZ_MOVE_PRIORITY=normal|high) over NVLink, side
 # by side in one run, each compressed row beside plain NCCL (--batch); the socket transport with
 # the default (high); the NCCL tests on 2 ranks first.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 8, 2x H200, second call: the GPU timeline of single calls over NVLink (CCLZ_TIMELINE=1:
+# the GPU timeline of single calls over NVLink (CCLZ_TIMELINE=1:
 # each stage's begin and end on the GPU, per call) for the four compressed collectives.
 set -u
 cd "$(dirname "$0")/../../.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 8, 2x H200, third call: the fused first and last steps of the reduce-scatter's sum
+# the fused first and last steps of the reduce-scatter's sum
 # (ReduceStep). Tests first (the fp8 codec's fused steps against the steps apart; the NCCL tests
 # on 2 ranks: device results against the host path), then the sweeps with the timeline.
 set -u

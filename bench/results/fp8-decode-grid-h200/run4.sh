@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12, one H200, fourth call: the fp8 encode's and decode's grids capped at N blocks per SM
+# the fp8 encode's and decode's grids capped at N blocks per SM
 # (CCLZ_EXP_FP8_BPS; warps loop over rows / tiles) against gridFor's one row per warp.
 set -u
 cd "$(dirname "$0")/../../.."

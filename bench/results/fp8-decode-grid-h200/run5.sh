@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12, one H200, fifth call: the fp8 plain decode on a resident grid (decodeGrid), against
+# the fp8 plain decode on a resident grid (decodeGrid), against
 # the full grid (CCLZ_EXP_FP8_BPS=0) in the same run: E4M3 rows of 1024 and from the data, INT8,
 # bf16/fp16/fp32 outputs; then every fp8 GPU test.
 set -u

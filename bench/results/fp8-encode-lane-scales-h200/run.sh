@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24, third device call: E4M3 block scales computed by each lane, no table (this tree),
+# E4M3 block scales computed by each lane, no table (this tree),
 # against the tree before; the fp8 GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}

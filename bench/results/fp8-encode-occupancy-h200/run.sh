@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24, first device call: the fp8 encode at 36 warps per SM (this tree), 32 with blocks of
+# the fp8 encode at 36 warps per SM (this tree), 32 with blocks of
 # 4 warps (c32) and 40 (o40) against the tree before; the fp8 GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24, second device call: the fp8 encode's table fill as a uniform loop (this tree) and
+# the fp8 encode's table fill as a uniform loop (this tree) and
 # the encode at 24 warps per SM (o24) against the tree before; the fp8 GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}

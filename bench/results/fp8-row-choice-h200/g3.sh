@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 8, one H200, last call: the fp8 statistics kernel without 64-bit shared atomics (its
+# the fp8 statistics kernel without 64-bit shared atomics (its
 # decisions checked by the fp8 GPU tests, frames byte for byte), the lossless suite on the new
 # default (4 warps per staged chunk), the fp8 benchmarks, ncu's duration of the sampling kernels.
 set -u

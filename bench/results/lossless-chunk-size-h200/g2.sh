@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 7, one H200, second call: fp8 GPU tests after the async removal; where the small-message
+# fp8 GPU tests after the async removal; where the small-message
 # time of the codecs goes (host cost per call, kernel durations under ncu); the lossless chunk
 # size at small messages.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12, one H200, second call: the lossless general encoder with the next chunk reserved
+# the lossless general encoder with the next chunk reserved
 # early, L2 prefetches, and a resident grid (CCLZ_LOSSLESS_ENCODE_TUNE / _GRID), tests then A/B.
 set -u
 cd "$(dirname "$0")/../../.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12, one H200, third call: the lossless general decoder's grid (resident blocks from the
+# the lossless general decoder's grid (resident blocks from the
 # occupancy calculator vs 16 per SM, CCLZ_EXP_DECODE_GRID), the encoder's resident grid, tests.
 set -u
 cd "$(dirname "$0")/../../.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 19, first device call: A/B, then the tests the A/B's filter does not reach.
+# A/B, then the tests the A/B's filter does not reach.
 set -u
 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-encode-grid-slots-h200/configs
 T=build-device/tests/codec/codec_gpu_tests

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 19, sixth device call: A/B of auto's warps per chunk, then the fixed-warps tests.
+# A/B of auto's warps per chunk, then the fixed-warps tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-encode-warps-h200/configs

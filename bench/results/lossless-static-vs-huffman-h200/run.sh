@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 5, one H200: build, all tests (GPU ones included), then the lossless v1/v2 and fp8
+# : build, all tests (GPU ones included), then the lossless v1/v2 and fp8
 # benchmarks after the helpers' kernel changes.
 set -u
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9, 2x H200, first call: trial branch = main + nccl-windows + qgrad-reducestep.
+# trial branch = main + nccl-windows + qgrad-reducestep.
 # Build; qgrad's GPU tests (the fused reduce steps); the NCCL tests on 2 ranks with the default
 # settings; then device.sh's ncclwin stage (NCCL tests with windows + zero CTAs, then NVLink
 # sweeps default vs windows side by side); last, the fp8 all-gather timeline both ways.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 9, 2x H200, third call: adaptive calls over NVLink with the call check on the first
+# adaptive calls over NVLink with the call check on the first
 # call of each kind only (CCLZ_CHECK_CALLS=first): what the plain path costs without the
 # per-call check, beside plain NCCL; adaptive off with the same setting beside it.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23, sixth device call: where the fp8 encode's time goes at 64 MiB (rows of 1024, bf16),
+# where the fp8 encode's time goes at 64 MiB (rows of 1024, bf16),
 # after round 19's ALU cuts: Nsight Compute on the kept tree (encode and decode).
 set -u
 OUT=${OUT:-/tmp/cclz-out}

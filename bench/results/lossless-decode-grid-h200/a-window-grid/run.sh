@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 21, third device call: the kept encoder (new = old = f2d4100), its GPU tests; the decoder grid at 8 and 24 blocks per SM, GPU tests on every path, A/B/C.
+# the kept encoder (new = old = f2d4100), its GPU tests; the decoder grid at 8 and 24 blocks per SM, GPU tests on every path, A/B/C.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 cat .data/layer1_act.bin .data/layer6_act.bin .data/layer1_wgrad.bin .data/layer6_wgrad.bin > /tmp/one.bin

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 21, fourth device call: the general lane-loop decoder's grid (fp32) at 24, 32 and 40 blocks per SM against 16, GPU tests.
+# the general lane-loop decoder's grid (fp32) at 24, 32 and 40 blocks per SM against 16, GPU tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s21d.configs l32=.devrun/l32.tar.gz l40=.devrun/l40.tar.gz > /dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 20, fifth device call: the kept prefetches and the next block, round 3, then the general kernels' tests.
+# the kept prefetches and the next block, round 3, then the general kernels' tests.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 cat .data/layer1_act.bin .data/layer6_act.bin .data/layer1_wgrad.bin .data/layer6_wgrad.bin > /tmp/one.bin

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 22, second device call: the swizzled stage as kept, and 8 window blocks per SM; GPU tests on every decode path.
+# the swizzled stage as kept, and 8 window blocks per SM; GPU tests on every decode path.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 cat .data/layer1_act.bin .data/layer6_act.bin .data/layer1_wgrad.bin .data/layer6_wgrad.bin > /tmp/one.bin

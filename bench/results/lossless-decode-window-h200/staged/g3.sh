@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 7, one H200, last call: main with the lossless window loop and the fp8 sampling rewrite
+# main with the lossless window loop and the fp8 sampling rewrite
 # merged. Build; the GPU tests of both (fp8 three times, then once without PDL); the benchmarks;
 # then the whole lossless GPU suite with what time is left.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 21, second device call: the 8-bit cost pass (bytes) and with the four-code put (new), GPU tests on every path, A/B/C.
+# the 8-bit cost pass (bytes) and with the four-code put (new), GPU tests on every path, A/B/C.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 cat .data/layer1_act.bin .data/layer6_act.bin .data/layer1_wgrad.bin .data/layer6_wgrad.bin > /tmp/one.bin

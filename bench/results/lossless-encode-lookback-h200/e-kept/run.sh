@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 22, seventh device call: a kernel each for the look-back's placements; GPU tests (auto, and 4 warps per chunk).
+# a kernel each for the look-back's placements; GPU tests (auto, and 4 warps per chunk).
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' .devrun/s22g.configs > /dev/null

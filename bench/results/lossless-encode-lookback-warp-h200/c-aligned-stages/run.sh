@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23, third device call: the look-back warp (lb), with the stages on 128-byte lines (lb128), with both and the escape cost bytes for fp16 and fp32 (this tree)
+# the look-back warp (lb), with the stages on 128-byte lines (lb128), with both and the escape cost bytes for fp16 and fp32 (this tree)
 # against the tree before; this tree's lossless GPU tests by default, on the general kernels, and staged with 1 and 2 warps per chunk.
 set -u
 OUT=${OUT:-/tmp/cclz-out}

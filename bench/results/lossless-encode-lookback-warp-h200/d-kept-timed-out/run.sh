@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23, fourth device call: the kept lossless encoder and the fp8 encode's integer-ALU cuts
+# the kept lossless encoder and the fp8 encode's integer-ALU cuts
 # (this tree) against session 22's end; the lossless and fp8 GPU tests by default, the lossless on
 # the general kernels and staged with 4 warps per chunk.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 23, fifth device call (round 4 ran out of time in its tests): this tree's fp8 GPU tests,
+# fifth device call (round 4 ran out of time in its tests): this tree's fp8 GPU tests,
 # its lossless GPU tests by default, on the general kernels and staged with 4 warps per chunk;
 # then the fp8 configurations round 4 did not reach, against session 22's end.
 set -u

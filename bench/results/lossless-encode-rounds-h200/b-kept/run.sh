@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 20, eighth device call: the kept two-round encoder, its GPU tests on every path, A/B.
+# the kept two-round encoder, its GPU tests on every path, A/B.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 cat .data/layer1_act.bin .data/layer6_act.bin .data/layer1_wgrad.bin .data/layer6_wgrad.bin > /tmp/one.bin

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 20, second device call: the bf16 encode at 256 MiB under ncu, the general kernel (auto's
+# the bf16 encode at 256 MiB under ncu, the general kernel (auto's
 # choice there) and the staged one (2 warps per chunk), by pipe, memory and stall reason.
 set -u
 OUT=${OUT:-/tmp/cclz-out}; mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 20, ninth device call: ncu of the kept kernels at 256 MiB (bf16): the general window
+# ncu of the kept kernels at 256 MiB (bf16): the general window
 # decoder with the raw planes prefetched, and the general encoder in two rounds.
 set -u
 OUT=${OUT:-/tmp/cclz-out}; mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 19, third device call: where the staged lossless kernels stop paying, per direction and
+# where the staged lossless kernels stop paying, per direction and
 # dtype (CCLZ_LOSSLESS_PATH=general against staged, one build, interleaved).
 set -u
 OUT=${OUT:-/tmp/cclz-out}; mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 19, ninth device call: A/B, then the general kernels' tests with the window on and off.
+# A/B, then the general kernels' tests with the window on and off.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Lossless*' bench/results/lossless-decode-window-h200/general/b-bf16-fp16/configs

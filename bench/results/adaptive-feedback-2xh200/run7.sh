@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 11, 2x H200, seventh call: the plain trials of feedback calls timed without the addition of the
+# the plain trials of feedback calls timed without the addition of the
 # residual (run6 settled the 16 MiB kinds on the codec). The NCCL adaptive tests, then the qgrad int4 all-reduce and reduce-scatter
 # with error feedback over NVLink, adaptive on (plain calls take the residual along) and off (the
 # codec path), beside NCCL.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 10, 2x H200, fourth call: which deferred mismatches the transport abort ends. Each
+# which deferred mismatches the transport abort ends. Each
 # NcclDeferredCheck case alone (traced, bounded), so that a hang shows which.
 set -u
 cd "$(dirname "$0")/../../.."

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 26, second device call: round b (see s26b.configs), the variants' GPU tests too; then the
+# round b (see configs), the variants' GPU tests too; then the
 # 4 MiB bf16 encode, queued, six times in a row with each build (is its spread the machine's?).
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-AB_TEST_VARIANTS=1 timeout 480 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s26b.configs f32rs=.devrun/f32rs.tar.gz mut=.devrun/mut.tar.gz > /dev/null
+AB_TEST_VARIANTS=1 timeout 480 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/configs f32rs=.devrun/f32rs.tar.gz mut=.devrun/mut.tar.gz > /dev/null
 echo "ab-codec: exit $?"
 sed -n 1,8p "$OUT/summary.txt"; grep "gpu tests" "$OUT/summary.txt"
 grep -E "Failure|FAILED|differs" "$OUT/tests.log" | head -20

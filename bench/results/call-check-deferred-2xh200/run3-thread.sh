@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 10, 2x H200, third call: the checking thread does every control exchange. Build; the
+# the checking thread does every control exchange. Build; the
 # NCCL error tests traced (a deferred mismatch of each kind must become the async error without a
 # hang); the rest of the NCCL suite and the async suites; then codec none over NVLink under each
 # CCLZ_CHECK_CALLS mode back to back (--batch), and adaptive calls under the default, beside NCCL.

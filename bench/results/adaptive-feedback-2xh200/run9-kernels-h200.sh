@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 11, one H200: the device engine's element kernels against the host (new GPU test).
+# : the device engine's element kernels against the host (new GPU test).
 set -u
 cd "$(dirname "$0")/../../.."
 bash scripts/dev/device.sh build > /tmp/build.out 2>&1 || { tail -30 /tmp/build.out; exit 1; }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 26, eighth device call: round g (see s26g.configs), then the reduce-step probe built
+# round g (see configs), then the reduce-step probe built
 # against each tree's library, run old, new, old, new.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-timeout 400 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s26g.configs > /dev/null
+timeout 400 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/configs > /dev/null
 echo "ab-codec: exit $?"
 sed -n 1,6p "$OUT/summary.txt"; grep "gpu tests" "$OUT/summary.txt"
 grep -E "Failure|FAILED|differs" "$OUT/tests.log" | head -20

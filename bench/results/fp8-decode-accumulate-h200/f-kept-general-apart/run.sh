@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 26, sixth device call: round f (see s26f.configs).
+# round f (see configs).
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-AB_TEST_VARIANTS=1 timeout 560 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s26f.configs gn=.devrun/gn.tar.gz > /dev/null
+AB_TEST_VARIANTS=1 timeout 560 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/configs gn=.devrun/gn.tar.gz > /dev/null
 echo "ab-codec: exit $?"
 sed -n 1,8p "$OUT/summary.txt"; grep "gpu tests" "$OUT/summary.txt"
 grep -E "Failure|FAILED|differs" "$OUT/tests.log" | head -20

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 26, ninth device call: round h (see s26h.configs), then the reduce-step probe built
+# round h (see configs), then the reduce-step probe built
 # against each tree's library, run old, new, old, new.
 set -u
 OUT=${OUT:-/tmp/cclz-out}
-timeout 330 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/s26h.configs > /dev/null
+timeout 330 bash scripts/dev/ab-codec.sh .devrun/old.tar.gz '*Fp8*' .devrun/configs > /dev/null
 echo "ab-codec: exit $?"
 sed -n 1,6p "$OUT/summary.txt"; grep "gpu tests" "$OUT/summary.txt"
 grep -E "Failure|FAILED|differs" "$OUT/tests.log" | head -20

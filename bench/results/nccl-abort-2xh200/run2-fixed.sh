@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 11, 2x H200, second call: the transport now aborts both NCCL communicators at once.
+# the transport now aborts both NCCL communicators at once.
 # The three deferred mismatch tests that hung (now enabled) and the new one with later calls,
 # five times over, traced; then the whole NCCL suite and the async suites on 2 ranks.
 set -u
