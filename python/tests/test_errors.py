@@ -105,3 +105,31 @@ def test_error_carries_code_and_message():
         from cclz import _capi
         _capi.check("cclzCommCount", None, ctypes.byref(ctypes.c_int()))
     assert info.value.code == 4 and "NULL" in info.value.message
+
+
+def test_nan_in_a_qgrad_gradient_is_reported_not_hidden(comm):
+    """qgrad's NaN policy (docs/formats.md, qgrad, "NaN and Inf"): the block goes as NaN, so the
+    sum is NaN on every rank, and the rank whose input held it gets CclzError naming the element.
+    No rank waits."""
+    t = torch.ones(4096)
+    if comm.rank == 0:
+        t[5] = float("nan")
+    raised = None
+    try:
+        comm.all_reduce(t, codec=cclz.Qgrad(4))
+    except cclz.CclzError as e:
+        raised = e
+    if comm.rank == 0:
+        assert raised is not None and raised.code == 4 and "NaN" in raised.message
+    else:
+        assert raised is None
+    assert torch.isnan(t[:64]).all()  # the NaN block, on every rank
+
+
+def test_lossless_carries_nan_and_inf_bit_exactly(comm):
+    x = torch.ones(4096, dtype=torch.bfloat16) * (comm.rank + 1)
+    x[3], x[7], x[11] = float("inf"), float("-inf"), float("nan")
+    out = torch.empty(4096 * comm.size, dtype=torch.bfloat16)
+    comm.all_gather_into_tensor(out, x, codec=cclz.Lossless())
+    mine = out[comm.rank * 4096:(comm.rank + 1) * 4096]
+    assert torch.equal(mine.view(torch.int16), x.view(torch.int16))
