@@ -4,7 +4,7 @@
     comm.all_gather_into_tensor(out, x, codec=cclz.Fp8(row_elems=4096))
     comm.all_reduce(grad, op="avg", codec=cclz.Qgrad(4, feedback=cclz.Feedback(grad.numel())))
 """
-from . import ddp
+from . import ddp, pipeline
 from ._capi import CclzError, library_path
 from .codecs import Feedback, Fp8, Lossless, Qgrad
 from .comm import Communicator
@@ -15,7 +15,7 @@ from .tensor_parallel import (ColumnParallelLinear, RowParallelLinear, copy_to_t
 
 __all__ = ["CclzError", "ddp", "ColumnParallelLinear", "Communicator", "Feedback", "Fp8", "Lossless",
            "Policy", "Qgrad", "RowParallelLinear", "copy_to_tensor_parallel",
-           "gather_from_sequence_parallel", "library_path", "reduce_from_tensor_parallel",
+           "gather_from_sequence_parallel", "library_path", "pipeline", "reduce_from_tensor_parallel",
            "reduce_scatter_to_sequence_parallel", "version"]
 
 
