@@ -8,11 +8,12 @@ mismatched shape or codec across ranks) is checked by cclz itself and raises Ccl
 rank instead of hanging.
 """
 import ctypes
+import os
 
 import torch
 
 from . import _capi
-from .codecs import Qgrad
+from .codecs import Lossless, Qgrad
 
 _DTYPES = {
     torch.int8: 0,
@@ -25,6 +26,10 @@ _DTYPES = {
     torch.bfloat16: 9,
 }
 _OPS = {"sum": 0, "avg": 4}
+# codec="auto": the lossless codec on an adaptive communicator, which runs each kind of call
+# compressed or plain, whichever its trials found faster. Exact either way.
+_AUTO = Lossless()
+_LOSSLESS_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def _dtype(t):
@@ -48,9 +53,11 @@ class Communicator:
     mpirun) or from_group (a torch.distributed group: NCCL for CUDA tensors, MPI for CPU ones).
     close() frees it; a closed communicator raises ValueError."""
 
-    def __init__(self, handle, device):
+    def __init__(self, handle, device, adaptive=True):
         self._handle = handle
         self.device = torch.device(device)
+        self.adaptive = adaptive  # whether calls may run plain where that is faster
+        self._configs = {}  # codec -> its cclzCodecConfig_t, built once
         n, r = ctypes.c_int(), ctypes.c_int()
         _capi.check("cclzCommCount", handle, ctypes.byref(n), comm=handle)
         _capi.check("cclzCommUserRank", handle, ctypes.byref(r), comm=handle)
@@ -71,7 +78,7 @@ class Communicator:
         comm = ctypes.c_void_p()
         _capi.check("cclzCommInitFromMpiConfig", ctypes.byref(comm), ctypes.byref(handle),
                     ctypes.byref(_comm_config(adaptive)))
-        return cls(comm, "cpu")
+        return cls(comm, "cpu", _resolve_adaptive(adaptive))
 
     @classmethod
     def from_group(cls, group=None, device=None, adaptive=None):
@@ -113,7 +120,7 @@ class Communicator:
         with torch.cuda.device(device):
             _capi.check("cclzCommInitRankConfig", ctypes.byref(comm), dist.get_world_size(group),
                         uid, dist.get_rank(group), ctypes.byref(_comm_config(adaptive)))
-        return cls(comm, device)
+        return cls(comm, device, _resolve_adaptive(adaptive))
 
     def close(self):
         """Frees the communicator (collective: every rank calls it). Idempotent."""
@@ -147,7 +154,7 @@ class Communicator:
         if output.numel() != input.numel() * self.size:
             raise ValueError(f"all_gather_into_tensor: output has {output.numel()} elements, "
                              f"expected {self.size} x {input.numel()}")
-        config = self._codec(codec, feedback_ok=False)
+        config = self._codec(codec, input.dtype, feedback_ok=False)
         self._call("cclzAllGather", _ptr(input), _ptr(output), input.numel(), _dtype(input),
                    self.handle, config, self._stream(input))
 
@@ -186,7 +193,7 @@ class Communicator:
             raise ValueError(f"all_to_all_single: input and output must have the same number of "
                              f"elements, a multiple of {self.size} (got {input.numel()} and "
                              f"{output.numel()})")
-        config = self._codec(codec, feedback_ok=False)
+        config = self._codec(codec, input.dtype, feedback_ok=False)
         self._call("cclzAllToAll", _ptr(input), _ptr(output), input.numel() // self.size,
                    _dtype(input), self.handle, config, self._stream(input))
 
@@ -194,7 +201,7 @@ class Communicator:
         """Sends tensor to rank dst, which calls recv with a tensor of the same size and dtype."""
         self._check_tensors(tensor)
         self._check_peer(dst)
-        config = self._codec(codec, feedback_ok=False)
+        config = self._codec(codec, tensor.dtype, feedback_ok=False)
         self._call("cclzSend", _ptr(tensor), tensor.numel(), _dtype(tensor), dst, self.handle,
                    config, self._stream(tensor))
 
@@ -202,7 +209,7 @@ class Communicator:
         """Receives into tensor what rank src sends."""
         self._check_tensors(tensor)
         self._check_peer(src)
-        config = self._codec(codec, feedback_ok=False)
+        config = self._codec(codec, tensor.dtype, feedback_ok=False)
         self._call("cclzRecv", _ptr(tensor), tensor.numel(), _dtype(tensor), src, self.handle,
                    config, self._stream(tensor))
 
@@ -226,19 +233,35 @@ class Communicator:
         if not 0 <= peer < self.size or peer == self.rank:
             raise ValueError(f"peer {peer}: expected another rank in [0, {self.size})")
 
-    def _codec(self, codec, feedback_ok):
+    def _codec(self, codec, dtype, feedback_ok):
+        """The cclzCodecConfig_t for codec (None: plain data), built once per codec."""
         if codec is None:
             return None
-        if not hasattr(codec, "config"):
-            raise ValueError(f"codec {codec!r}: expected None, cclz.Lossless(), cclz.Fp8() or "
-                             "cclz.Qgrad()")
+        if isinstance(codec, str):
+            if codec != "auto":
+                raise ValueError(f"codec {codec!r}: expected None, 'auto', cclz.Lossless(), "
+                                 "cclz.Fp8() or cclz.Qgrad()")
+            if not self.adaptive:
+                raise ValueError("codec='auto' is the adaptive choice between the lossless codec "
+                                 "and plain data; this communicator was made with adaptive=False")
+            if dtype not in _LOSSLESS_DTYPES:
+                return None  # the codec does not take it: plain data, as the choice would be
+            codec = _AUTO
+        elif not hasattr(codec, "config"):
+            raise ValueError(f"codec {codec!r}: expected None, 'auto', cclz.Lossless(), "
+                             "cclz.Fp8() or cclz.Qgrad()")
         if not feedback_ok and getattr(codec, "feedback", None) is not None:
             raise ValueError("error feedback applies to reductions (all_reduce, "
                              "reduce_scatter_tensor) only")
-        return ctypes.byref(codec.config())
+        config = self._configs.get(codec)
+        if config is None:
+            if len(self._configs) >= 256:  # codecs made per call (a new Feedback each time)
+                self._configs.clear()
+            config = self._configs[codec] = ctypes.byref(codec.config())
+        return config
 
     def _codec_and_feedback(self, codec, data):
-        config = self._codec(codec, feedback_ok=True)
+        config = self._codec(codec, data.dtype, feedback_ok=True)
         feedback = getattr(codec, "feedback", None) if isinstance(codec, Qgrad) else None
         if feedback is None:
             return config, None
@@ -263,6 +286,14 @@ class Communicator:
 
 def _ptr(t):
     return ctypes.c_void_p(t.data_ptr())
+
+
+def _resolve_adaptive(adaptive):
+    """What CCLZ_ADAPTIVE_DEFAULT resolves to in the library: the environment's CCLZ_ADAPTIVE,
+    else adaptive."""
+    if adaptive is not None:
+        return bool(adaptive)
+    return os.environ.get("CCLZ_ADAPTIVE", "1") != "0"
 
 
 def _comm_config(adaptive):

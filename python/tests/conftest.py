@@ -1,49 +1,88 @@
 """The Python package's tests run as MPI ranks (mpirun -n N python3 -m pytest python/tests), one
-communicator per session over COMM_WORLD, on CPU tensors. Every test makes the same calls on
-every rank and asserts only after its collectives, so that a failing rank never leaves the
-others waiting in a collective."""
+communicator per session, on CPU tensors over MPI; with CCLZ_TEST_DEVICE=cuda, on one GPU per
+rank over NCCL (a torch.distributed NCCL group built from the same ranks), the same tests
+against torch's own results. Every test makes the same calls on every rank and asserts only
+after its collectives, so that a failing rank never leaves the others waiting in a collective.
+
+Tensors are made on DEVICE (torch's default device for the session); seeded values are drawn on
+the CPU and moved, so that both devices see the same numbers."""
+import os
+import socket
+
 import pytest
 import torch
+from mpi4py import MPI
 
 import cclz
+
+_WORLD = MPI.COMM_WORLD
+if os.environ.get("CCLZ_TEST_DEVICE", "cpu") == "cuda":
+    DEVICE = torch.device("cuda", _WORLD.Get_rank() % max(torch.cuda.device_count(), 1))
+    torch.cuda.set_device(DEVICE)
+else:
+    DEVICE = torch.device("cpu")
+torch.set_default_device(DEVICE)
+
+requires_cuda = pytest.mark.skipif(DEVICE.type != "cuda",
+                                   reason="a GPU test (CCLZ_TEST_DEVICE=cuda)")
+
+
+def _init_torch_distributed():
+    """torch.distributed over the MPI ranks: NCCL on GPUs, gloo on CPUs. Rank 0 picks a free
+    port and sends it to the others over MPI."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        port = None
+        if _WORLD.Get_rank() == 0:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        port = _WORLD.bcast(port, root=0)
+        kwargs = {"device_id": DEVICE} if DEVICE.type == "cuda" else {}
+        dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo",
+                                init_method=f"tcp://127.0.0.1:{port}", rank=_WORLD.Get_rank(),
+                                world_size=_WORLD.Get_size(), **kwargs)
+    return dist.group.WORLD
+
+
+@pytest.fixture(scope="session")
+def world_group():
+    """The torch.distributed group of every rank (NCCL on GPUs, gloo on CPUs), e.g. for DDP."""
+    yield _init_torch_distributed()
 
 
 @pytest.fixture(scope="session")
 def comm():
-    c = cclz.Communicator.from_mpi(adaptive=False)  # every call through its codec
+    """Every call through its codec (adaptive=False), on DEVICE."""
+    if DEVICE.type == "cuda":
+        c = cclz.Communicator.from_group(_init_torch_distributed(), device=DEVICE, adaptive=False)
+    else:
+        c = cclz.Communicator.from_mpi(adaptive=False)
     yield c
     c.close()
 
 
+def generator(seed):
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+def randn(*shape, generator):
+    """Seeded Gaussian values drawn on the CPU, on DEVICE."""
+    return torch.randn(*shape, generator=generator, device="cpu").to(DEVICE)
+
+
 def rank_input(rank, numel, dtype, seed=0):
     """Rank r's deterministic input: Gaussian values (integers for integer dtypes)."""
-    g = torch.Generator().manual_seed(1000 * seed + rank)
+    g = generator(1000 * seed + rank)
     if dtype.is_floating_point:
-        return torch.randn(numel, generator=g, dtype=torch.float32).to(dtype)
-    return torch.randint(-100, 100, (numel,), generator=g, dtype=torch.int64).to(dtype)
+        values = torch.randn(numel, generator=g, dtype=torch.float32, device="cpu").to(dtype)
+    else:
+        values = torch.randint(-100, 100, (numel,), generator=g, dtype=torch.int64,
+                               device="cpu").to(dtype)
+    return values.to(DEVICE)
 
 
 def nmse(got, want):
     got, want = got.double(), want.double()
     return float(((got - want) ** 2).sum() / (want ** 2).sum().clamp_min(1e-300))
-
-
-@pytest.fixture(scope="session")
-def world_group(comm):
-    """torch.distributed over the same ranks (gloo, CPU), for DDP: rank 0 picks a free port and
-    sends it to the others over MPI."""
-    import socket
-
-    import torch.distributed as dist
-    from mpi4py import MPI
-
-    if not dist.is_initialized():
-        port = None
-        if comm.rank == 0:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-        port = MPI.COMM_WORLD.bcast(port, root=0)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=comm.rank,
-                                world_size=comm.size)
-    yield dist.group.WORLD

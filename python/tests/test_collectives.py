@@ -139,3 +139,38 @@ def test_send_recv_ring_exact(comm, codec):
         fn, tensor, peer = step
         fn(tensor, peer, codec=codec)
     assert torch.equal(got, rank_input(prev, numel, torch.float16))
+
+
+@pytest.fixture(scope="module")
+def adaptive_comm(comm, world_group):
+    """A second communicator over the same ranks, adaptive (the library's default)."""
+    if comm.device.type == "cuda":
+        c = cclz.Communicator.from_group(world_group, device=comm.device, adaptive=True)
+    else:
+        c = cclz.Communicator.from_mpi(adaptive=True)
+    yield c
+    c.close()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.int32])
+def test_auto_is_exact_through_the_trials_and_after(adaptive_comm, dtype):
+    """codec='auto': the lossless codec or plain data, whichever the trials found faster; the
+    first calls of a kind alternate between both, later ones take the choice. Every call is
+    exact, and the last one reports a settled path."""
+    c, numel = adaptive_comm, 70001
+    for call in range(10):
+        x = rank_input(c.rank, numel, dtype, seed=call)
+        out = torch.empty(numel * c.size, dtype=dtype)
+        c.all_gather_into_tensor(out, x, codec="auto")
+        want = torch.cat([rank_input(r, numel, dtype, seed=call) for r in range(c.size)])
+        assert torch.equal(out, want), call
+    if dtype.is_floating_point:
+        assert c.last_path()[1], "10 calls of one kind settle the choice"
+
+
+def test_auto_needs_an_adaptive_communicator(comm):
+    x = torch.zeros(8)
+    with pytest.raises(ValueError, match="adaptive=False"):
+        comm.all_gather_into_tensor(torch.zeros(8 * comm.size), x, codec="auto")
+    with pytest.raises(ValueError, match="'auto'"):
+        comm.all_reduce(x, codec="fast")

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import cclz
+from conftest import generator, randn
 
 
 def train(comm, hook, state, steps=300, seed=0):
@@ -15,12 +16,12 @@ def train(comm, hook, state, steps=300, seed=0):
     if hook is not None:
         ddp.register_comm_hook(state, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.02)
-    g = torch.Generator().manual_seed(100 + comm.rank)
-    w_true = torch.randn(256, 1, generator=torch.Generator().manual_seed(7))
+    g = generator(100 + comm.rank)
+    w_true = randn(256, 1, generator=generator(7))
     losses = []
     for _ in range(steps):
-        x = torch.randn(64, 256, generator=g)
-        y = x @ w_true + 0.1 * torch.randn(64, 1, generator=g)
+        x = randn(64, 256, generator=g)
+        y = x @ w_true + 0.1 * randn(64, 1, generator=g)
         loss = torch.nn.functional.mse_loss(ddp(x), y)
         opt.zero_grad()
         loss.backward()

@@ -6,17 +6,17 @@ import pytest
 import torch
 
 import cclz
-from conftest import nmse
+from conftest import generator, nmse, randn
 
 SEQ, BATCH, HIDDEN, FFN = 12, 2, 64, 192  # split over 2, 3 and 4 ranks
 
 
 def full_model(seed=3):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(SEQ, BATCH, HIDDEN, generator=g)
-    w1 = torch.randn(FFN, HIDDEN, generator=g) * 0.1
-    w2 = torch.randn(HIDDEN, FFN, generator=g) * 0.1
-    probe = torch.randn(SEQ, BATCH, HIDDEN, generator=g)  # the loss is <y, probe>
+    g = generator(seed)
+    x = randn(SEQ, BATCH, HIDDEN, generator=g)
+    w1 = randn(FFN, HIDDEN, generator=g) * 0.1
+    w2 = randn(HIDDEN, FFN, generator=g) * 0.1
+    probe = randn(SEQ, BATCH, HIDDEN, generator=g)  # the loss is <y, probe>
     return x, w1, w2, probe
 
 
