@@ -4,7 +4,7 @@
     comm.all_gather_into_tensor(out, x, codec=cclz.Fp8(row_elems=4096))
     comm.all_reduce(grad, op="avg", codec=cclz.Qgrad(4, feedback=cclz.Feedback(grad.numel())))
 """
-from . import ddp, pipeline
+from . import ddp, fsdp, pipeline
 from ._capi import CclzError, library_path
 from .codecs import Feedback, Fp8, Lossless, Qgrad
 from .comm import Communicator
@@ -13,7 +13,7 @@ from .tensor_parallel import (ColumnParallelLinear, RowParallelLinear, copy_to_t
                               gather_from_sequence_parallel, reduce_from_tensor_parallel,
                               reduce_scatter_to_sequence_parallel)
 
-__all__ = ["CclzError", "ddp", "ColumnParallelLinear", "Communicator", "Feedback", "Fp8", "Lossless",
+__all__ = ["CclzError", "ddp", "ColumnParallelLinear", "Communicator", "Feedback", "Fp8", "fsdp", "Lossless",
            "Policy", "Qgrad", "RowParallelLinear", "copy_to_tensor_parallel",
            "gather_from_sequence_parallel", "library_path", "pipeline", "reduce_from_tensor_parallel",
            "reduce_scatter_to_sequence_parallel", "version"]
