@@ -9,6 +9,7 @@
 #   build      configure and build build-device/ for sm_90a.
 #   tests      the quick GPU set (ctest -L quick), with the count of cases that ran.
 #   fulltests  every GPU test (ctest -L gpu: quick, large, the NCCL suites on 2 or more GPUs).
+#   python     (2 or more GPUs) the Python package's tests over NCCL, on 2 and 4 ranks.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
 #   lpath      the lossless kernel families (CCLZ_LOSSLESS_PATH general, staged, auto) side by side.
 #   lsplit     the staged lossless encoder with auto, 2 and 4 warps per chunk side by side.
@@ -66,6 +67,23 @@ gpu_tests() {  # gpu_tests NAME CTEST-SELECTION...
   rm -rf "$OUT/tests.tmp" "$xml"
 }
 if has tests; then gpu_tests tests -L quick; fi
+
+# python: the Python package's tests on GPUs (CCLZ_TEST_DEVICE=cuda: one GPU per MPI rank, NCCL),
+# on 2 ranks and, where there are 4 GPUs, on 4; against this build's libcclz.
+if has python; then
+  gpus=$(nvidia-smi -L | wc -l)
+  for ranks in 2 4; do
+    [ "$ranks" -le "$gpus" ] || continue
+    CCLZ_TEST_DEVICE=cuda PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so \
+      timeout 900 mpirun --allow-run-as-root --oversubscribe -n $ranks \
+      python3 -m pytest -q -p no:cacheprovider -rfEs python/tests >"$OUT/python.tmp" 2>&1
+    status=$?
+    cat "$OUT/python.tmp" >>"$log"
+    echo "python tests, $ranks GPUs: exit $status -- $(grep -E '[0-9]+ (passed|failed)' "$OUT/python.tmp" | sort | uniq -c | tr '\n' ' ')" | tee -a "$summary"
+    grep -E "^(FAILED|ERROR)" "$OUT/python.tmp" | sort -u | head -20 | tee -a "$summary"
+    rm -f "$OUT/python.tmp"
+  done
+fi
 if has fulltests; then gpu_tests fulltests -L gpu; fi
 
 parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
