@@ -1,0 +1,167 @@
+"""The GPT, one pipeline stage of it at a time, split over a tensor-parallel group.
+
+Pre-LN blocks (attention, then a GELU MLP), learned positions, causal attention through
+torch's scaled_dot_product_attention, untied input and output embeddings (the input table lives
+on the first stage and the output head on the last, so no gradient has to cross the pipeline to
+keep them tied).
+
+Activations are [sequence, batch, hidden] (cclz.tensor_parallel's layout). With tp > 1 the
+model is sequence parallel: each rank holds seq_len / tp positions of the residual stream, layer
+norms and embeddings work on that shard, the column-parallel GEMMs (QKV, MLP in) gather the
+sequence first and the row-parallel ones (attention out, MLP out) reduce-scatter after.
+
+Every parameter has a full shape (the single-process model's) and a tensor-parallel split: its
+initial value is drawn in full from a generator seeded by its name and this rank keeps its
+slice, so a model starts from the same weights whatever its parallel layout.
+"""
+import math
+import zlib
+
+import torch
+import torch.nn.functional as F
+
+from ..tensor_parallel import ColumnParallelLinear, RowParallelLinear
+
+
+def _column(in_f, out_f, tp_comm, codec):
+    if tp_comm is None:
+        return torch.nn.Linear(in_f, out_f)
+    return ColumnParallelLinear(in_f, out_f, tp_comm, sequence_parallel=True, codec=codec)
+
+
+def _row(in_f, out_f, tp_comm, codec):
+    if tp_comm is None:
+        return torch.nn.Linear(in_f, out_f)
+    return RowParallelLinear(in_f, out_f, tp_comm, sequence_parallel=True, codec=codec)
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, cfg, tp, tp_comm, codec):
+        super().__init__()
+        self.local_heads = cfg.heads // tp
+        self.head_dim = cfg.hidden // cfg.heads
+        # QKV rows are head-major ([head][q|k|v][head_dim]) so that a contiguous split of the
+        # output features gives each rank whole heads.
+        self.qkv = _column(cfg.hidden, 3 * cfg.hidden, tp_comm, codec)
+        self.proj = _row(cfg.hidden, cfg.hidden, tp_comm, codec)
+
+    def forward(self, x):
+        h = self.qkv(x)  # [s, b, local_heads * 3 * head_dim], the full sequence
+        s, b = h.shape[:2]
+        q, k, v = h.view(s, b, self.local_heads, 3, self.head_dim).unbind(3)
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, heads, s, head_dim]
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(a.permute(2, 0, 1, 3).reshape(s, b, -1))
+
+
+class Block(torch.nn.Module):
+    def __init__(self, cfg, tp, tp_comm, codec):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(cfg.hidden)
+        self.attn = Attention(cfg, tp, tp_comm, codec)
+        self.ln2 = torch.nn.LayerNorm(cfg.hidden)
+        self.fc = _column(cfg.hidden, cfg.ffn_size, tp_comm, codec)
+        self.out = _row(cfg.ffn_size, cfg.hidden, tp_comm, codec)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPTStage(torch.nn.Module):
+    """Layers [stage * L / stages, (stage + 1) * L / stages) of the GPT, plus the embeddings on
+    the first stage and the final norm and output head on the last. tp_comm: the tensor-parallel
+    communicator (None: no tensor parallelism); codec: the tp codec."""
+
+    def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None):
+        super().__init__()
+        self.cfg = cfg
+        self.tp = tp_comm.size if tp_comm is not None else 1
+        self.tp_rank = tp_comm.rank if tp_comm is not None else 0
+        self.first, self.last = stage == 0, stage == stages - 1
+        per_stage = cfg.layers // stages
+        self.layer_ids = list(range(stage * per_stage, (stage + 1) * per_stage))
+        self.local_seq = cfg.seq_len // self.tp
+        if self.first:
+            self.wte = torch.nn.Embedding(cfg.vocab, cfg.hidden)
+            self.wpe = torch.nn.Embedding(cfg.seq_len, cfg.hidden)
+        # Global layer numbers as names: a parameter is called the same on every layout.
+        self.blocks = torch.nn.ModuleDict(
+            {str(i): Block(cfg, self.tp, tp_comm, codec) for i in self.layer_ids})
+        if self.last:
+            self.ln_f = torch.nn.LayerNorm(cfg.hidden)
+            self.head = torch.nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        self.split_dims = self._split_dims()
+
+    def _split_dims(self):
+        """{parameter name: the dimension split over the tensor-parallel ranks}; a name not in
+        it is replicated (and, under sequence parallelism, sees only this rank's positions)."""
+        dims = {}
+        for prefix, m in self.named_modules():
+            if isinstance(m, ColumnParallelLinear):
+                dims[f"{prefix}.weight"] = 0
+                if m.bias is not None:
+                    dims[f"{prefix}.bias"] = 0
+            elif isinstance(m, RowParallelLinear):
+                dims[f"{prefix}.weight"] = 1
+        return dims
+
+    # ---- forward ---------------------------------------------------------------------------
+    def _positions(self):
+        return slice(self.tp_rank * self.local_seq, (self.tp_rank + 1) * self.local_seq)
+
+    def forward(self, x):
+        """x: token ids [batch, seq_len] on the first stage, else the previous stage's output;
+        returns this rank's shard of the residual stream, [seq_len / tp, batch, hidden]."""
+        if self.first:
+            rows = self._positions()
+            x = self.wte(x[:, rows].t()) + self.wpe.weight[rows].unsqueeze(1)
+        for block in self.blocks.values():
+            x = block(x)
+        return x
+
+    def loss(self, h, targets, normalizer):
+        """The sum of the cross-entropy over this rank's positions, divided by normalizer (the
+        replica's tokens per step): summed over the tensor-parallel ranks and micro-batches it
+        is the replica's mean loss."""
+        logits = self.head(self.ln_f(h)).float()
+        tgt = targets[:, self._positions()].t()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
+                               reduction="sum") / normalizer
+
+    # ---- weights ---------------------------------------------------------------------------
+    def full_shape(self, name, p):
+        shape = list(p.shape)
+        dim = self.split_dims.get(name)
+        if dim is not None:
+            shape[dim] *= self.tp
+        return shape
+
+    def shard(self, name, full):
+        """This rank's slice of a full parameter."""
+        dim = self.split_dims.get(name)
+        return full if dim is None else full.chunk(self.tp, dim)[self.tp_rank]
+
+    @torch.no_grad()
+    def init_weights(self, seed):
+        """Weights as a single-process model of this shape would draw them: normal(0, 0.02),
+        the residual branches' output projections scaled by 1 / sqrt(2 layers); biases zero,
+        norms one."""
+        residual_std = 0.02 / math.sqrt(2 * self.cfg.layers)
+        for name, p in self.named_parameters():
+            shape = self.full_shape(name, p)
+            if name.endswith("bias"):
+                full = torch.zeros(shape)
+            elif ".ln" in name or name.startswith("ln_f"):
+                full = torch.ones(shape)
+            else:
+                g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+                std = residual_std if name.endswith(("proj.weight", "out.weight")) else 0.02
+                full = torch.randn(shape, generator=g) * std
+            p.copy_(self.shard(name, full))
+
+    @torch.no_grad()
+    def load_full(self, state):
+        """Loads this rank's slices from a single-process model's state dict."""
+        for name, p in self.named_parameters():
+            p.copy_(self.shard(name, state[name]))

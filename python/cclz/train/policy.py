@@ -1,0 +1,81 @@
+"""Which codec compresses which traffic: the --policy presets and the per-dimension codec names,
+mapped onto cclz.Policy.
+
+    tp: activations and their gradients inside a tensor-parallel group (all-gather/reduce-scatter)
+    dp: gradients averaged over the data-parallel replicas (the DDP hook's all-reduce)
+    pp: activations and gradients crossing a pipeline-stage boundary (send/recv)
+"""
+import dataclasses
+
+from ..codecs import Fp8, Lossless, Qgrad
+from ..policy import Policy
+
+# What each preset compresses; a dimension not named stays uncompressed. "all" is every
+# dimension in its preset's codec.
+POLICIES = {
+    "none": {},
+    "tp-fp8": {"tp": "fp8"},
+    "dp-qgrad": {"dp": "qgrad4"},
+    "pp-fp8": {"pp": "fp8"},
+    "all": {"tp": "fp8", "dp": "qgrad4", "pp": "fp8"},
+}
+
+CODECS = ("none", "lossless", "fp8", "fp8-e5m2", "qgrad2", "qgrad4", "qgrad8")
+# Qgrad quantizes a sum's inputs and relies on error feedback across steps: it is for the
+# gradients of data parallelism, not for activations that are used once.
+_GRADIENT_ONLY = ("qgrad2", "qgrad4", "qgrad8")
+
+
+def check_codec_name(name, dimension):
+    """Raises ValueError naming the choices when name is not a codec for this dimension."""
+    if name not in CODECS:
+        raise ValueError(f"--{dimension}-codec {name!r}: expected one of {', '.join(CODECS)}")
+    if name in _GRADIENT_ONLY and dimension != "dp":
+        raise ValueError(f"--{dimension}-codec {name}: qgrad is for data-parallel gradients "
+                         f"(--dp-codec); use fp8 or lossless for {dimension} activations")
+
+
+def codec_names(policy, tp_codec=None, dp_codec=None, pp_codec=None):
+    """{'tp': name, 'dp': name, 'pp': name}: the preset's choice, overridden per dimension."""
+    if policy not in POLICIES:
+        raise ValueError(f"--policy {policy!r}: expected one of {', '.join(POLICIES)}")
+    names = {dim: POLICIES[policy].get(dim, "none") for dim in ("tp", "dp", "pp")}
+    for dim, override in (("tp", tp_codec), ("dp", dp_codec), ("pp", pp_codec)):
+        if override is not None:
+            check_codec_name(override, dim)
+            names[dim] = override
+    return names
+
+
+def codec(name, dimension, hidden=0):
+    """The cclz codec object for a name. dp qgrad keeps error feedback (one residual per gradient
+    bucket, made by the hook's state); fp8 takes the hidden size as its row length when the
+    format can (a multiple of 64), so the encoder need not estimate it."""
+    check_codec_name(name, dimension)
+    if name == "none":
+        return None
+    if name == "lossless":
+        return Lossless()
+    if name.startswith("fp8"):
+        fmt = "e5m2" if name == "fp8-e5m2" else "e4m3"
+        return Fp8(row_elems=hidden if hidden and hidden % 64 == 0 else 0, format=fmt)
+    return Qgrad(int(name[len("qgrad"):]), feedback=True)
+
+
+def make_policy(names, hidden):
+    """cclz.Policy from {'tp': name, 'dp': name, 'pp': name}."""
+    return Policy(tp=codec(names["tp"], "tp", hidden), dp=codec(names["dp"], "dp", hidden),
+                  pp=codec(names["pp"], "pp", hidden))
+
+
+def describe(policy):
+    """A short text for logs: 'tp=fp8 dp=qgrad4+fb pp=none'."""
+    def one(c):
+        if c is None:
+            return "none"
+        if isinstance(c, Qgrad):
+            return f"qgrad{c.bits}" + ("+fb" if c.feedback else "")
+        if isinstance(c, Fp8):
+            return "fp8" if c.format == "e4m3" else f"fp8-{c.format}"
+        return type(c).__name__.lower()
+    return " ".join(f"{f.name}={one(getattr(policy, f.name))}" for f in dataclasses.fields(policy))
