@@ -110,9 +110,9 @@ class Communicator:
         uid = _capi.UniqueId()
         if dist.get_rank(group) == 0:
             _capi.check("cclzGetUniqueId", ctypes.byref(uid))
-        payload = torch.frombuffer(bytearray(bytes(uid.internal).ljust(_capi.UNIQUE_ID_BYTES,
-                                                                        b"\0")),
-                                   dtype=torch.uint8).to(device)
+        # All 128 bytes (uid.internal would stop at the first zero byte, as char arrays do).
+        raw = ctypes.string_at(ctypes.addressof(uid), _capi.UNIQUE_ID_BYTES)
+        payload = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(device)
         dist.broadcast(payload, src=dist.get_global_rank(group, 0), group=group)
         ctypes.memmove(ctypes.addressof(uid), bytes(payload.cpu().tolist()),
                        _capi.UNIQUE_ID_BYTES)
