@@ -1,0 +1,74 @@
+"""cclz.train's parallel layouts against the single-process GPT at step 0: the same weights (the
+single model's, sharded) and the same batch give the same loss and, on every rank's slice, the
+same gradients, for tensor+sequence, pipeline (1F1B) and data parallelism and their products.
+Uncompressed, so the only difference is fp32 summation order."""
+import pytest
+import torch
+
+from cclz.train import ModelConfig, TrainConfig, Trainer
+from cclz.train.model import GPTStage
+
+# Splits over 2, 3 and 4 ranks: 12 heads, seq 24, MLP 384; layers 2 per pipeline stage.
+BATCH, SEED = 24, 5
+
+LAYOUTS = [  # (tp, pp, dp, micro-batches); those whose product is not the world size skip
+    (2, 1, 1, 1), (3, 1, 1, 1), (4, 1, 1, 1),
+    (1, 2, 1, 4), (1, 3, 1, 6), (1, 4, 1, 8),
+    (1, 3, 1, 1), (1, 4, 1, 2),  # fewer micro-batches than stages: warm-up and cool-down only
+    (1, 1, 2, 1), (1, 1, 3, 1), (1, 1, 4, 1),
+    (2, 2, 1, 4), (2, 1, 2, 2), (1, 2, 2, 2),
+]
+
+
+def config(tp, pp, dp, micro):
+    model = ModelConfig(layers=2 * pp, heads=12, hidden=96, seq_len=24)
+    return TrainConfig(model=model, tp=tp, pp=pp, dp=dp, batch=BATCH, micro_batches=micro,
+                       steps=1, seed=SEED, out=None, quiet=True)
+
+
+def reference(cfg, inputs, targets):
+    """The single-process model: its state, mean loss over the batch and gradients."""
+    model = GPTStage(cfg.model)
+    model.init_weights(cfg.seed)
+    loss = model.loss(model(inputs), targets, inputs.numel())
+    loss.backward()
+    return ({n: p.detach().clone() for n, p in model.named_parameters()}, loss.item(),
+            {n: p.grad.clone() for n, p in model.named_parameters()})
+
+
+@pytest.mark.parametrize("tp,pp,dp,micro", LAYOUTS,
+                         ids=[f"tp{t}-pp{p}-dp{d}-mb{m}" for t, p, d, m in LAYOUTS])
+def test_split_matches_single_process(comm, world_group, tp, pp, dp, micro):
+    if tp * pp * dp != comm.size:
+        pytest.skip(f"a layout of {tp * pp * dp} ranks")
+    cfg = config(tp, pp, dp, micro)
+    trainer = Trainer(cfg)
+    try:
+        inputs, targets = trainer.corpus.train_batch(0, cfg.batch, cfg.model.seq_len, cfg.seed)
+        state, ref_loss, ref_grads = reference(cfg, inputs, targets)
+        # The trainer draws each weight in full and keeps its slice: the single model's shards.
+        drawn = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+        trainer.model.load_full(state)
+        share = trainer.forward_backward(0)
+        loss = trainer.groups.world_sum([share.item()])[0]
+        got = {n: (p.grad, trainer.model.shard(n, ref_grads[n]), drawn[n],
+                   trainer.model.shard(n, state[n]))
+               for n, p in trainer.model.named_parameters()}
+    finally:
+        trainer.close()
+    assert abs(loss - ref_loss) <= 1e-5 * ref_loss, (loss, ref_loss)
+    assert got, "this rank holds no parameters"
+    for name, (grad, want, weight, want_weight) in got.items():
+        assert torch.equal(weight, want_weight), name
+        assert torch.allclose(grad, want, rtol=1e-4, atol=1e-7), \
+            (name, (grad - want).abs().max().item(), want.abs().max().item())
+
+
+def test_layouts_share_every_parameter_once(comm):
+    """The stages' parameters together are the single model's, each named as there."""
+    cfg = config(1, 4, 1, 1)
+    full = {n for n, _ in GPTStage(cfg.model).named_parameters()}
+    stages = [GPTStage(cfg.model, s, 4) for s in range(4)]
+    names = [n for s in stages for n, _ in s.named_parameters()]
+    assert sorted(names) == sorted(full)
+
