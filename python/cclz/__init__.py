@@ -2,7 +2,7 @@
 
     comm = cclz.Communicator.from_group()            # or from_mpi() for CPU tensors
     comm.all_gather_into_tensor(out, x, codec=cclz.Fp8(row_elems=4096))
-    comm.all_reduce(grad, op="avg", codec=cclz.Qgrad(4, feedback=cclz.Feedback(grad.numel())))
+    comm.all_reduce(grad, op="avg", codec=cclz.Qgrad(4, feedback=cclz.Feedback(grad.numel(), device=grad.device)))
 """
 from . import ddp, fsdp, pipeline
 from ._capi import CclzError, library_path

@@ -3,6 +3,8 @@ cclzCodecConfig_t; None means plain data (the network's own collective)."""
 from dataclasses import dataclass
 from typing import Optional
 
+import torch
+
 from . import _capi
 
 _FP8_FORMATS = {"e4m3": 1, "e5m2": 2, "int8": 3}
@@ -66,16 +68,26 @@ class Qgrad:
 
 class Feedback:
     """The error-feedback state of one gradient bucket: the residual of `numel` fp32 values, in
-    device memory for CUDA tensors (device=True) or host memory for CPU tensors."""
+    device memory for CUDA tensors or host memory for CPU tensors. device: where the gradients
+    live: a torch.device or its name ('cuda', 'cuda:1', 'cpu'), or True for the current CUDA
+    device and False for the host."""
 
     def __init__(self, numel, device=False):
         if numel <= 0:
             raise ValueError(f"Feedback: numel must be positive, got {numel}")
         self.numel = int(numel)
+        where = None
+        if isinstance(device, (str, torch.device)):
+            where = torch.device(device)
+            device = where.type == "cuda"
         self.device = bool(device)
         handle = _capi.ctypes.c_void_p()
-        _capi.check("cclzFeedbackCreate", _capi.ctypes.byref(handle), self.numel,
-                    1 if self.device else 0)
+        create = (_capi.ctypes.byref(handle), self.numel, 1 if self.device else 0)
+        if where is not None and where.type == "cuda" and where.index is not None:
+            with torch.cuda.device(where):
+                _capi.check("cclzFeedbackCreate", *create)
+        else:
+            _capi.check("cclzFeedbackCreate", *create)
         self._handle = handle
 
     @property

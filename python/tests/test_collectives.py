@@ -102,7 +102,7 @@ def test_qgrad_error_feedback_keeps_what_it_drops(comm):
     without: what one call drops, the next one sends."""
     numel, steps = 4096, 20
     grad = rank_input(comm.rank, numel, torch.float32, seed=7)
-    feedback = cclz.Feedback(numel)
+    feedback = cclz.Feedback(numel, device=comm.device)
     sums = {True: torch.zeros(numel, dtype=torch.float64), False: torch.zeros(numel,
                                                                             dtype=torch.float64)}
     for with_feedback in (True, False):

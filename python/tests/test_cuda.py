@@ -58,3 +58,16 @@ def test_calls_are_ordered_on_the_current_stream(comm):
             want = sum(rank_input(r, 1 << 20, torch.float32, seed=seed) * 2
                        for r in range(comm.size))
             assert torch.allclose(total, want, rtol=1e-5, atol=1e-5)
+
+
+def test_lossless_capture_is_refused_with_the_reason(comm):
+    """Lossless frames over NCCL vary in size and their sizes go through the host, which a
+    graph cannot wait for (docs/collectives.md, "CUDA graphs")."""
+    x = rank_input(comm.rank, NUMEL, torch.bfloat16)
+    gathered = torch.empty(NUMEL * comm.size, dtype=torch.bfloat16)
+    comm.all_gather_into_tensor(gathered, x, codec=cclz.Lossless())  # warm-up
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(cclz.CclzError, match="CUDA graph"):
+        with torch.cuda.graph(graph):
+            comm.all_gather_into_tensor(gathered, x, codec=cclz.Lossless())

@@ -82,7 +82,7 @@ def test_bad_codec_parameters_raise(comm):
 
 
 def test_feedback_of_the_wrong_size_raises(comm):
-    fb = cclz.Feedback(10)
+    fb = cclz.Feedback(10, device=comm.device)
     with pytest.raises(ValueError, match="feedback holds 10"):
         comm.all_reduce(torch.zeros(11), codec=cclz.Qgrad(4, feedback=fb))
     with pytest.raises(ValueError, match="reductions"):

@@ -4,10 +4,9 @@
 //   move stream:   the transport's work for slot s waits for its encodes (and for its receive
 //                  slots to be decoded);
 //   decode stream: decodes of slot s wait for its transfer.
-// The caller's stream is joined at begin() and waits for all three at end(). A fourth stream,
-// control, carries the call check: it waits for nothing, so the check's host wait (toHost) covers
-// only its 64-byte exchange. Nothing here waits on the host except toHost (the call check) and
-// fetched (the sizes of variable-size frames, one piece ahead of their transfer).
+// The caller's stream is joined at begin() and waits for all three at end(). Nothing here waits
+// on the host except fetched (the sizes of variable-size frames, one piece ahead of their
+// transfer). The call check makes no GPU work (collective/deferred_checks.h).
 #ifdef CCLZ_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -41,7 +40,6 @@ class DeviceEngine final : public Engine {
     CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&encode_, cudaStreamNonBlocking, codecPriority));
     CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&move_, cudaStreamNonBlocking, movePriority));
     CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&decode_, cudaStreamNonBlocking, codecPriority));
-    CCLZ_CUDA_CHECK(cudaStreamCreateWithPriority(&control_, cudaStreamNonBlocking, movePriority));
     for (cudaEvent_t* e : allEvents()) CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, kEventFlags));
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
@@ -49,13 +47,12 @@ class DeviceEngine final : public Engine {
   }
 
   ~DeviceEngine() override {
-    for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamSynchronize(s);
+    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamSynchronize(s);
     for (int a = 0; a < static_cast<int>(Area::Count); ++a) freeArea(a);
     cudaFree(status_);
-    cudaFreeHost(stage_);
     cudaFreeHost(fetchHost_);
     for (cudaEvent_t* e : allEvents()) cudaEventDestroy(*e);
-    for (cudaStream_t s : {encode_, move_, decode_, control_}) cudaStreamDestroy(s);
+    for (cudaStream_t s : {encode_, move_, decode_}) cudaStreamDestroy(s);
   }
 
   MemoryKind memory() const override { return MemoryKind::Device; }
@@ -94,20 +91,13 @@ class DeviceEngine final : public Engine {
   }
   uint8_t* area(Area a) override { return areas_[static_cast<int>(a)]; }
 
-  uint8_t* hostStage(uint64_t bytes) override {
-    if (bytes > stageBytes_) {
-      CCLZ_CUDA_CHECK(cudaFreeHost(stage_));
-      stage_ = nullptr;
-      stageBytes_ = 0;
-      CCLZ_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&stage_), bytes));
-      stageBytes_ = bytes;
-    }
-    return stage_;
-  }
-
   void begin(cclzStream_t stream) override {
     user_ = reinterpret_cast<cudaStream_t>(stream);
     job_ = false;
+    ++call_;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CCLZ_CUDA_CHECK(cudaStreamIsCapturing(user_, &status));
+    capturing_ = status != cudaStreamCaptureStatusNone;
     // The timeline's origin goes before start_, which the other streams wait for: recorded after
     // it, a busy GPU could run the first encode before the origin and print a negative time.
     timeline_.start(user_);
@@ -120,6 +110,8 @@ class DeviceEngine final : public Engine {
   void beginAfter(void* startEvent) override {
     user_ = nullptr;
     job_ = true;
+    ++call_;
+    capturing_ = false;  // asyncCalls refuse capture (plan.cpp, refuseCapture)
     const auto start = static_cast<cudaEvent_t>(startEvent);
     for (cudaStream_t s : {encode_, move_, decode_}) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, start));
     current_ = encode_;
@@ -161,28 +153,25 @@ class DeviceEngine final : public Engine {
       case Stage::Encode:
         current_ = encode_;
         if (slot != kNoSlot) {
-          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, moved_[slot]));
-          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, decoded_[slot]));
+          waitSlot(encode_, moved_, movedIn_, slot);
+          waitSlot(encode_, decoded_, decodedIn_, slot);
         }
         break;
       case Stage::Move:
         current_ = move_;
         if (slot != kNoSlot) {
-          CCLZ_CUDA_CHECK(cudaEventRecord(encoded_[slot], encode_));
-          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, encoded_[slot]));
-          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(move_, decoded_[slot]));
+          recordSlot(encoded_, encodedIn_, slot, encode_);
+          waitSlot(move_, encoded_, encodedIn_, slot);
+          waitSlot(move_, decoded_, decodedIn_, slot);
         }
         break;
       case Stage::Decode:
         current_ = decode_;
         if (slot != kNoSlot) {
-          CCLZ_CUDA_CHECK(cudaEventRecord(moved_[slot], move_));
-          CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, moved_[slot]));
+          recordSlot(moved_, movedIn_, slot, move_);
+          waitSlot(decode_, moved_, movedIn_, slot);
           decodedSlot_ = slot;  // recorded when the next stage begins
         }
-        break;
-      case Stage::Control:
-        current_ = control_;
         break;
     }
     timeline_.open(s, slot, current_);
@@ -199,7 +188,6 @@ class DeviceEngine final : public Engine {
   }
 
   cclzStream_t moveStream() const override { return reinterpret_cast<cclzStream_t>(move_); }
-  cclzStream_t controlStream() const override { return reinterpret_cast<cclzStream_t>(control_); }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t,
               uint64_t* sizeSlot, float* residual, uint64_t step) override {
@@ -291,17 +279,6 @@ class DeviceEngine final : public Engine {
     reduce::foldDevice(residual, intended, got, count, dtype, factor, current_);
   }
 
-  void toHost(void* hostDst, const void* src, uint64_t bytes) override {
-    CCLZ_CUDA_CHECK(cudaMemcpyAsync(hostDst, src, bytes, cudaMemcpyDeviceToHost, current_));
-    CCLZ_TRACE("engine: waiting for %llu bytes to the host",
-               static_cast<unsigned long long>(bytes));
-    CCLZ_CUDA_CHECK(cudaStreamSynchronize(current_));
-  }
-
-  void fromHost(void* dst, const void* hostSrc, uint64_t bytes) override {
-    CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst, hostSrc, bytes, cudaMemcpyHostToDevice, current_));
-  }
-
   void fetch(int slot, const void* src, uint64_t bytes) override {
     // Sized by reserve(), before the call queues work: growing here would drain the streams
     // between two pieces of the call.
@@ -313,6 +290,10 @@ class DeviceEngine final : public Engine {
   }
 
   const void* fetched(int slot) override {
+    CCLZ_REQUIRE(!capturing_, cclzInvalidUsage,
+                 "this call's frames vary in size (lossless over NCCL), and their sizes go "
+                 "through the host, which a CUDA graph cannot wait for: capture calls with the "
+                 "fp8, qgrad or none codecs, and make lossless calls outside the graph");
     CCLZ_TRACE("engine: waiting for the frame sizes of slot %d", slot);
     waitFor(fetchedEvent_[slot]);
     CCLZ_TRACE("engine: frame sizes of slot %d here", slot);
@@ -364,8 +345,26 @@ class DeviceEngine final : public Engine {
   // The decode stage of a slot ends where the next stage begins.
   void closeDecode() {
     if (decodedSlot_ == kNoSlot) return;
-    CCLZ_CUDA_CHECK(cudaEventRecord(decoded_[decodedSlot_], decode_));
+    recordSlot(decoded_, decodedIn_, decodedSlot_, decode_);
     decodedSlot_ = kNoSlot;
+  }
+
+  // Records a slot's event; the call that did (a captured call's count is kept negative).
+  void recordSlot(cudaEvent_t* events, int64_t* recordedIn, int slot, cudaStream_t s) {
+    CCLZ_CUDA_CHECK(cudaEventRecord(events[slot], s));
+    recordedIn[slot] = capturing_ ? -call_ : call_;
+  }
+
+  // A slot's last use may belong to an earlier call: waiting for it keeps calls on different
+  // streams from sharing a slot at once. Across the edge of a CUDA graph's capture no wait is
+  // possible (the runtime refuses a captured call's dependency on uncaptured work, and any use
+  // of an event last recorded in a capture outside it), so a captured call waits only for its
+  // own events, and a direct call for none recorded in a capture. The order then comes from the
+  // caller's stream: every call joins it at its end, and a graph runs after what its launching
+  // stream queued before it (docs/collectives.md, "CUDA graphs").
+  void waitSlot(cudaStream_t s, const cudaEvent_t* events, const int64_t* recordedIn, int slot) {
+    if (capturing_ ? recordedIn[slot] != -call_ : recordedIn[slot] < 0) return;
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, events[slot]));
   }
 
   void finish() {
@@ -377,7 +376,7 @@ class DeviceEngine final : public Engine {
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(user_, joined_[i]));
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(finished_, user_));
-    ran_ = true;
+    ran_ = !capturing_;  // a graph's replays are not judged by pollError: it cannot query them
     timeline_.report(user_);
   }
 
@@ -397,7 +396,7 @@ class DeviceEngine final : public Engine {
   void cancelWaitsWhen(const std::atomic<bool>* flag) override { cancel_ = flag; }
 
   void waitIdle() {
-    for (cudaStream_t s : {encode_, move_, decode_, control_}) {
+    for (cudaStream_t s : {encode_, move_, decode_}) {
       CCLZ_CUDA_CHECK(cudaEventRecord(idle_, s));
       waitFor(idle_);
     }
@@ -426,7 +425,6 @@ class DeviceEngine final : public Engine {
 
   int device_ = 0;
   cudaStream_t encode_ = nullptr, move_ = nullptr, decode_ = nullptr;
-  cudaStream_t control_ = nullptr;  // the call check's; waits for nothing (Stage::Control)
   cudaStream_t user_ = nullptr, current_ = nullptr;
   cudaEvent_t start_ = nullptr, finished_ = nullptr;
   cudaEvent_t idle_ = nullptr;                    // waitIdle's, recorded on each stream in turn
@@ -440,14 +438,16 @@ class DeviceEngine final : public Engine {
   uint8_t* fetchHost_ = nullptr;  // kSlots pinned host copies of fetchBytes_ each (fetch)
   uint64_t fetchBytes_ = 0;
   cudaEvent_t joined_[3] = {};
+  // The call (begin's count) that last recorded each slot's events, for waitSlot.
+  int64_t encodedIn_[kSlots] = {}, movedIn_[kSlots] = {}, decodedIn_[kSlots] = {};
+  int64_t call_ = 0;
+  bool capturing_ = false;  // this call is being captured into a CUDA graph
   int decodedSlot_ = kNoSlot;
   bool ran_ = false;
   bool job_ = false;  // the current call is an async job (beginAfter)
   DeviceStatus* status_ = nullptr;
   uint8_t* areas_[static_cast<int>(Area::Count)] = {};
   uint64_t capacity_[static_cast<int>(Area::Count)] = {};
-  uint8_t* stage_ = nullptr;
-  uint64_t stageBytes_ = 0;
   std::set<const Codec*> unfused_;
   std::set<const Codec*> unfusedReduce_;  // codecs without the fused first and last steps
   Timeline timeline_;  // CCLZ_TIMELINE=1 only
