@@ -140,6 +140,17 @@ class Communicator:
             raise ValueError("the communicator is closed")
         return self._handle
 
+    def check_async_error(self):
+        """Raises CclzError if work already queued by this communicator failed on the GPU: a
+        received frame that did not decode, or a NaN/Inf that a qgrad encode met (the call that
+        queued it returned before the GPU ran it). Nothing is raised for work still running.
+        On a host (MPI) communicator such errors are raised by the call itself."""
+        code = ctypes.c_int()
+        self._call("cclzCommGetAsyncError", self.handle, ctypes.byref(code))
+        if code.value != _capi.SUCCESS:
+            raise _capi.CclzError("cclzCommGetAsyncError", code.value,
+                                  _capi.last_error(self._handle))
+
     def last_path(self):
         """How the last call ran: ('compressed' | 'plain', decided)."""
         path, decided = ctypes.c_int(), ctypes.c_int()

@@ -63,6 +63,20 @@ def comm():
     c.close()
 
 
+@pytest.fixture
+def fresh_comm(comm, world_group):
+    """For tests whose calls fail in the library: a device communicator that checks its calls
+    in the background is aborted by a failed call (docs/collectives.md, "Checking the call"),
+    so each such test gets its own on GPUs; a host communicator checks before it moves data and
+    stays usable, so the session's serves on CPUs."""
+    if DEVICE.type != "cuda":
+        yield comm
+        return
+    c = cclz.Communicator.from_group(world_group, device=DEVICE, adaptive=False)
+    yield c
+    c.close()
+
+
 def generator(seed):
     return torch.Generator(device="cpu").manual_seed(seed)
 

@@ -38,7 +38,8 @@ def test_unsupported_dtype_and_device_raise(comm):
         comm.all_reduce(torch.zeros(4, device=elsewhere))
 
 
-def test_codec_refusing_dtype_fails_on_every_rank(comm):
+def test_codec_refusing_dtype_fails_on_every_rank(fresh_comm):
+    comm = fresh_comm
     t = torch.arange(16, dtype=torch.int32)
     before = t.clone()
     with pytest.raises(cclz.CclzError) as info:
@@ -48,7 +49,8 @@ def test_codec_refusing_dtype_fails_on_every_rank(comm):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
-def test_reductions_refuse_other_dtypes_everywhere(comm, dtype):
+def test_reductions_refuse_other_dtypes_everywhere(fresh_comm, dtype):
+    comm = fresh_comm
     t = torch.ones(16, dtype=dtype)
     with pytest.raises(cclz.CclzError, match="bf16, fp16 or fp32") as info:
         comm.all_reduce(t)
@@ -56,7 +58,8 @@ def test_reductions_refuse_other_dtypes_everywhere(comm, dtype):
     assert torch.equal(t, torch.ones(16, dtype=dtype))
 
 
-def test_counts_differing_across_ranks_fail_everywhere(comm):
+def test_counts_differing_across_ranks_fail_everywhere(fresh_comm):
+    comm = fresh_comm
     numel = 100 + comm.rank  # every rank a different count
     x = torch.ones(numel, dtype=torch.bfloat16)
     out = torch.empty(numel * comm.size, dtype=torch.bfloat16)
@@ -64,7 +67,8 @@ def test_counts_differing_across_ranks_fail_everywhere(comm):
         comm.all_gather_into_tensor(out, x, codec=cclz.Lossless())
 
 
-def test_codecs_differing_across_ranks_fail_everywhere(comm):
+def test_codecs_differing_across_ranks_fail_everywhere(fresh_comm):
+    comm = fresh_comm
     codec = cclz.Lossless() if comm.rank == 0 else cclz.Fp8(row_elems=64)
     x = torch.ones(4096, dtype=torch.bfloat16)
     out = torch.empty(4096 * comm.size, dtype=torch.bfloat16)
@@ -72,7 +76,8 @@ def test_codecs_differing_across_ranks_fail_everywhere(comm):
         comm.all_gather_into_tensor(out, x, codec=codec)
 
 
-def test_bad_codec_parameters_raise(comm):
+def test_bad_codec_parameters_raise(fresh_comm):
+    comm = fresh_comm
     with pytest.raises(ValueError, match="format"):
         comm.all_reduce(torch.zeros(64), codec=cclz.Fp8(format="e3m4"))
     with pytest.raises(cclz.CclzError, match="chunkElems"):
@@ -108,16 +113,20 @@ def test_error_carries_code_and_message():
     assert info.value.code == 4 and "NULL" in info.value.message
 
 
-def test_nan_in_a_qgrad_gradient_is_reported_not_hidden(comm):
+def test_nan_in_a_qgrad_gradient_is_reported_not_hidden(fresh_comm):
     """qgrad's NaN policy (docs/formats.md, qgrad, "NaN and Inf"): the block goes as NaN, so the
-    sum is NaN on every rank, and the rank whose input held it gets CclzError naming the element.
-    No rank waits."""
+    sum is NaN on every rank, and the rank whose input held it gets CclzError (from the call on
+    CPUs, from check_async_error once the GPU ran it). No rank waits."""
+    comm = fresh_comm
     t = torch.ones(4096)
     if comm.rank == 0:
         t[5] = float("nan")
     raised = None
     try:
         comm.all_reduce(t, codec=cclz.Qgrad(4))
+        if comm.device.type == "cuda":  # found by the GPU's encode, after the call returned
+            torch.cuda.synchronize()
+            comm.check_async_error()
     except cclz.CclzError as e:
         raised = e
     if comm.rank == 0:

@@ -75,12 +75,12 @@ if has python; then
   for ranks in 2 4; do
     [ "$ranks" -le "$gpus" ] || continue
     # test_cuda.py apart and last: a failed capture leaves torch's CUDA state unusable.
+    status=0
     for files in "python/tests --ignore=python/tests/test_cuda.py" python/tests/test_cuda.py; do
       CCLZ_TEST_DEVICE=cuda PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so \
         timeout 900 mpirun --allow-run-as-root --oversubscribe -n $ranks \
-        python3 -m pytest -q -p no:cacheprovider -rfEs $files
-    done >"$OUT/python.tmp" 2>&1
-    status=$?
+        python3 -m pytest -q -p no:cacheprovider -rfEs $files >>"$OUT/python.tmp" 2>&1 || status=1
+    done
     cat "$OUT/python.tmp" >>"$log"
     echo "python tests, $ranks GPUs: exit $status -- $(grep -E '[0-9]+ (passed|failed)' "$OUT/python.tmp" | sort | uniq -c | tr '\n' ' ')" | tee -a "$summary"
     grep -E "^(FAILED|ERROR)" "$OUT/python.tmp" | sort -u | head -20 | tee -a "$summary"
