@@ -10,6 +10,8 @@
 #   tests      the quick GPU set (ctest -L quick), with the count of cases that ran.
 #   fulltests  every GPU test (ctest -L gpu: quick, large, the NCCL suites on 2 or more GPUs).
 #   python     (2 or more GPUs) the Python package's tests over NCCL, on 2 and 4 ranks.
+#   pybench    (2 or more GPUs) the Python call's overhead over C; with 4 GPUs the DDP hooks
+#              (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
 #   lpath      the lossless kernel families (CCLZ_LOSSLESS_PATH general, staged, auto) side by side.
 #   lsplit     the staged lossless encoder with auto, 2 and 4 warps per chunk side by side.
@@ -88,6 +90,24 @@ if has python; then
   done
 fi
 if has fulltests; then gpu_tests fulltests -L gpu; fi
+
+# pybench: the Python package's benchmarks: its overhead per call over the C API (2 GPUs), and
+# (4 GPUs) the DDP hooks over two emulated nodes: DDP's own all-reduce, bf16_compress, PowerSGD,
+# cclz qgrad4 and lossless, time per step and loss (bench/python/).
+if has pybench; then
+  bench/python/call_overhead.sh $build "$OUT/overhead" >>"$log" 2>&1
+  echo "pybench call overhead: exit $?" | tee -a "$summary"
+  cat "$OUT/overhead/call_overhead.md" 2>/dev/null | tee -a "$summary"
+  if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
+    PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 900 \
+      mpirun --allow-run-as-root --oversubscribe -n 4 bench/python/two_nodes.sh \
+      python3 bench/python/ddp_hooks.py --json "$OUT/ddp_hooks.json" ${CCLZ_DDP_ARGS:-} \
+      >"$OUT/ddp_hooks.log" 2>&1
+    echo "pybench ddp hooks, 2 emulated nodes: exit $?" | tee -a "$summary"
+    grep '^{' "$OUT/ddp_hooks.log" | tee -a "$summary"
+  fi
+  (cd "$OUT" && tar czf pybench.tgz overhead ddp_hooks.log 2>/dev/null; rm -rf overhead)
+fi
 
 parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
 launcher=()  # what starts cclz-perf: nothing, or mpirun for the collectives
