@@ -10,6 +10,8 @@
 #   tests      the quick GPU set (ctest -L quick), with the count of cases that ran.
 #   fulltests  every GPU test (ctest -L gpu: quick, large, the NCCL suites on 2 or more GPUs).
 #   python     (2 or more GPUs) the Python package's tests over NCCL, on 2 and 4 ranks.
+#   nccltests  (2 or more GPUs) NVIDIA's nccl-tests with -c 1, plain and under the NCCL drop-in
+#              (their source in .deps/nccl-tests; skipped without it).
 #   pybench    (2 or more GPUs) the Python call's overhead over C; with 4 GPUs the DDP hooks
 #              (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
@@ -107,6 +109,33 @@ if has pybench; then
     grep '^{' "$OUT/ddp_hooks.log" | tee -a "$summary"
   fi
   (cd "$OUT" && tar czf pybench.tgz overhead ddp_hooks.log 2>/dev/null; rm -rf overhead)
+fi
+
+# nccltests: NVIDIA's nccl-tests (their source unpacked in .deps/nccl-tests, optional), built
+# with MPI, each test with -c 1 (every result checked) on 2 GPUs: plain, under the NCCL drop-in,
+# and under the drop-in with compression forced on every eligible call (CCLZ_INTERPOSE_FORCE=1).
+if has nccltests && [ -d .deps/nccl-tests ]; then
+  mpihome=$(mktemp -d)
+  ln -s "$(mpicc --showme:incdirs | awk '{print $1}')" "$mpihome/include"
+  ln -s "$(mpicc --showme:libdirs | awk '{print $1}')" "$mpihome/lib"
+  make -C .deps/nccl-tests -j"$(nproc)" MPI=1 MPI_HOME="$mpihome" CUDA_HOME=/usr/local/cuda \
+    NVCC_GENCODE="-gencode=arch=compute_90a,code=sm_90a" BUILDDIR=/tmp/nccl-tests >>"$log" 2>&1
+  echo "nccl-tests build: exit $?" | tee -a "$summary"
+  dropin=$PWD/$build/src/interpose/libcclz_nccl.so
+  for test in all_gather sendrecv alltoall broadcast all_reduce reduce_scatter; do
+    for mode in plain dropin forced; do
+      env=()
+      [ $mode = plain ] || env=(-x LD_PRELOAD="$dropin" -x CCLZ_INTERPOSE_DEBUG=1)
+      [ $mode = forced ] && env+=(-x CCLZ_INTERPOSE_FORCE=1)
+      timeout 300 mpirun --allow-run-as-root -n 2 "${env[@]}" /tmp/nccl-tests/${test}_perf \
+        -b 64K -e 64M -f 8 -g 1 -c 1 -n 5 -w 2 >"$OUT/nccltest.tmp" 2>&1
+      status=$?
+      cat "$OUT/nccltest.tmp" >>"$OUT/nccltests.log"
+      echo "nccl-tests $test $mode: exit $status, $(grep -E 'Out of bounds|Avg bus' "$OUT/nccltest.tmp" | tr -s ' ' | tr '\n' ';')" | tee -a "$summary"
+    done
+  done
+  rm -f "$OUT/nccltest.tmp"
+  gzip -f "$OUT/nccltests.log"
 fi
 
 parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
