@@ -25,6 +25,10 @@
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
+#   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
+#              NCCL program and a torch.distributed program, each as it is and preloaded, results
+#              compared bit for bit (tests/interpose); every run's table in interpose.log. After
+#              build, in a call of its own: bash scripts/dev/device.sh interpose.
 # $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build and
 # tests), bench.log (every benchmark's table, in order) and bench.json (one object per benchmark
 # run: stage, name, the command and its rows), whatever stages run.
@@ -319,6 +323,39 @@ if has check; then
       --device gpu -b 16M -e 16M -n 5 -w 0 -c 0 >>"$OUT/trace.log" 2>&1
   done
   launcher=()
+fi
+
+if has interpose; then
+  # The drop-in (docs/collectives.md, "A drop-in for unmodified NCCL programs"): the CPU tests of
+  # its routing and symbols, then the NCCL program (ctest interpose_nccl: as it is, preloaded,
+  # every eligible call compressed, reductions too) and the torch.distributed program (the same,
+  # and preloaded with CCLZ_INTERPOSE=0). Each program checks its own results; check_runs.py
+  # compares the runs and reads the drop-in's counts (CCLZ_INTERPOSE_DEBUG=1).
+  ilog=$OUT/interpose.log
+  : >"$ilog"
+  runs=$(mktemp -d)
+  CCLZ_INTERPOSE_OUT=$runs ctest --test-dir $build -R '[Ii]nterpose' --output-on-failure \
+    >"$OUT/tests.tmp" 2>&1
+  status=$?
+  cat "$OUT/tests.tmp" >>"$ilog"
+  echo "interpose ctest (CPU tests, NCCL program): exit $status -- $(grep -E 'tests passed|tests failed' "$OUT/tests.tmp")" | tee -a "$summary"
+  grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|Exception|Skipped" "$OUT/tests.tmp" | tee -a "$summary"
+  rm -f "$OUT/tests.tmp"
+  if [ -d "$runs/nccl" ]; then
+    echo "== NCCL program, tests/interpose/run_nccl_program.sh" | tee -a "$ilog" "$summary"
+    python3 tests/interpose/check_runs.py --compressed all-gather,all-to-all,send,recv \
+      "plain:$runs/nccl/plain" "adaptive:$runs/nccl/adaptive:cclz" \
+      "forced:$runs/nccl/forced:cclz,forced" "reduce:$runs/nccl/reduce:cclz,forced,reduce" \
+      2>&1 | tee -a "$ilog" "$summary"
+  fi
+  echo "== torch.distributed program, tests/interpose/run_torch_program.sh" | tee -a "$ilog"
+  bash tests/interpose/run_torch_program.sh $build/src/interpose/libcclz_nccl.so "$runs/torch" \
+    >"$OUT/torch.tmp" 2>&1
+  status=$?
+  cat "$OUT/torch.tmp" >>"$ilog"
+  echo "interpose torch program: exit $status" | tee -a "$summary"
+  sed -n '/^run | cases/,$p' "$OUT/torch.tmp" | tee -a "$summary"
+  rm -rf "$OUT/torch.tmp" "$runs"
 fi
 
 # bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.
