@@ -20,7 +20,7 @@ POLICIES = {
     "all": {"tp": "fp8", "dp": "qgrad4", "pp": "fp8"},
 }
 
-CODECS = ("none", "lossless", "fp8", "fp8-e5m2", "qgrad2", "qgrad4", "qgrad8")
+CODECS = ("none", "lossless", "fp8", "fp8-e5m2", "fp8-int8", "qgrad2", "qgrad4", "qgrad8")
 # Qgrad quantizes a sum's inputs and relies on error feedback across steps: it is for the
 # gradients of data parallelism, not for activations that are used once.
 _GRADIENT_ONLY = ("qgrad2", "qgrad4", "qgrad8")
@@ -57,7 +57,7 @@ def codec(name, dimension, hidden=0):
     if name == "lossless":
         return Lossless()
     if name.startswith("fp8"):
-        fmt = "e5m2" if name == "fp8-e5m2" else "e4m3"
+        fmt = name[len("fp8-"):] if name != "fp8" else "e4m3"  # fp8-int8: the rotated INT8 grid
         return Fp8(row_elems=hidden if hidden and hidden % 64 == 0 else 0, format=fmt)
     return Qgrad(int(name[len("qgrad"):]), feedback=True)
 
