@@ -326,11 +326,11 @@ if has check; then
 fi
 
 if has interpose; then
-  # The drop-in (docs/collectives.md, "A drop-in for unmodified NCCL programs"): the CPU tests of
-  # its routing and symbols, then the NCCL program (ctest interpose_nccl: as it is, preloaded,
-  # every eligible call compressed, reductions too) and the torch.distributed program (the same,
-  # and preloaded with CCLZ_INTERPOSE=0). Each program checks its own results; check_runs.py
-  # compares the runs and reads the drop-in's counts (CCLZ_INTERPOSE_DEBUG=1).
+  # The drop-in (docs/collectives.md, "The NCCL drop-in"): the CPU tests of its routing and
+  # symbols, then the NCCL program (ctest interpose_nccl: as it is, preloaded, every eligible call
+  # compressed, reductions too) and the torch.distributed program (the same, and preloaded with
+  # CCLZ_INTERPOSE=0). Each program checks its own results; check_runs.py compares the runs and
+  # reads the drop-in's counts (CCLZ_INTERPOSE_DEBUG=1).
   ilog=$OUT/interpose.log
   : >"$ilog"
   runs=$(mktemp -d)

@@ -1,9 +1,8 @@
 // Which way an NCCL call goes: through cclz, or to NCCL unchanged, and why. A pure function of
 // what the call says and of the settings. It depends on what NCCL requires every rank to pass
 // alike (op, dtype, count, reduction), the group depth and the environment, so that every rank
-// sends the same call the same way (docs/collectives.md, "A drop-in for unmodified NCCL
-// programs"). The one exception, an all-to-all whose buffers overlap, is a call NCCL does not
-// define either.
+// sends the same call the same way (docs/collectives.md, "The NCCL drop-in"). The one
+// exception, an all-to-all whose buffers overlap, is a call NCCL does not define either.
 #pragma once
 
 #include <cstddef>
