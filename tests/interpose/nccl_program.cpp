@@ -7,7 +7,8 @@
 //   all-gather, an empty one, and an all-gather captured into a CUDA graph and replayed;
 // in bf16, fp16 and fp32 at 64 KiB to 8 MiB per rank with ragged counts. It checks every
 // data-movement result bit for bit, the reductions against the fp32 sum in rank order rounded
-// once (exactly on 2 ranks, where NCCL adds each pair once; within one rounding on more), and
+// once, within one rounding (NCCL rounds in its own order; run_nccl_program.sh compares the
+// reductions' bits between runs), and
 // prints one line per call and rank: "case NAME rank R hash H", H a 64-bit FNV-1a of the output
 // bytes, so that runs with and without the drop-in can be compared line for line. Exit 0 when
 // every check passed, 1 when one failed, 77 with fewer than 2 GPUs.
@@ -350,7 +351,7 @@ class Rank {
     uint8_t* recv = device(bytes);
     CHECK_NCCL(ncclAllReduce(send, recv, count, ncclType(t), ncclSum, comm_, stream_));
     report(caseName("allreduce", t, count, seed), download(recv, bytes),
-           sum(t, count, 0, count, seed), t, ranks_ == 2);
+           sum(t, count, 0, count, seed), t, false);
     release();
   }
 
@@ -360,7 +361,7 @@ class Rank {
     uint8_t* recv = device(bytes);
     CHECK_NCCL(ncclReduceScatter(send, recv, count, ncclType(t), ncclSum, comm_, stream_));
     report(caseName("reducescatter", t, count, seed), download(recv, bytes),
-           sum(t, count * ranks_, rank_ * count, count, seed), t, ranks_ == 2);
+           sum(t, count * ranks_, rank_ * count, count, seed), t, false);
     release();
   }
 
