@@ -22,8 +22,10 @@ run() {  # run NAME ENV...: torchrun with the environment, output in $out/NAME
   local name=$1; shift
   mkdir -p "$out/$name"
   env "$@" PYTHONUNBUFFERED=1 timeout 600 python3 -m torch.distributed.run --standalone \
-    --nproc-per-node "$gpus" "$here/torch_program.py" >"$out/$name/out.txt" 2>"$out/$name/err.txt"
+    --nproc-per-node "$gpus" "$here/torch_program.py" "$out/$name" >"$out/$name/log.txt" \
+    2>"$out/$name/err.txt"
   local status=$?
+  cat "$out/$name"/cases.*.txt >"$out/$name/out.txt" 2>/dev/null
   local results failures
   results=$(grep -c '^case ' "$out/$name/out.txt")
   failures=$(grep -c ' FAILED$' "$out/$name/out.txt")

@@ -1,12 +1,13 @@
 """A torch.distributed program that knows nothing of cclz, for libcclz_nccl.so to be preloaded
 into (run_torch_program.sh). One process per GPU:
 
-    python3 -m torch.distributed.run --nproc-per-node 2 tests/interpose/torch_program.py
+    python3 -m torch.distributed.run --nproc-per-node 2 tests/interpose/torch_program.py OUT_DIR
 
 It calls all_gather_into_tensor, broadcast, send/recv (pairs of ranks: 0 and 1, 2 and 3, ...),
 all_to_all_single, all_reduce and reduce_scatter_tensor (sum) on seeded bf16, fp32 and int32
 data, 64 KiB to 64 MiB per rank with ragged counts, each kind several times (more than an
-adaptive cclz communicator's 6 trials), and prints one line per call and rank:
+adaptive cclz communicator's 6 trials), and writes one line per call to OUT_DIR/cases.R.txt (R
+its rank; one file per process, since processes writing to one file can tear each other's lines):
 "case NAME rank R hash SHA256" of the result's bytes, " FAILED" appended where the result is not
 what every rank's inputs give: bit for bit for data movement, and for the sums the fp32 sum in
 rank order rounded once, within one rounding (NCCL rounds in its own order; run_torch_program.sh
@@ -25,11 +26,12 @@ SIZES = [(64 << 10, 8), ((1 << 20) + 6, 8), ((16 << 20) - 12, 8), (64 << 20, 2)]
 
 
 class Program:
-    def __init__(self):
+    def __init__(self, out_dir):
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.failures = 0
+        self.out = open(os.path.join(out_dir, f"cases.{self.rank}.txt"), "w")
 
     def values(self, rank, count, dtype, seed):
         """Rank `rank`'s seeded input: Gaussian floats, integers for int32 (any rank can make any
@@ -49,7 +51,7 @@ class Program:
             ok = bool(((got.float() - want.float()).abs()
                        <= tol * want.float().abs().clamp_min(1e-3)).all())
         digest = hashlib.sha256(raw.cpu().numpy().tobytes()).hexdigest()
-        print(f"case {name} rank {self.rank} hash {digest}{'' if ok else ' FAILED'}", flush=True)
+        self.out.write(f"case {name} rank {self.rank} hash {digest}{'' if ok else ' FAILED'}\n")
         self.failures += 0 if ok else 1
 
     def fp32_sum(self, count, dtype, seed, offset=0, length=None):
@@ -131,8 +133,9 @@ class Program:
 def main():
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
-    program = Program()
+    program = Program(sys.argv[1])
     program.run()
+    program.out.close()
     failures = program.failures
     print(f"rank {program.rank}: {failures} failed checks", flush=True)
     dist.destroy_process_group()
