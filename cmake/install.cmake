@@ -23,8 +23,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/cclzConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/cclzConfig.cmake ${PROJECT_BINARY_DIR}/cclzConfigVersion.cmake
         DESTINATION ${CCLZ_CMAKE_DIR})
 
-# libcclz_nccl.so, the LD_PRELOAD drop-in (built where NCCL is), beside libcclz, which it links
-# and finds there (its RUNPATH is $ORIGIN). Nothing links it: it is no part of the exported targets.
+# libcclz_nccl.so, the LD_PRELOAD drop-in (built where NCCL is), beside libcclz, which it loads
+# from there (its RUNPATH is $ORIGIN). Nothing links it: it is no part of the exported targets.
 if(TARGET cclz_interpose)
   install(TARGETS cclz_interpose LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
@@ -32,10 +32,8 @@ endif()
 # pip install . (scikit-build-core sets SKBUILD): libcclz.so goes inside the Python package, next
 # to the module that loads it (python/cclz/_capi.py), as the component the wheel installs.
 if(SKBUILD)
-  # One file, as the module opens it (a wheel holds no symbolic links). Its soname is then that
-  # file's name, so that libcclz_nccl.so, installed beside it, finds it there.
-  set_property(TARGET cclz PROPERTY VERSION)
-  set_property(TARGET cclz PROPERTY SOVERSION)
+  # One file, as the module opens it (a wheel holds no symbolic links); libcclz_nccl.so, beside
+  # it, loads it by that name.
   install(FILES $<TARGET_FILE:cclz> DESTINATION cclz RENAME libcclz.so COMPONENT python)
   if(TARGET cclz_interpose)
     install(TARGETS cclz_interpose LIBRARY DESTINATION cclz COMPONENT python)

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "cclz_library.h"
 #include "device_guard.h"
 #include "log.h"
 #include "real_nccl.h"
@@ -15,7 +16,7 @@ namespace {
 ncclResult_t waitUntilMade(ncclComm_t comm) {
   ncclResult_t state = ncclInProgress;
   while (state == ncclInProgress) {
-    const ncclResult_t polled = ncclCommGetAsyncError(comm, &state);
+    const ncclResult_t polled = real().commGetAsyncError(comm, &state);
     if (polled != ncclSuccess) return polled;
     if (state == ncclInProgress) std::this_thread::yield();
   }
@@ -28,7 +29,7 @@ Companion::Use Companion::use(bool collective) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (state_ == State::Unmade) {
     int ranks = 0;
-    if (collective || (ncclCommCount(user_, &ranks) == ncclSuccess && ranks == 2)) make();
+    if (collective || (real().commCount(user_, &ranks) == ncclSuccess && ranks == 2)) make();
   }
   switch (state_) {
     case State::Ready:
@@ -42,16 +43,19 @@ Companion::Use Companion::use(bool collective) {
 }
 
 void Companion::make() {
-  state_ = State::Unavailable;  // unless everything below succeeds
-  if (ncclCommCount(user_, &ranks_) != ncclSuccess ||
-      ncclCommUserRank(user_, &rank_) != ncclSuccess ||
-      ncclCommCuDevice(user_, &device_) != ncclSuccess) {
+  state_ = State::Unavailable;     // unless everything below succeeds
+  const CclzApi* api = cclzApi();  // loaded by decide() already
+  const RealNccl& nccl = real();
+  if (!api) return;
+  if (nccl.commCount(user_, &ranks_) != ncclSuccess ||
+      nccl.commUserRank(user_, &rank_) != ncclSuccess ||
+      nccl.commCuDevice(user_, &device_) != ncclSuccess) {
     warn("could not query an NCCL communicator (%s): its calls go to NCCL as they are",
-         ncclGetLastError(user_));
+         nccl.getLastError(user_));
     return;
   }
   if (ranks_ < 2) return;  // nothing to move: NCCL's own call is the fastest
-  DeviceGuard device(device_);
+  DeviceGuard device(*api, device_);
   if (!device.ok()) {
     warn("could not make GPU %d current: the calls of its NCCL communicator go to NCCL as they are",
          device_);
@@ -61,27 +65,27 @@ void Companion::make() {
   config.blocking = 1;
   config.commName = "cclz-interpose";
   ncclComm_t internal = nullptr;
-  ncclResult_t split = real().commSplit(user_, 0, rank_, &internal, &config);
+  ncclResult_t split = nccl.commSplit(user_, 0, rank_, &internal, &config);
   if (split == ncclInProgress && internal) split = waitUntilMade(internal);
   if (split != ncclSuccess || !internal) {
     warn(
         "ncclCommSplit for cclz's communicator failed (%s: %s): the calls of this NCCL "
         "communicator go to NCCL as they are",
-        ncclGetErrorString(split), ncclGetLastError(user_));
+        nccl.getErrorString(split), nccl.getLastError(user_));
     return;
   }
   Registry::get().addInternal(internal);
   // CCLZ_COMM_CONFIG_INITIALIZER: adaptive unless CCLZ_ADAPTIVE=0 says otherwise.
   const cclzCommConfig_t cclzConfig = CCLZ_COMM_CONFIG_INITIALIZER;
-  const cclzResult_t made = cclzCommInitFromNcclConfig(&comm_, internal, &cclzConfig);
+  const cclzResult_t made = api->commInitFromNcclConfig(&comm_, internal, &cclzConfig);
   if (made != cclzSuccess) {
     warn(
         "cclz could not set up beside an NCCL communicator (%s: %s): its calls go to NCCL as "
         "they are",
-        cclzGetErrorString(made), cclzGetLastError(nullptr));
+        api->errorString(made), api->lastError(nullptr));
     comm_ = nullptr;
     Registry::get().removeInternal(internal);
-    real().commDestroy(internal);
+    nccl.commDestroy(internal);
     return;
   }
   internal_ = internal;
@@ -92,10 +96,11 @@ void Companion::destroy() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (state_ != State::Ready) return;
   state_ = State::Unavailable;
-  DeviceGuard device(device_);
-  const cclzResult_t destroyed = cclzCommDestroy(comm_);
+  const CclzApi& api = *cclzApi();  // Ready: loaded
+  DeviceGuard device(api, device_);
+  const cclzResult_t destroyed = api.commDestroy(comm_);
   if (destroyed != cclzSuccess)
-    warn("cclzCommDestroy: %s: %s", cclzGetErrorString(destroyed), cclzGetLastError(nullptr));
+    warn("cclzCommDestroy: %s: %s", api.errorString(destroyed), api.lastError(nullptr));
   Registry::get().removeInternal(internal_);
   real().commDestroy(internal_);
   comm_ = nullptr;
@@ -106,12 +111,13 @@ void Companion::abort() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (state_ != State::Ready) return;
   state_ = State::Unavailable;
-  DeviceGuard device(device_);
+  const CclzApi& api = *cclzApi();
+  DeviceGuard device(api, device_);
   // cclzCommAbort aborts internal_ too (cclz.h): through this library's ncclCommAbort, which
   // takes it out of the registry.
-  const cclzResult_t aborted = cclzCommAbort(comm_);
+  const cclzResult_t aborted = api.commAbort(comm_);
   if (aborted != cclzSuccess)
-    warn("cclzCommAbort: %s: %s", cclzGetErrorString(aborted), cclzGetLastError(nullptr));
+    warn("cclzCommAbort: %s: %s", api.errorString(aborted), api.lastError(nullptr));
   Registry::get().removeInternal(internal_);
   comm_ = nullptr;
   internal_ = nullptr;

@@ -1,23 +1,21 @@
 #include "device_guard.h"
 
-#include <cuda_runtime_api.h>
-
 namespace cclz::interpose {
 
-DeviceGuard::DeviceGuard(int device) {
-  if (cudaGetDevice(&previous_) != cudaSuccess) {
-    (void)cudaGetLastError();
+DeviceGuard::DeviceGuard(const CclzApi& api, int device) : api_(api) {
+  if (api_.getDevice(&previous_) != cudaSuccess) {
+    (void)api_.clearError();
     previous_ = -1;
     return;
   }
-  ok_ = previous_ == device || cudaSetDevice(device) == cudaSuccess;
-  if (!ok_) (void)cudaGetLastError();
+  ok_ = previous_ == device || api_.setDevice(device) == cudaSuccess;
+  if (!ok_) (void)api_.clearError();
 }
 
 DeviceGuard::~DeviceGuard() {
   int current = -1;
-  if (previous_ >= 0 && cudaGetDevice(&current) == cudaSuccess && current != previous_)
-    (void)cudaSetDevice(previous_);
+  if (previous_ >= 0 && api_.getDevice(&current) == cudaSuccess && current != previous_)
+    (void)api_.setDevice(previous_);
 }
 
 }  // namespace cclz::interpose

@@ -3,17 +3,20 @@
 // come from a thread whose current device is another (NCCL itself uses the communicator's).
 #pragma once
 
+#include "cclz_library.h"
+
 namespace cclz::interpose {
 
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device);
+  DeviceGuard(const CclzApi& api, int device);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   bool ok() const { return ok_; }
 
  private:
+  const CclzApi& api_;
   int previous_ = -1;
   bool ok_ = false;
 };

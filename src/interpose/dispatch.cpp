@@ -40,11 +40,13 @@ Decision decide(const Call& call, ncclComm_t comm, cudaStream_t stream, int peer
   if (forwarding() || Registry::get().isInternal(comm)) return {Reason::Internal};
   const Reason routed = route(call, groupDepth(), settings());
   if (routed != Reason::None) return {routed};
+  const CclzApi* api = cclzApi();
+  if (!api) return {Reason::Unavailable};
   // A call being captured must stay NCCL's: cclz may wait on the host for its peers, which a
   // graph's launch cannot do, and its adaptive trials time calls with events.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
-    (void)cudaGetLastError();  // NCCL reports the stream's problem, if there is one
+  if (api->streamIsCapturing(stream, &capture) != cudaSuccess) {
+    (void)api->clearError();  // NCCL reports the stream's problem, if there is one
     return {Reason::Cuda};
   }
   if (capture != cudaStreamCaptureStatusNone) return {Reason::Capture};
@@ -52,7 +54,7 @@ Decision decide(const Call& call, ncclComm_t comm, cudaStream_t stream, int peer
   if (use.reason != Reason::None) return {use.reason};
   if (isPointToPoint(call.op) && (peer < 0 || peer >= use.ranks || peer == use.rank))
     return {Reason::Peer};  // NCCL's own call copies to itself, or reports the bad peer
-  return {Reason::None, use.comm, use.device};
+  return {Reason::None, api, use.comm, use.device};
 }
 
 const cclzCodecConfig_t* lossless() {
@@ -60,17 +62,17 @@ const cclzCodecConfig_t* lossless() {
   return &config;
 }
 
-ncclResult_t finish(const char* function, Op op, cclzComm_t comm, cclzResult_t result) {
+ncclResult_t finish(const char* function, Op op, const CclzApi& api, cclzComm_t comm,
+                    cclzResult_t result) {
   if (result != cclzSuccess) {
     // Not forwarded: cclz may have moved data already, and peers may be inside cclz's call.
-    warn("%s through cclz failed: %s: %s", function, cclzGetErrorString(result),
-         cclzGetLastError(comm));
+    warn("%s through cclz failed: %s: %s", function, api.errorString(result), api.lastError(comm));
     countOutcome(op, Outcome::Failed);
     return ncclResultOf(result);
   }
   if (statsEnabled()) {  // one more C call per call: only when counting
     cclzPath_t path = cclzPathCompressed;
-    cclzCommGetLastPath(comm, &path, nullptr);
+    api.commGetLastPath(comm, &path, nullptr);
     countOutcome(op, path == cclzPathPlain ? Outcome::Plain : Outcome::Compressed);
   }
   return ncclSuccess;

@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include "cclz/cclz.h"
+#include "cclz_library.h"
 #include "device_guard.h"
 #include "real_nccl.h"
 #include "route.h"
@@ -15,6 +16,7 @@ namespace cclz::interpose {
 
 struct Decision {
   Reason reason;  // None: through cclz, on comm
+  const CclzApi* api = nullptr;
   cclzComm_t comm = nullptr;
   int device = 0;
 };
@@ -26,7 +28,8 @@ Decision decide(const Call& call, ncclComm_t comm, cudaStream_t stream, int peer
 const cclzCodecConfig_t* lossless();
 
 // What a call that went through cclz returns: counted; a failure printed and given NCCL's code.
-ncclResult_t finish(const char* function, Op op, cclzComm_t comm, cclzResult_t result);
+ncclResult_t finish(const char* function, Op op, const CclzApi& api, cclzComm_t comm,
+                    cclzResult_t result);
 // The same when the communicator's GPU could not be made current.
 ncclResult_t deviceFailed(const char* function, Op op, int device);
 
@@ -39,7 +42,7 @@ ncclResult_t forward(const char* function, Fn fn, Args... args) {
 }
 
 // The body of every collective and point-to-point call this library defines. forwardCall() calls
-// NCCL; viaCclz(comm) makes the cclz call and returns its result.
+// NCCL; viaCclz(api, comm) makes the cclz call and returns its result.
 template <typename Forward, typename ViaCclz>
 ncclResult_t interpose(const char* function, const Call& call, ncclComm_t comm, cudaStream_t stream,
                        int peer, Forward&& forwardCall, ViaCclz&& viaCclz) {
@@ -48,9 +51,9 @@ ncclResult_t interpose(const char* function, const Call& call, ncclComm_t comm, 
     countForwarded(call.op, d.reason);
     return forwardCall();
   }
-  DeviceGuard device(d.device);
+  DeviceGuard device(*d.api, d.device);
   if (!device.ok()) return deviceFailed(function, call.op, d.device);
-  return finish(function, call.op, d.comm, viaCclz(d.comm));
+  return finish(function, call.op, *d.api, d.comm, viaCclz(*d.api, d.comm));
 }
 
 }  // namespace cclz::interpose

@@ -32,8 +32,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff
         return forward(__func__, real().allGather, sendbuff, recvbuff, sendcount, datatype, comm,
                        stream);
       },
-      [&](cclzComm_t c) {
-        return cclzAllGather(sendbuff, recvbuff, sendcount, dtypeOf(datatype), c, lossless(),
+      [&](const CclzApi& api, cclzComm_t c) {
+        return api.allGather(sendbuff, recvbuff, sendcount, dtypeOf(datatype), c, lossless(),
                              streamOf(stream));
       });
 }
@@ -42,7 +42,7 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff,
                                            ncclDataType_t datatype, ncclComm_t comm,
                                            cudaStream_t stream) {
   int ranks = 0;
-  if (ncclCommCount(comm, &ranks) != ncclSuccess) ranks = 0;
+  if (!real().commCount || real().commCount(comm, &ranks) != ncclSuccess) ranks = 0;
   const Call call{Op::AllToAll, datatype, count, -1, sendbuff, recvbuff, ranks};
   return interpose(
       __func__, call, comm, stream, -1,
@@ -50,8 +50,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff,
         return forward(__func__, real().allToAll, sendbuff, recvbuff, count, datatype, comm,
                        stream);
       },
-      [&](cclzComm_t c) {
-        return cclzAllToAll(sendbuff, recvbuff, count, dtypeOf(datatype), c, lossless(),
+      [&](const CclzApi& api, cclzComm_t c) {
+        return api.allToAll(sendbuff, recvbuff, count, dtypeOf(datatype), c, lossless(),
                             streamOf(stream));
       });
 }
@@ -66,8 +66,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff
         return forward(__func__, real().allReduce, sendbuff, recvbuff, count, datatype, op, comm,
                        stream);
       },
-      [&](cclzComm_t c) {
-        return cclzAllReduce(sendbuff, recvbuff, count, dtypeOf(datatype), redOpOf(op), c,
+      [&](const CclzApi& api, cclzComm_t c) {
+        return api.allReduce(sendbuff, recvbuff, count, dtypeOf(datatype), redOpOf(op), c,
                              lossless(), streamOf(stream));
       });
 }
@@ -83,8 +83,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recv
         return forward(__func__, real().reduceScatter, sendbuff, recvbuff, recvcount, datatype, op,
                        comm, stream);
       },
-      [&](cclzComm_t c) {
-        return cclzReduceScatter(sendbuff, recvbuff, recvcount, dtypeOf(datatype), redOpOf(op), c,
+      [&](const CclzApi& api, cclzComm_t c) {
+        return api.reduceScatter(sendbuff, recvbuff, recvcount, dtypeOf(datatype), redOpOf(op), c,
                                  lossless(), streamOf(stream));
       });
 }
@@ -95,8 +95,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclD
   return interpose(
       __func__, call, comm, stream, peer,
       [&] { return forward(__func__, real().send, sendbuff, count, datatype, peer, comm, stream); },
-      [&](cclzComm_t c) {
-        return cclzSend(sendbuff, count, dtypeOf(datatype), peer, c, lossless(), streamOf(stream));
+      [&](const CclzApi& api, cclzComm_t c) {
+        return api.send(sendbuff, count, dtypeOf(datatype), peer, c, lossless(), streamOf(stream));
       });
 }
 
@@ -106,8 +106,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataTyp
   return interpose(
       __func__, call, comm, stream, peer,
       [&] { return forward(__func__, real().recv, recvbuff, count, datatype, peer, comm, stream); },
-      [&](cclzComm_t c) {
-        return cclzRecv(recvbuff, count, dtypeOf(datatype), peer, c, lossless(), streamOf(stream));
+      [&](const CclzApi& api, cclzComm_t c) {
+        return api.recv(recvbuff, count, dtypeOf(datatype), peer, c, lossless(), streamOf(stream));
       });
 }
 
@@ -122,7 +122,9 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff
         return forward(__func__, real().broadcast, sendbuff, recvbuff, count, datatype, root, comm,
                        stream);
       },
-      [](cclzComm_t) { return cclzInternalError; });  // route() never sends a broadcast to cclz
+      [](const CclzApi&, cclzComm_t) {
+        return cclzInternalError;
+      });  // route() never sends a broadcast to cclz
 }
 
 CCLZ_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
@@ -131,7 +133,7 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t
   return interpose(
       __func__, call, comm, stream, -1,
       [&] { return forward(__func__, real().bcast, buff, count, datatype, root, comm, stream); },
-      [](cclzComm_t) { return cclzInternalError; });
+      [](const CclzApi&, cclzComm_t) { return cclzInternalError; });
 }
 
 // Groups nest per thread, in NCCL and here. NCCL ends a group in ncclGroupEnd (and

@@ -9,6 +9,7 @@
 //   Reduce      CCLZ_INTERPOSE_REDUCE=1 (and the refused CCLZ_CHECK_CALLS).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <link.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -166,6 +167,33 @@ TEST(Forwarding, AnEligibleCollectiveSplitsOnceAndGoesToNcclWhenCclzRefuses) {
   expectOnly("ncclAllGather", comm, kSend, kRecv, 4096, ncclBfloat16);
   EXPECT_EQ(ncclSend(kSend, 4096, ncclFloat32, 0, comm, kStream), ncclSuccess);
   expectOnly("ncclSend", comm, kSend, nullptr, 4096, ncclFloat32);
+}
+
+int collectLoaded(struct dl_phdr_info* info, size_t, void* names) {
+  if (info->dlpi_name && *info->dlpi_name)
+    static_cast<std::vector<std::string>*>(names)->push_back(info->dlpi_name);
+  return 0;
+}
+
+// libcclz, loaded by the drop-in at the first call that may go through cclz, runs on the NCCL the
+// program loaded (here the stub, a libnccl.so.2), not on one of its own.
+TEST(Forwarding, CclzIsLoadedOnTheProgramsNccl) {
+  ncclComm_t comm = stubMakeComm(0, 2);
+  ncclAllGather(kSend, kRecv, 4096, ncclBfloat16, comm, kStream);
+  stubTakeCalls();
+  std::vector<std::string> loaded;
+  dl_iterate_phdr(collectLoaded, &loaded);
+  std::vector<std::string> nccl;
+  bool cclz = false;
+  for (const std::string& name : loaded) {
+    if (name.find("libnccl") != std::string::npos) nccl.push_back(name);
+    if (name.find("/libcclz.so") != std::string::npos) cclz = true;
+  }
+  EXPECT_TRUE(cclz);
+  std::string all;
+  for (const std::string& name : nccl) all += name + " ";
+  ASSERT_EQ(nccl.size(), 1u) << all;
+  EXPECT_NE(nccl[0].find("tests/interpose"), std::string::npos) << nccl[0];
 }
 
 TEST(Forwarding, PointToPointOnTwoRanksMayMakeCclzsCommunicator) {
