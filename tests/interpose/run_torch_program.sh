@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # libcclz_nccl.so under torch.distributed (scripts/dev/device.sh, stage interpose):
 # torch_program.py with torchrun on every GPU, five times --
-#   plain     torch on the NCCL that libcclz links, preloaded, so that every run uses one NCCL;
+#   plain     as it is;
 #   off       preloaded with CCLZ_INTERPOSE=0: every call forwarded;
 #   adaptive  preloaded: adaptive cclz communicators;
 #   forced    every eligible call compressed (CCLZ_ADAPTIVE=0);
@@ -16,7 +16,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 if [ "$gpus" -lt 2 ]; then echo "skipped: $gpus GPUs, the program needs 2 or more"; exit 77; fi
-nccl=$(ldd "$lib" | awk '/libnccl\.so/ {print $3}')
 
 run() {  # run NAME ENV...: torchrun with the environment, output in $out/NAME
   local name=$1; shift
@@ -35,7 +34,7 @@ run() {  # run NAME ENV...: torchrun with the environment, output in $out/NAME
 }
 
 failed=0
-run plain LD_PRELOAD="$nccl" || failed=1
+run plain || failed=1
 run off LD_PRELOAD="$lib" CCLZ_INTERPOSE=0 CCLZ_INTERPOSE_DEBUG=1 || failed=1
 run adaptive LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 || failed=1
 run forced LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 CCLZ_ADAPTIVE=0 || failed=1
