@@ -111,7 +111,7 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataTyp
       });
 }
 
-// cclz has no broadcast: both forms go to NCCL, counted.
+// cclz has no broadcast: both forms go to NCCL, counted (route() never sends one to cclz).
 CCLZ_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                             ncclDataType_t datatype, int root, ncclComm_t comm,
                                             cudaStream_t stream) {
@@ -122,9 +122,7 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff
         return forward(__func__, real().broadcast, sendbuff, recvbuff, count, datatype, root, comm,
                        stream);
       },
-      [](const CclzApi&, cclzComm_t) {
-        return cclzInternalError;
-      });  // route() never sends a broadcast to cclz
+      [](const CclzApi&, cclzComm_t) { return cclzInternalError; });
 }
 
 CCLZ_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
@@ -156,8 +154,8 @@ CCLZ_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return r;
 }
 
-// A communicator split off one of cclz's is cclz's too: that is how cclz's control communicator
-// (split off the one this library made for it) is known.
+// A communicator split off one of cclz's is cclz's too, so that whatever cclz splits off the
+// communicator this library made for it is known as cclz's.
 CCLZ_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                                             ncclComm_t* newcomm, ncclConfig_t* config) {
   const ncclResult_t r = forward(__func__, real().commSplit, comm, color, key, newcomm, config);
