@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from cclz.train import ModelConfig, TrainConfig, Trainer
+from conftest import nmse
 from cclz.train.model import GPTStage
 
 # Splits over 2, 3 and 4 ranks: 12 heads, seq 24, MLP 384; layers 2 per pipeline stage.
@@ -20,10 +21,11 @@ LAYOUTS = [  # (tp, pp, dp, micro-batches); those whose product is not the world
 ]
 
 
-def config(tp, pp, dp, micro):
+def config(tp, pp, dp, micro, recompute=False, precision="fp32"):
     model = ModelConfig(layers=2 * pp, heads=12, hidden=96, seq_len=24)
     return TrainConfig(model=model, tp=tp, pp=pp, dp=dp, batch=BATCH, micro_batches=micro,
-                       steps=1, seed=SEED, out=None, quiet=True)
+                       steps=1, seed=SEED, out=None, quiet=True, recompute=recompute,
+                       precision=precision)
 
 
 def reference(cfg, inputs, targets):
@@ -41,7 +43,25 @@ def reference(cfg, inputs, targets):
 def test_split_matches_single_process(comm, world_group, tp, pp, dp, micro):
     if tp * pp * dp != comm.size:
         pytest.skip(f"a layout of {tp * pp * dp} ranks")
-    cfg = config(tp, pp, dp, micro)
+    check_against_single_process(config(tp, pp, dp, micro))
+
+
+def test_recomputed_blocks_match_single_process(comm, world_group):
+    """Recomputation re-runs each block's forward, its sequence all-gathers included."""
+    pp = 2 if comm.size % 2 == 0 else 1
+    check_against_single_process(config(comm.size // pp, pp, 1, 2 * pp, recompute=True))
+
+
+def test_bf16_autocast_stays_near_the_fp32_single_process(comm, world_group):
+    """The GPUs' precision (bf16 GEMMs, bf16 sequence gathers and stage boundaries, fp32 weights
+    and gradients) on CPU autocast, against the fp32 model: measured loss within 5e-6 and
+    gradient NMSE up to 2.6e-5 on 2 and 4 ranks."""
+    tp, pp = (2, comm.size // 2) if comm.size % 2 == 0 else (1, comm.size)
+    check_against_single_process(config(tp, pp, 1, 2 * pp, precision="bf16"),
+                                 loss_rtol=1e-3, grad_nmse=2e-4)
+
+
+def check_against_single_process(cfg, loss_rtol=1e-5, grad_nmse=None):
     trainer = Trainer(cfg)
     try:
         inputs, targets = trainer.corpus.train_batch(0, cfg.batch, cfg.model.seq_len, cfg.seed)
@@ -56,12 +76,15 @@ def test_split_matches_single_process(comm, world_group, tp, pp, dp, micro):
                for n, p in trainer.model.named_parameters()}
     finally:
         trainer.close()
-    assert abs(loss - ref_loss) <= 1e-5 * ref_loss, (loss, ref_loss)
+    assert abs(loss - ref_loss) <= loss_rtol * ref_loss, (loss, ref_loss)
     assert got, "this rank holds no parameters"
     for name, (grad, want, weight, want_weight) in got.items():
         assert torch.equal(weight, want_weight), name
-        assert torch.allclose(grad, want, rtol=1e-4, atol=1e-7), \
-            (name, (grad - want).abs().max().item(), want.abs().max().item())
+        if grad_nmse is not None:
+            assert nmse(grad, want) < grad_nmse, (name, nmse(grad, want))
+        else:
+            assert torch.allclose(grad, want, rtol=1e-4, atol=1e-7), \
+                (name, (grad - want).abs().max().item(), want.abs().max().item())
 
 
 def test_layouts_share_every_parameter_once(comm):

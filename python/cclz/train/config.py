@@ -35,18 +35,20 @@ class ModelConfig:
 
 
 # Sizes follow GPT-2 / GPT-3 shapes; head counts are chosen to split over 2, 4 (and 8) ranks.
-# Each preset carries the batch and learning rate it trains well with.
+# Each preset carries the batch and learning rate it trains well with, and a micro-batch size in
+# sequences meant to fit an 80 GB GPU at tp 1 (estimated: about 34 x seq x micro-batch x hidden
+# bytes of bf16 activations a layer, beside 16 bytes a parameter of weights, gradients and AdamW).
 PRESETS = {
     "tiny": dict(model=ModelConfig(layers=4, heads=4, hidden=128, seq_len=128),
-                 batch=16, lr=3e-3),
+                 batch=16, lr=3e-3, micro_batch=16),
     "small": dict(model=ModelConfig(layers=12, heads=12, hidden=768, seq_len=1024),
-                  batch=32, lr=6e-4),
+                  batch=32, lr=6e-4, micro_batch=16),
     "350m": dict(model=ModelConfig(layers=24, heads=16, hidden=1024, seq_len=1024),
-                 batch=32, lr=3e-4),
+                 batch=32, lr=3e-4, micro_batch=8),
     "1.3b": dict(model=ModelConfig(layers=24, heads=16, hidden=2048, seq_len=2048),
-                 batch=32, lr=2e-4),
+                 batch=32, lr=2e-4, micro_batch=4),
     "3b": dict(model=ModelConfig(layers=32, heads=32, hidden=2560, seq_len=2048),
-               batch=32, lr=1.6e-4),
+               batch=32, lr=1.6e-4, micro_batch=2),
 }
 
 
@@ -82,6 +84,8 @@ class TrainConfig:
     device: str = "auto"
     adaptive: str = "auto"     # cclz's choice between codec and plain data: on | off | auto
     bucket_mb: float = 25.0
+    recompute: bool = False
+    precision: str = "auto"    # auto: bf16 autocast on GPUs, fp32 on CPU
     quiet: bool = False
 
     @property
@@ -129,6 +133,8 @@ def validate(cfg, world_size):
                           f"{cfg.dp} x {cfg.micro_batches}")
     if not 0 < cfg.val_fraction < 1:
         raise ConfigError(f"--val-fraction must be in (0, 1), got {cfg.val_fraction}")
+    if cfg.precision not in ("auto", "fp32", "bf16"):
+        raise ConfigError(f"--precision {cfg.precision!r}: expected auto, fp32 or bf16")
     if cfg.device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"--device {cfg.device!r}: expected auto, cpu or cuda")
     check_corpus(cfg.corpus)
@@ -181,7 +187,14 @@ def parser():
     g.add_argument("--pp", type=int, default=1, help="pipeline stages (1F1B schedule)")
     g.add_argument("--dp", type=int, help="data-parallel replicas (default: ranks / (tp x pp))")
     g.add_argument("--micro-batches", type=int,
-                   help="micro-batches per step and replica (default: 2 x pp when pp > 1, else 1)")
+                   help="micro-batches per step and replica (default: 2 x pp when pp > 1, or "
+                        "more where the preset's micro-batch size asks for it)")
+    g.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="bf16: GEMMs under bf16 autocast, bf16 activations on the wire, fp32 "
+                        "weights and gradients (auto: bf16 on GPUs, fp32 on CPU ranks)")
+    g.add_argument("--recompute", action="store_true",
+                   help="recompute each block in the backward instead of keeping its "
+                        "activations (less memory)")
     g = p.add_argument_group("compression")
     g.add_argument("--policy", default="none", choices=list(policies.POLICIES),
                    help="what cclz compresses (all: tp fp8, dp qgrad4 with error feedback, "
@@ -215,6 +228,17 @@ def parser():
     return p
 
 
+def _default_micro_batches(batch, dp, pp, micro_batch):
+    """2 x pp micro-batches keep a pipeline's bubble small; more where the preset's micro-batch
+    size asks for them; a count that divides the replica's batch where one does."""
+    per_replica = max(1, batch // dp)
+    want = max(2 * pp if pp > 1 else 1, -(-per_replica // micro_batch))
+    for m in range(want, per_replica + 1):
+        if per_replica % m == 0:
+            return m
+    return want
+
+
 def from_args(argv, world_size):
     """The validated TrainConfig for a command line on world_size ranks (ConfigError if not)."""
     a = parser().parse_args(argv)
@@ -233,17 +257,18 @@ def from_args(argv, world_size):
             raise ConfigError(f"tp x pp = {a.tp} x {a.pp} = {a.tp * a.pp} does not divide the "
                               f"job's {world_size} ranks")
         a.dp = world_size // (a.tp * a.pp)
-    micro = a.micro_batches or (2 * a.pp if a.pp > 1 else 1)
+    batch = a.batch or preset["batch"]
+    micro = a.micro_batches or _default_micro_batches(batch, a.dp, a.pp, preset["micro_batch"])
     names = policies.codec_names(a.policy, a.tp_codec, a.dp_codec, a.pp_codec)
     cfg = TrainConfig(
         model=model, preset=a.preset if model == base else f"{a.preset}-custom",
-        tp=a.tp, pp=a.pp, dp=a.dp, batch=a.batch or preset["batch"],
+        tp=a.tp, pp=a.pp, dp=a.dp, batch=batch,
         micro_batches=micro, steps=a.steps, lr=a.lr or preset["lr"], warmup=a.warmup,
         weight_decay=a.weight_decay, clip=a.clip, seed=a.seed,
         codecs=tuple(names.items()), policy_name=a.policy, log_every=a.log_every,
         eval_every=a.eval_every, eval_batches=a.eval_batches,
         out=a.out or os.path.join("runs", a.policy), corpus=a.corpus or stdlib_corpus(),
         val_fraction=a.val_fraction, device=a.device, adaptive=a.adaptive,
-        bucket_mb=a.bucket_mb, quiet=a.quiet)
+        bucket_mb=a.bucket_mb, recompute=a.recompute, precision=a.precision, quiet=a.quiet)
     validate(cfg, world_size)
     return cfg

@@ -19,6 +19,7 @@ import zlib
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 from ..tensor_parallel import ColumnParallelLinear, RowParallelLinear
 
@@ -55,27 +56,39 @@ class Attention(torch.nn.Module):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, cfg, tp, tp_comm, codec):
+    """act_dtype: the dtype the GEMMs run in (bf16 under autocast). The layer norms' outputs are
+    cast to it before the sequence all-gather, so the gather moves what the GEMM reads (autocast
+    would cast after it, and the gather would move fp32)."""
+
+    def __init__(self, cfg, tp, tp_comm, codec, act_dtype=None):
         super().__init__()
+        self.act_dtype = act_dtype
         self.ln1 = torch.nn.LayerNorm(cfg.hidden)
         self.attn = Attention(cfg, tp, tp_comm, codec)
         self.ln2 = torch.nn.LayerNorm(cfg.hidden)
         self.fc = _column(cfg.hidden, cfg.ffn_size, tp_comm, codec)
         self.out = _row(cfg.ffn_size, cfg.hidden, tp_comm, codec)
 
+    def _norm(self, ln, x):
+        h = ln(x)
+        return h if self.act_dtype is None else h.to(self.act_dtype)
+
     def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+        x = x + self.attn(self._norm(self.ln1, x))
+        return x + self.out(F.gelu(self.fc(self._norm(self.ln2, x))))
 
 
 class GPTStage(torch.nn.Module):
     """Layers [stage * L / stages, (stage + 1) * L / stages) of the GPT, plus the embeddings on
     the first stage and the final norm and output head on the last. tp_comm: the tensor-parallel
-    communicator (None: no tensor parallelism); codec: the tp codec."""
+    communicator (None: no tensor parallelism); codec: the tp codec; act_dtype: see Block;
+    recompute: keep only each block's input and recompute the block in the backward (less
+    memory, one more forward and its collectives)."""
 
-    def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None):
+    def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None, act_dtype=None,
+                 recompute=False):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.recompute = cfg, recompute
         self.tp = tp_comm.size if tp_comm is not None else 1
         self.tp_rank = tp_comm.rank if tp_comm is not None else 0
         self.first, self.last = stage == 0, stage == stages - 1
@@ -87,7 +100,7 @@ class GPTStage(torch.nn.Module):
             self.wpe = torch.nn.Embedding(cfg.seq_len, cfg.hidden)
         # Global layer numbers as names: a parameter is called the same on every layout.
         self.blocks = torch.nn.ModuleDict(
-            {str(i): Block(cfg, self.tp, tp_comm, codec) for i in self.layer_ids})
+            {str(i): Block(cfg, self.tp, tp_comm, codec, act_dtype) for i in self.layer_ids})
         if self.last:
             self.ln_f = torch.nn.LayerNorm(cfg.hidden)
             self.head = torch.nn.Linear(cfg.hidden, cfg.vocab, bias=False)
@@ -117,7 +130,10 @@ class GPTStage(torch.nn.Module):
             rows = self._positions()
             x = self.wte(x[:, rows].t()) + self.wpe.weight[rows].unsqueeze(1)
         for block in self.blocks.values():
-            x = block(x)
+            if self.recompute and torch.is_grad_enabled():
+                x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
         return x
 
     def loss(self, h, targets, normalizer):

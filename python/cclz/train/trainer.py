@@ -48,14 +48,17 @@ class Trainer:
                                      adaptive=adaptive_setting(cfg, self.device))
         g = self.groups
         self.policy = policies.make_policy(cfg.codec_names, cfg.model.hidden)
-        with self.device:
-            self.model = GPTStage(cfg.model, g.pp_rank, g.pp, g.tp_comm, codec=self.policy.tp)
-        self.model.init_weights(cfg.seed)
         cuda = self.device.type == "cuda"
-        autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if cuda \
-            else contextlib.nullcontext
+        self.bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and cuda)
+        half = torch.bfloat16 if self.bf16 else None
+        with self.device:
+            self.model = GPTStage(cfg.model, g.pp_rank, g.pp, g.tp_comm, codec=self.policy.tp,
+                                  act_dtype=half, recompute=cfg.recompute)
+        self.model.init_weights(cfg.seed)
+        autocast = (lambda: torch.autocast(self.device.type, dtype=torch.bfloat16)) \
+            if self.bf16 else contextlib.nullcontext
         self.schedule = PipelineSchedule(self.model, g, self.policy.pp, autocast=autocast,
-                                         boundary_dtype=torch.bfloat16 if cuda else torch.float32)
+                                         boundary_dtype=half or torch.float32)
         self.grads = GradSync(self.model, g, self.policy.dp, cfg.bucket_mb)
         decay = [p for p in self.model.parameters() if p.dim() >= 2]
         no_decay = [p for p in self.model.parameters() if p.dim() < 2]
@@ -115,6 +118,7 @@ class Trainer:
                     device=self.device.type, policy=policies.describe(self.policy),
                     tokens_per_step=cfg.tokens_per_step, torch=torch.__version__,
                     cclz=cclz_version(), adaptive=adaptive_setting(cfg, self.device),
+                    bf16=self.bf16,
                     embeddings="untied", positions="learned")
 
     def _sync_device(self):
