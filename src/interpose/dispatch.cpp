@@ -50,10 +50,16 @@ Decision decide(const Call& call, ncclComm_t comm, cudaStream_t stream, int peer
     return {Reason::Cuda};
   }
   if (capture != cudaStreamCaptureStatusNone) return {Reason::Capture};
+  if (isPointToPoint(call.op)) {
+    // Before the companion, which a send or receive may make: NCCL's own call copies to this
+    // rank, or reports a peer that is no rank.
+    int rank = -1, ranks = 0;
+    if (real().commUserRank(comm, &rank) != ncclSuccess ||
+        real().commCount(comm, &ranks) != ncclSuccess || peer < 0 || peer >= ranks || peer == rank)
+      return {Reason::Peer};
+  }
   const Companion::Use use = Registry::get().companion(comm)->use(!isPointToPoint(call.op));
   if (use.reason != Reason::None) return {use.reason};
-  if (isPointToPoint(call.op) && (peer < 0 || peer >= use.ranks || peer == use.rank))
-    return {Reason::Peer};  // NCCL's own call copies to itself, or reports the bad peer
   return {Reason::None, api, use.comm, use.device};
 }
 

@@ -158,6 +158,15 @@ TEST(Forwarding, PointToPointBeforeAnyCollectiveGoesToNccl) {
   expectOnly("ncclRecv", comm, nullptr, kRecv, 1000, ncclFloat16);
 }
 
+// Checked before anything is made: a send to itself, or to no rank, is NCCL's to handle.
+TEST(Forwarding, PointToPointWithItselfOrNoRankGoesToNccl) {
+  ncclComm_t comm = stubMakeComm(1, 2);
+  for (int peer : {1, 2, -1}) {
+    EXPECT_EQ(ncclSend(kSend, 4096, ncclBfloat16, peer, comm, kStream), ncclSuccess);
+    expectOnly("ncclSend", comm, kSend, nullptr, 4096, ncclBfloat16);
+  }
+}
+
 TEST(Forwarding, AnEligibleCollectiveSplitsOnceAndGoesToNcclWhenCclzRefuses) {
   ncclComm_t comm = stubMakeComm(1, 2);
   EXPECT_EQ(ncclAllGather(kSend, kRecv, 4096, ncclBfloat16, comm, kStream), ncclSuccess);
