@@ -1,40 +1,47 @@
 #!/usr/bin/env bash
-# The main job, on whatever hardware this machine has: installs the build dependencies, builds cclz
-# (with its CUDA kernels when nvcc is there) and runs the codec benchmark on the real training
-# tensors and on seeded Gaussian data, on the GPU if one is present, else on the CPU.
-#   scripts/run.sh [extra cclz-perf flags]
+# The main job, on whatever hardware this machine has: builds cclz, then trains the same GPT twice,
+# uncompressed and with every parallel dimension's traffic compressed (--policy all), and compares
+# the two runs (train and validation loss against tokens, tokens/s; a PNG and a markdown table).
+#   With two or more GPUs: one rank per GPU (torchrun, NCCL), the small (124M) model, tensor
+#     parallel over pairs of GPUs and data parallel across the pairs, 300 steps.
+#   Otherwise: two CPU ranks (mpirun, MPI), the tiny model, tensor + sequence parallel, 300 steps;
+#     a few minutes on two cores. CPU tokens/s say little (the codecs run their CPU reference
+#     between processes of one machine); the loss curves are the point there.
+#   scripts/run.sh [extra python -m cclz.train flags]
+# Environment: CCLZ_RUN_DIR, where the runs and the comparison go (default runs/<date-time>);
+# CCLZ_BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 command -v nvcc >/dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build --target cclz-perf
+build=${CCLZ_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" --target cclz
 
-device=cpu
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then device=gpu; fi
-perf=build/tools/cclz-perf/cclz-perf
-tensors=${CCLZ_SHARED_DATA:-../shared/data/gpt-small-tensors}
-if [ -f "$tensors/index.json" ]; then
-  "$perf" --op codec --device "$device" --input "$tensors/index.json" -n 5 -w 1 "$@"
-else
-  echo "(no real tensors at $tensors: set CCLZ_SHARED_DATA to the gpt-small-tensors folder)"
-fi
-if [ "$device" = gpu ]; then
-  "$perf" --op codec --device gpu -d bf16 -b 4M -e 256M -f 4 "$@"
-else
-  "$perf" --op codec --device cpu -d bf16 -b 64K -e 16M -f 4 -n 3 -w 1 "$@"
-fi
+# The trainer needs torch and mpi4py; matplotlib draws the plot (without it: the table only).
+python3 -c "import torch, mpi4py" 2>/dev/null || python3 -m pip install -q torch mpi4py
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib ||
+  echo "(matplotlib could not be installed: the comparison is a table only)"
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} CCLZ_LIBRARY=$(cd "$build/src" && pwd)/libcclz.so
 
-# A compressed all-reduce beside the plain one, one process per rank under mpirun: every GPU when
-# there are two or more, else two CPU ranks over MPI. (cclz-perf takes collective ops when it was
-# built with MPI; mpirun comes from Debian's openmpi-bin.)
-command -v mpirun >/dev/null || { echo "(no mpirun: the collective benchmark is skipped)"; exit 0; }
-mpi=(mpirun --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
-[ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+out=${CCLZ_RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
 gpus=0
-[ "$device" = gpu ] && gpus=$(nvidia-smi -L | wc -l)
-if [ "$gpus" -ge 2 ]; then
-  "${mpi[@]}" -n "$gpus" "$perf" --op allreduce --codec qgrad --device gpu -b 1M -e 256M -f 16
-else
-  "${mpi[@]}" -n 2 "$perf" --op allreduce --codec qgrad --device cpu -b 64K -e 4M -f 4 -n 3 -w 1
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  gpus=$(nvidia-smi -L | wc -l)
 fi
+if [ "$gpus" -ge 2 ]; then
+  layout=(--dp "$gpus")
+  [ $((gpus % 2)) -eq 0 ] && layout=(--tp 2)  # data parallel over the rest
+  launch=(env NCCL_NVLS_ENABLE=0 python3 -m torch.distributed.run --nproc-per-node "$gpus"
+          -m cclz.train --preset small "${layout[@]}" --steps 300)
+else
+  mpi=(mpirun --oversubscribe --bind-to none -n 2)
+  [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
+  launch=("${mpi[@]}" python3 -m cclz.train --preset tiny --tp 2 --steps 300)
+fi
+for policy in none all; do
+  "${launch[@]}" --policy "$policy" --log-every 25 --eval-every 50 --out "$out/$policy" "$@"
+done
+python3 -m cclz.train compare "$out/none" "$out/all" --out "$out"
+echo "results: $out (compare.png, compare.md, none/log.jsonl, all/log.jsonl)"

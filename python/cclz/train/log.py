@@ -1,6 +1,12 @@
 """What a user sees of a run: rank 0 prints a compact progress line every few steps and writes
 the run's log, `<out>/log.jsonl`: a config header line, then one line per logged step, then a
-summary line. `compare` reads these files."""
+summary line. `compare` reads these files.
+
+A step line: step, tokens (seen so far), loss (the mean over the steps since the last line),
+val_loss (where evaluated), lr, grad_norm, tokens_per_s (training time only), wire_raw_bytes and
+wire_sent_bytes (per step, all ranks together: what cclz's collectives would have sent
+uncompressed and the estimate of what they sent, see wire.py), peak_mem_gb (GPU, the largest
+rank's)."""
 import json
 import os
 import sys
