@@ -7,6 +7,7 @@
 #include "log.h"
 #include "real_nccl.h"
 #include "registry.h"
+#include "settings.h"
 
 namespace cclz::interpose {
 namespace {
@@ -75,8 +76,10 @@ void Companion::make() {
     return;
   }
   Registry::get().addInternal(internal);
-  // CCLZ_COMM_CONFIG_INITIALIZER: adaptive unless CCLZ_ADAPTIVE=0 says otherwise.
-  const cclzCommConfig_t cclzConfig = CCLZ_COMM_CONFIG_INITIALIZER;
+  // Adaptive unless CCLZ_INTERPOSE_FORCE=1 (the drop-in's communicators only) or CCLZ_ADAPTIVE=0
+  // (every cclz communicator of the process) says otherwise.
+  cclzCommConfig_t cclzConfig = CCLZ_COMM_CONFIG_INITIALIZER;
+  if (Settings::get().force) cclzConfig.adaptive = 0;
   const cclzResult_t made = api->commInitFromNcclConfig(&comm_, internal, &cclzConfig);
   if (made != cclzSuccess) {
     warn(

@@ -5,8 +5,8 @@
 // make the same collective calls in the same order and the route depends only on what those calls
 // have in common (route.h). A send or receive makes it only on a communicator of two ranks: on a
 // larger one, the other ranks take no part in that call. cclz's communicator is adaptive
-// (cclzCommConfig_t.adaptive, the default of CCLZ_ADAPTIVE): each kind of call runs compressed only
-// where that measured faster.
+// (cclzCommConfig_t.adaptive, the default of CCLZ_ADAPTIVE; CCLZ_INTERPOSE_FORCE=1 turns it off):
+// each kind of call runs compressed only where that measured faster.
 #pragma once
 
 #include <nccl.h>

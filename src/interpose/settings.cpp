@@ -26,6 +26,7 @@ Settings Settings::parse(const char* (*getenv)(const char*)) {
   Settings s;
   s.enabled = flag(getenv, "CCLZ_INTERPOSE", true, &s.error);
   s.reduce = flag(getenv, "CCLZ_INTERPOSE_REDUCE", false, &s.error);
+  s.force = flag(getenv, "CCLZ_INTERPOSE_FORCE", false, &s.error);
   s.debug = flag(getenv, "CCLZ_INTERPOSE_DEBUG", false, &s.error);
   if (!s.error.empty()) s.enabled = false;
   return s;

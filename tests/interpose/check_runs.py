@@ -10,7 +10,8 @@ is; every other run must have the same cases, with the same hash for every data-
 marked `reduce`, for the reductions too. A run may be marked (NAME:FOLDER:MARK,MARK...):
   cclz       calls went through cclz: no op failed, and every op named by --compressed ran
              compressed at least once;
-  forced     every call that went through cclz ran compressed (CCLZ_ADAPTIVE=0: none plain);
+  forced     every call that went through cclz ran compressed (CCLZ_INTERPOSE_FORCE=1: none
+             plain);
   reduce     all-reduce and reduce-scatter ran compressed too (CCLZ_INTERPOSE_REDUCE=1); their
              hashes are then reported, not required equal (cclz sums in fp32 in rank order);
   off        no call went through cclz (CCLZ_INTERPOSE=0), and the drop-in counted some.

@@ -113,6 +113,7 @@ TEST(InterposeSettings, DefaultsAreOnWithoutReductionsOrCounts) {
   const Settings s = Settings::parse(fakeGetenv);
   EXPECT_TRUE(s.enabled);
   EXPECT_FALSE(s.reduce);
+  EXPECT_FALSE(s.force);
   EXPECT_FALSE(s.debug);
   EXPECT_EQ(s.error, "");
   environment = {{"CCLZ_INTERPOSE", ""}};  // set but empty: the default
@@ -122,14 +123,17 @@ TEST(InterposeSettings, DefaultsAreOnWithoutReductionsOrCounts) {
 TEST(InterposeSettings, EachSwitch) {
   environment = {{"CCLZ_INTERPOSE", "0"}};
   EXPECT_FALSE(Settings::parse(fakeGetenv).enabled);
-  environment = {
-      {"CCLZ_INTERPOSE", "1"}, {"CCLZ_INTERPOSE_REDUCE", "1"}, {"CCLZ_INTERPOSE_DEBUG", "1"}};
+  environment = {{"CCLZ_INTERPOSE", "1"},
+                 {"CCLZ_INTERPOSE_REDUCE", "1"},
+                 {"CCLZ_INTERPOSE_FORCE", "1"},
+                 {"CCLZ_INTERPOSE_DEBUG", "1"}};
   const Settings s = Settings::parse(fakeGetenv);
-  EXPECT_TRUE(s.enabled && s.reduce && s.debug);
+  EXPECT_TRUE(s.enabled && s.reduce && s.force && s.debug);
 }
 
 TEST(InterposeSettings, AValueItDoesNotKnowTurnsItOffAndSaysWhich) {
-  for (const char* name : {"CCLZ_INTERPOSE", "CCLZ_INTERPOSE_REDUCE", "CCLZ_INTERPOSE_DEBUG"}) {
+  for (const char* name : {"CCLZ_INTERPOSE", "CCLZ_INTERPOSE_REDUCE", "CCLZ_INTERPOSE_FORCE",
+                           "CCLZ_INTERPOSE_DEBUG"}) {
     environment = {{name, "yes"}};
     const Settings s = Settings::parse(fakeGetenv);
     EXPECT_FALSE(s.enabled) << name;

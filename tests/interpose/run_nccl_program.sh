@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # libcclz_nccl.so on GPUs (ctest: interpose_nccl, labels gpu;nccl;interpose): nccl_program.cpp,
 # which checks its own results, four times -- as it is; preloaded (adaptive cclz
-# communicators); preloaded with every eligible call compressed (CCLZ_ADAPTIVE=0); and so with
-# the reductions too (CCLZ_INTERPOSE_REDUCE=1) -- then check_runs.py: every data-movement
+# communicators); preloaded with every eligible call compressed (CCLZ_INTERPOSE_FORCE=1); and so
+# with the reductions too (CCLZ_INTERPOSE_REDUCE=1) -- then check_runs.py: every data-movement
 # result bit-identical to the plain run's, the reductions too where the drop-in leaves them to
 # NCCL, no call failed in cclz, and all-gather, all-to-all, send and recv ran compressed.
 # Usage: run_nccl_program.sh PROGRAM LIBCCLZ_NCCL; the runs' output goes to
@@ -28,8 +28,8 @@ status=$?
 [ $status -eq 77 ] && exit 77
 [ $status -eq 0 ] || { tail -20 "$out/plain/err.txt"; exit 1; }
 failed=0
-for spec in "adaptive:" "forced:CCLZ_ADAPTIVE=0" \
-            "reduce:CCLZ_ADAPTIVE=0 CCLZ_INTERPOSE_REDUCE=1"; do
+for spec in "adaptive:" "forced:CCLZ_INTERPOSE_FORCE=1" \
+            "reduce:CCLZ_INTERPOSE_FORCE=1 CCLZ_INTERPOSE_REDUCE=1"; do
   name=${spec%%:*} settings=${spec#*:}
   # shellcheck disable=SC2086
   run "$name" LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 $settings ||

@@ -4,7 +4,7 @@
 #   plain     as it is;
 #   off       preloaded with CCLZ_INTERPOSE=0: every call forwarded;
 #   adaptive  preloaded: adaptive cclz communicators;
-#   forced    every eligible call compressed (CCLZ_ADAPTIVE=0);
+#   forced    every eligible call compressed (CCLZ_INTERPOSE_FORCE=1);
 #   reduce    the same with the reductions too (CCLZ_INTERPOSE_REDUCE=1)
 # -- then check_runs.py: every data-movement result bit-identical to the plain run's, the
 # reductions too where the drop-in leaves them to NCCL, no call failed in cclz, all-gathers ran
@@ -37,9 +37,9 @@ failed=0
 run plain || failed=1
 run off LD_PRELOAD="$lib" CCLZ_INTERPOSE=0 CCLZ_INTERPOSE_DEBUG=1 || failed=1
 run adaptive LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 || failed=1
-run forced LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 CCLZ_ADAPTIVE=0 || failed=1
-run reduce LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 CCLZ_ADAPTIVE=0 CCLZ_INTERPOSE_REDUCE=1 ||
-  failed=1
+run forced LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 CCLZ_INTERPOSE_FORCE=1 || failed=1
+run reduce LD_PRELOAD="$lib" CCLZ_INTERPOSE_DEBUG=1 CCLZ_INTERPOSE_FORCE=1 \
+  CCLZ_INTERPOSE_REDUCE=1 || failed=1
 python3 "$here/check_runs.py" --compressed all-gather "plain:$out/plain" "off:$out/off:off" \
   "adaptive:$out/adaptive:cclz" "forced:$out/forced:cclz,forced" \
   "reduce:$out/reduce:cclz,forced,reduce" || failed=1
