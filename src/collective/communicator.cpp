@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/trace.h"
+#include "transport/host_mesh.h"
 
 #ifdef CCLZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -89,8 +90,6 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
                 ? makeDeviceEngine(settings_.highPriorityMove, frames)
                 : makeHostEngine();
   if (settings_.async) {
-    // The check engine's frame areas are never used for frames: plain memory.
-    checkEngine_ = makeDeviceEngine(settings_.highPriorityMove, nullptr);
     int device = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
     // A new thread starts on device 0: without this, rank 1's jobs would use GPU 0.
@@ -99,22 +98,30 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
       CCLZ_TRACE("proxy: thread up on device %d (%s)", device, cudaGetErrorString(set));
     });
   }
-  // Only a deferred check can fail while a call waits on work it queued.
-  if (checksOnThread()) engine_->cancelWaitsWhen(&checkFailed_);
 #else
   CCLZ_REQUIRE(transport_->memory() == MemoryKind::Host, cclzInvalidUsage,
                "a device transport needs a build with CUDA");
   engine_ = makeHostEngine();
 #endif
+  // Only a deferred check can fail while a call waits on work it queued.
+  if (checksOnThread()) engine_->cancelWaitsWhen(&checkFailed_);
 }
 
 // The proxy's jobs still use the engine and the transport: they run to the end
-// first (cclzCommDestroy waits for them, as NCCL's destroy waits for queued operations).
+// first (cclzCommDestroy waits for them, as NCCL's destroy waits for queued operations). The
+// checking thread's exchanges too: every peer made the same calls, so they finish, and a peer
+// that is gone ends its connection, which ends the wait with a failure.
 Communicator::~Communicator() {
-  if (!proxy_) return;
-  CCLZ_TRACE("destroy: waiting for the proxy's queued jobs");
-  proxy_->stop(false);
-  CCLZ_TRACE("destroy: proxy stopped");
+  if (proxy_ && !aborted_) {
+    CCLZ_TRACE("destroy: waiting for the proxy's queued jobs");
+    proxy_->stop(false);
+    CCLZ_TRACE("destroy: proxy stopped");
+  }
+  if (deferred_ && !aborted_) {
+    CCLZ_TRACE("destroy: waiting for the deferred checks");
+    deferred_->drain();
+    CCLZ_TRACE("destroy: deferred checks done");
+  }
 }
 
 void Communicator::setJobError(cclzResult_t code, const std::string& message) {
@@ -139,25 +146,36 @@ CheckWhen Communicator::checkWhen(CollOp op) {
   return first || !checksOnThread() ? CheckWhen::Now : CheckWhen::Deferred;
 }
 
-// A host call blocks until its data has moved, and nothing could end a wait that a mismatch
-// left: it checks now (an MPI exchange costs microseconds). An asyncCalls communicator's proxy
-// queues NCCL work on its own thread, which an abort would race: it checks now too.
+// The checking thread needs a control channel of its own that launches nothing on the data path:
+// the transport's control mesh (device transports). A host call blocks until its data has moved,
+// and nothing could end a wait that a mismatch left: host transports have no mesh and check now
+// (an MPI exchange costs microseconds). An asyncCalls communicator's proxy queues NCCL work on
+// its own thread, which the abort of a failed check would race: it checks now too.
 bool Communicator::checksOnThread() const {
-  return settings_.checkCalls == CheckCalls::Deferred &&
-         transport_->memory() == MemoryKind::Device && !proxy_;
+  return settings_.checkCalls == CheckCalls::Deferred && transport_->controlMesh() && !proxy_;
 }
 
 DeferredChecks& Communicator::deferredChecks() {
-#ifdef CCLZ_HAVE_CUDA
-  if (!deferred_)
+  if (!deferred_) {
+    HostMesh* mesh = transport_->controlMesh();
+    CCLZ_REQUIRE(mesh, cclzInternalError, "deferred checks need a transport with a control mesh");
     deferred_ = std::make_unique<DeferredChecks>(
-        makeDeviceCheckExchange(transport_->control(), checkEngine().controlStream()),
-        transport_->rank(), transport_->size(),
+        makeMeshCheckExchange(*mesh), transport_->rank(), transport_->size(),
         [this](const std::string& message) { failCheck(message); });
+  }
   return *deferred_;
-#else
-  CCLZ_FAIL(cclzInternalError, "deferred checks need a device communicator");
-#endif
+}
+
+std::vector<uint8_t> Communicator::exchangeOnCaller(const void* mine, size_t bytes,
+                                                    const std::vector<int>& peers) {
+  if (!callerExchange_) {
+    HostMesh* mesh = transport_->controlMesh();
+    CCLZ_REQUIRE(mesh, cclzInternalError, "no control mesh to exchange over");
+    callerExchange_ = makeMeshCheckExchange(*mesh);
+  }
+  const int slot = static_cast<int>(callerExchanges_++ % callerExchange_->slots());
+  return exchangeAndWait(*callerExchange_, slot, transport_->rank(), transport_->size(), mine,
+                         bytes, peers);
 }
 
 void Communicator::throwIfCheckFailed() {
@@ -214,7 +232,11 @@ cclzResult_t Communicator::asyncError(std::string* message) {
 
 // Queued jobs are cancelled (their tickets published, so no cclzCommStreamWait hangs), the
 // transport is aborted (which ends the NCCL waits of a running job), then the proxy's thread ends.
+// The checking thread stops without waiting for its exchanges; peers waiting for this rank's
+// part then see its control mesh close (at destroy) and fail theirs.
 void Communicator::abort() {
+  aborted_ = true;
+  if (deferred_) deferred_->stop();
   if (proxy_) {
     setJobError(cclzInvalidUsage, "the communicator was aborted");
     transport_->abort();

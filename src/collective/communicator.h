@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "collective/deferred_checks.h"
 #include "collective/descriptor.h"
@@ -21,8 +22,9 @@ namespace cclz {
 // Which calls check their descriptors with the peers (docs/collectives.md, "Checking the call").
 // Every: each call waits for the verdict. First: only the first call of each op does, the others
 // go unchecked (NCCL's behaviour on a mismatch: a hang or garbage). Deferred: the first call of
-// each op waits for its verdict, later calls on a device communicator without asyncCalls queue
-// theirs and go on (deferred_checks.h); host communicators check every call.
+// each op waits for its verdict, later calls queue theirs and go on (deferred_checks.h) where
+// the transport has a control mesh (device communicators) and there is no proxy; host
+// communicators check every call.
 enum class CheckCalls { Every, First, Deferred };
 // What one call does about its check.
 enum class CheckWhen { Skip, Now, Deferred };
@@ -64,17 +66,15 @@ struct CommSettings {
 class Communicator {
  public:
   Communicator(std::unique_ptr<Transport> transport, CommSettings settings);
-  // Waits for the proxy's queued jobs (if any) before anything is released.
+  // Waits for the proxy's queued jobs (if any), and for the checking thread's exchanges (peers
+  // still waiting for this rank's descriptors would otherwise see its control mesh close and
+  // fail), before anything is released; after abort() for neither.
   ~Communicator();
 
   Transport& transport() { return *transport_; }
   // The data path's engine. With a proxy, the proxy's jobs use it, and the caller's thread only
   // while the proxy is idle.
   Engine& engine() { return *engine_; }
-  // The call check's engine (its control stage and scratch): the data engine, except with a
-  // proxy, where the check runs on the caller's thread while a job may be using the data engine,
-  // so it has an engine of its own.
-  Engine& checkEngine() { return checkEngine_ ? *checkEngine_ : *engine_; }
   // The proxy and the done events of its calls: only on a device communicator with
   // settings().async.
   Proxy* proxy() { return proxy_.get(); }
@@ -96,11 +96,15 @@ class Communicator {
   // How a call of this op checks its descriptors. Every rank makes the same calls in the same
   // order, so every rank answers alike.
   CheckWhen checkWhen(CollOp op);
-  // Whether every exchange of the control transport goes through the checking thread
-  // (deferredChecks()): CCLZ_CHECK_CALLS=deferred on a device communicator without asyncCalls.
+  // Whether every control exchange goes through the checking thread (deferredChecks()):
+  // CCLZ_CHECK_CALLS=deferred, a transport with a control mesh, no proxy.
   bool checksOnThread() const;
-  // The checking thread, started at the first exchange.
+  // The checking thread, started at the first exchange, over the transport's control mesh.
   DeferredChecks& deferredChecks();
+  // A control exchange over the transport's control mesh on the calling thread, waited for: the
+  // device communicators without a checking thread. Same result as exchangeNow.
+  std::vector<uint8_t> exchangeOnCaller(const void* mine, size_t bytes,
+                                        const std::vector<int>& peers);
   // Held by each call while it queues work, so that a failed deferred check's abort does not
   // race the caller's thread queuing NCCL work (failCheck).
   std::timed_mutex& callMutex() { return callMutex_; }
@@ -123,9 +127,11 @@ class Communicator {
 
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
-  std::unique_ptr<Engine> checkEngine_;  // with a proxy only
-  DoneEvents doneEvents_;                // outlives the proxy: its jobs publish here
-  std::unique_ptr<DeferredChecks> deferred_;  // uses the engine and the transport
+  DoneEvents doneEvents_;  // outlives the proxy: its jobs publish here
+  std::unique_ptr<DeferredChecks> deferred_;        // uses the transport's mesh
+  std::unique_ptr<CheckExchange> callerExchange_;  // exchangeOnCaller's
+  uint64_t callerExchanges_ = 0;
+  bool aborted_ = false;  // abort(): the destructor does not wait for checks
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
   std::unique_ptr<Tuner> tuner_;

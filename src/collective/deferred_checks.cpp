@@ -23,13 +23,15 @@ DeferredChecks::DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank
   thread_ = std::thread([this] { loop(); });
 }
 
-DeferredChecks::~DeferredChecks() {
+DeferredChecks::~DeferredChecks() { stop(); }
+
+void DeferredChecks::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     changed_.notify_all();
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {

@@ -1,20 +1,24 @@
 // Deferred call checks (CCLZ_CHECK_CALLS=deferred, the default on device communicators without
 // asyncCalls; docs/collectives.md, "Checking the call"). A checked call waits for its peers'
-// descriptors before it queues data: on NCCL that is a host synchronization per call (~30 us
-// over NVLink), more than a small collective takes. Even queuing the exchange without waiting
-// costs the caller ~15 us (an NCCL launch and two copies). So a thread of the communicator does
-// every exchange of its control transport, in call order: the caller hands it the descriptor and
-// queues its data at once, and the thread judges the descriptors when they arrive. A mismatch
-// then becomes the communicator's asynchronous error, and the communicator aborts its transport,
-// which ends the transfers the mismatch left waiting: an error, not a hang, though the call
-// itself returned success and its output is undefined.
+// descriptors before it queues data: a round trip to every peer per call, more than a small
+// collective takes. So a thread of the communicator does every exchange of its control channel,
+// in call order: the caller hands it the descriptor and queues its data at once, and the thread
+// judges the descriptors when they arrive. A mismatch then becomes the communicator's
+// asynchronous error, and the communicator aborts its transport, which ends the transfers the
+// mismatch left waiting: an error, not a hang, though the call itself returned success and its
+// output is undefined.
 //
 // The calls that must wait for an answer (the first call of each op, checked before its data;
 // the adaptive calls' exchange of trial times) go through the same thread with exchangeNow, so
-// that the control transport sees one sequence of exchanges, the same on every rank.
+// that the control channel sees one sequence of exchanges, the same on every rank.
 //
-// Plain C++: the exchange is an interface (the device one in device_check_exchange.cpp), so
-// that the ring of slots, the order and the thread are tested without a GPU.
+// The thread must never launch GPU work: NCCL kernels wait for their peers, and NCCL wants the
+// work of every communicator of a device launched in one order on every rank, which a thread
+// beside the caller's cannot keep. Device communicators therefore exchange over the control
+// mesh (TCP, transport/host_mesh.h; mesh_check_exchange.cpp), which makes no CUDA call.
+//
+// Plain C++: the exchange is an interface, so that the ring of slots, the order and the thread
+// are tested without a GPU.
 #pragma once
 
 #include <condition_variable>
@@ -47,7 +51,10 @@ class CheckExchange {
   // exchange failed.
   virtual bool arrived(int slot) = 0;
   virtual const uint8_t* received(int slot) = 0;
-  // Runs first on the checking thread (the device exchange picks its GPU there).
+  // Waits up to maxMs for something to arrive, for a thread with nothing else to do; this
+  // default returns at once.
+  virtual void idle(int maxMs) { (void)maxMs; }
+  // Runs first on the checking thread.
   virtual void onCheckingThread() {}
 };
 
@@ -58,7 +65,7 @@ class DeferredChecks {
   // dropped.
   DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank, int ranks,
                  std::function<void(const std::string&)> onFailure);
-  // Stops the thread; exchanges still under way are dropped without a verdict.
+  // stop().
   ~DeferredChecks();
   DeferredChecks(const DeferredChecks&) = delete;
   DeferredChecks& operator=(const DeferredChecks&) = delete;
@@ -70,8 +77,12 @@ class DeferredChecks {
   // over before, and waits for it. Returns one block of `bytes` per rank, by rank (this rank's
   // and its peers' filled). Throws cclzInvalidUsage once a check has failed.
   std::vector<uint8_t> exchangeNow(const void* mine, size_t bytes, const std::vector<int>& peers);
-  // Returns when every exchange handed over has been done, or one failed and was reported.
+  // Returns when every exchange handed over has been done, or one failed and was reported, or
+  // the thread was stopped.
   void drain();
+  // Stops the thread and joins it; exchanges still under way are dropped without a verdict, and
+  // later hand-overs throw. Idempotent.
+  void stop();
   // The first failure's message; empty while every check so far agreed.
   std::string failure();
 
@@ -110,11 +121,16 @@ class DeferredChecks {
   std::thread thread_;     // last: started once the rest is ready
 };
 
-#ifdef CCLZ_HAVE_CUDA
-class Transport;
-// Exchanges over `control` (a device transport) on `stream`, in slots of the current device's
-// memory (device_check_exchange.cpp).
-std::unique_ptr<CheckExchange> makeDeviceCheckExchange(Transport& control, cclzStream_t stream);
-#endif
+class HostMesh;
+// Exchanges over the control mesh, host memory only (mesh_check_exchange.cpp). The mesh must
+// outlive it, and only this exchange may take messages from it.
+std::unique_ptr<CheckExchange> makeMeshCheckExchange(HostMesh& mesh);
+
+// One exchange on the calling thread, for communicators without a checking thread: starts it
+// in `slot` (free: every earlier exchange in it has arrived) and waits for it. Returns one block
+// of `bytes` (at most kBlockBytes) per rank, by rank, this rank's and its peers' filled.
+std::vector<uint8_t> exchangeAndWait(CheckExchange& exchange, int slot, int rank, int ranks,
+                                     const void* mine, size_t bytes,
+                                     const std::vector<int>& peers);
 
 }  // namespace cclz

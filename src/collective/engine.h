@@ -2,8 +2,8 @@
 // (collectives.cpp) are written once for host and device memory. The host engine calls the CPU
 // reference and finishes each call before it returns; the device engine queues kernels on three
 // streams (encode, move, decode) ordered by events, so that encoding piece i+1, moving piece i and
-// decoding piece i-1 overlap, and never synchronizes the host except where a caller asks for data
-// on the host (toHost).
+// decoding piece i-1 overlap, and never synchronizes the host except where a call waits for
+// frame sizes (fetched).
 #pragma once
 
 #include <atomic>
@@ -28,12 +28,9 @@ struct CodecUse {
 // until the previous piece in slot s has been moved and decoded. Three slots: where frame sizes
 // go ahead of the frames (pipeline.h, runPieces), piece i's encode and size exchange then wait
 // for piece i - 3, which finished long ago, rather than for the transfer of piece i - 2.
-// Control: the call check's messages (kNoSlot), on a stream of their own that never waits for
-// the caller's stream or the other stages, so that the check's host wait covers only its own
-// exchange and not the transfers earlier calls still have queued.
-enum class Stage { Encode, Move, Decode, Control };
+enum class Stage { Encode, Move, Decode };
 constexpr int kSlots = 3;
-constexpr int kNoSlot = -1;  // a stage with no slot buffers (control messages)
+constexpr int kNoSlot = -1;  // a stage with no slot buffers (a plain call's single step)
 
 // Scratch areas, one per purpose, kept between calls. Decoded (device): one piece in its dtype,
 // for codecs without a fused decode-and-accumulate and for outputs that are not 16-byte aligned
@@ -46,7 +43,6 @@ enum class Area {
   Accumulator,
   Sizes,
   Shard,
-  Control,
   Decoded,
   Residual,
   CodecScratch,
@@ -66,8 +62,6 @@ class Engine {
   virtual void reserve(const uint64_t* bytes) = 0;
   virtual bool covers(const uint64_t* bytes) const = 0;
   virtual uint8_t* area(Area a) = 0;
-  // Host memory for `bytes` (pinned on the device engine), kept between calls.
-  virtual uint8_t* hostStage(uint64_t bytes) = 0;
 
   // A collective starts after the work queued on `stream` and, at end(), `stream` waits for it.
   // end() throws the first error a host codec call met (see fail()); abandon() is end() on an
@@ -88,8 +82,6 @@ class Engine {
   virtual void join() = 0;
   // The stream of the Move stage, for the transport.
   virtual cclzStream_t moveStream() const = 0;
-  // The stream of the Control stage, for the control transport (Transport::control()).
-  virtual cclzStream_t controlStream() const = 0;
 
   // Codec calls, on the current stage's stream. encode writes the frame's size to *sizeSlot
   // (engine memory); with a residual it is the error-feedback encode (step numbers its draws).
@@ -126,12 +118,6 @@ class Engine {
   // second quantization folded into the error feedback of the shard this rank owns.
   virtual void foldError(float* residual, const void* intended, const void* got, uint64_t count,
                          int dtype, float factor) = 0;
-
-  // Stream-ordered copies between engine memory and host memory. toHost waits for the bytes (a
-  // host synchronization on the device). fromHost only queues its copy: hostSrc must stay
-  // unchanged until a later toHost on the same stage has returned.
-  virtual void toHost(void* hostDst, const void* src, uint64_t bytes) = 0;
-  virtual void fromHost(void* dst, const void* hostSrc, uint64_t bytes) = 0;
 
   // Frame sizes on their way to the host without draining a stream: fetch queues a copy of
   // `bytes` at src to the host copy of `slot` on the current stream and returns; fetched waits

@@ -48,10 +48,6 @@ class HostEngine final : public Engine {
     return true;
   }
   uint8_t* area(Area a) override { return areas_[static_cast<int>(a)].data(); }
-  uint8_t* hostStage(uint64_t bytes) override {
-    stage_.ensure(bytes);
-    return stage_.data();
-  }
 
   void begin(cclzStream_t) override { firstError_.reset(); }
   void end() override {
@@ -72,7 +68,6 @@ class HostEngine final : public Engine {
   void stage(Stage, int) override {}
   void join() override {}
   cclzStream_t moveStream() const override { return nullptr; }
-  cclzStream_t controlStream() const override { return nullptr; }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t capacity,
               uint64_t* sizeSlot, float* residual, uint64_t step) override {
@@ -113,13 +108,6 @@ class HostEngine final : public Engine {
       reduce::foldElement(residual, i, intended, got, dtype, factor);
   }
 
-  void toHost(void* hostDst, const void* src, uint64_t bytes) override {
-    if (bytes) std::memmove(hostDst, src, bytes);
-  }
-  void fromHost(void* dst, const void* hostSrc, uint64_t bytes) override {
-    if (bytes) std::memmove(dst, hostSrc, bytes);
-  }
-
   void fetch(int slot, const void* src, uint64_t) override { fetched_[slot] = src; }
   const void* fetched(int slot) override { return fetched_[slot]; }
 
@@ -135,7 +123,6 @@ class HostEngine final : public Engine {
   }
 
   HostBuffer areas_[static_cast<int>(Area::Count)];
-  HostBuffer stage_;
   const void* fetched_[kSlots] = {};
   std::unique_ptr<Error> firstError_;
 };

@@ -172,39 +172,31 @@ CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan&
 
 }  // namespace
 
-// Sends `d` bytes at `mine` to `peers` and receives theirs, over the control transport on the
-// control stage, which waits for nothing the data path queued, so that the one host wait (the
-// bytes coming back) covers this exchange alone: one all-gather when the peers are every other
-// rank, else a pair of messages per peer. Returns n blocks of d bytes, by rank (this rank's and
-// its peers' filled).
+// Sends `d` bytes at `mine` to `peers` and receives theirs: one all-gather when the peers are
+// every other rank, else a pair of messages per peer. Returns n blocks of d bytes, by rank (this
+// rank's and its peers' filled). A device communicator exchanges over its control mesh, never
+// over NCCL (deferred_checks.h says why); a host transport moves the bytes itself.
 std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uint64_t d,
                                        const std::vector<int>& peers) {
-  // The checking thread owns the control transport: this exchange waits its turn there.
+  // The checking thread owns the control mesh: this exchange waits its turn there.
   if (comm.checksOnThread()) return comm.deferredChecks().exchangeNow(mine, d, peers);
-  Transport& t = comm.transport().control();
-  Engine& e = comm.checkEngine();
+  Transport& t = comm.transport();
+  if (t.controlMesh()) return comm.exchangeOnCaller(mine, d, peers);
+  CCLZ_REQUIRE(t.memory() == MemoryKind::Host, cclzInternalError,
+               "a device transport without a control mesh");
   const int n = t.size(), me = t.rank();
-  uint64_t bytes[static_cast<int>(Area::Count)] = {};
-  bytes[static_cast<int>(Area::Control)] = (n + 1) * d;
-  e.reserve(bytes);
-  uint8_t* wire = e.area(Area::Control);  // [n blocks received][this rank's]
-  uint8_t* host = e.hostStage((n + 1) * d);
-  std::memcpy(host + n * d, mine, d);
-  e.stage(Stage::Control, kNoSlot);
-  e.fromHost(wire + n * d, host + n * d, d);
+  std::vector<uint8_t> own(static_cast<const uint8_t*>(mine), static_cast<const uint8_t*>(mine) + d);
+  std::vector<uint8_t> all(n * d, 0);
   if (static_cast<int>(peers.size()) == n - 1) {
-    t.allGather(wire + n * d, wire, d, e.controlStream());
+    t.allGather(own.data(), all.data(), d, nullptr);
   } else {
-    t.groupStart(e.controlStream());
+    t.groupStart(nullptr);
     for (int r : peers) {
-      t.send(wire + n * d, d, r);
-      t.recv(wire + r * d, d, r, nullptr);
+      t.send(own.data(), d, r);
+      t.recv(all.data() + r * d, d, r, nullptr);
     }
     t.groupEnd();
   }
-  e.toHost(host, wire, n * d);
-  std::vector<uint8_t> all(n * d);
-  for (int r : peers) std::memcpy(all.data() + r * d, host + r * d, d);
   std::memcpy(all.data() + me * d, mine, d);
   return all;
 }

@@ -19,7 +19,6 @@ const char* stageName(Stage s) {
     case Stage::Encode: return "encode";
     case Stage::Move: return "move";
     case Stage::Decode: return "decode";
-    case Stage::Control: return "control";
   }
   return "?";
 }

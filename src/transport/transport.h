@@ -20,6 +20,8 @@
 
 namespace cclz {
 
+class HostMesh;
+
 // Where the buffers a transport moves live, and so where the codecs run.
 enum class MemoryKind { Host, Device };
 
@@ -89,12 +91,11 @@ class Transport {
   // The largest message one send, receive or allGather part may hold (MPI counts are ints).
   virtual uint64_t maxMessageBytes() const { return UINT64_MAX; }
 
-  // The transport the call check (src/collective/plan.cpp, checkWithPeers) runs on: the same
-  // ranks, but its messages do not queue behind this transport's data. NCCL: a second
-  // communicator split from the first (its operations on the engine's control stream never wait
-  // for earlier calls' transfers). Host transports finish every message before returning, so
-  // they are their own control transport.
-  virtual Transport& control() { return *this; }
+  // Where a device transport's control exchanges go (the call check, the adaptive calls' trial
+  // times; src/collective/plan.cpp, exchangeWithPeers): a TCP mesh of the same ranks that
+  // launches no GPU work (host_mesh.h). NULL for host transports: they finish every message
+  // before returning, so the check goes through the transport itself.
+  virtual HostMesh* controlMesh() { return nullptr; }
 
   // An error the network met outside a call (NCCL's asynchronous errors); empty when none.
   virtual std::string asyncError() { return {}; }

@@ -2,10 +2,11 @@
 
 #ifdef CCLZ_HAVE_NCCL
 
+#include <cuda_runtime_api.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <string>
-#include <system_error>
-#include <thread>
 
 #include "common/error.h"
 #include "common/trace.h"
@@ -86,23 +87,57 @@ void NcclWindows::release(void* p) noexcept {
   ncclMemFree(p);
 }
 
+// How long the ranks may take to connect the control mesh once they all have its addresses
+// (they have just passed an all-gather together, so it is usually milliseconds).
+constexpr std::chrono::seconds kMeshConnectTimeout{60};
+
 NcclTransport::NcclTransport(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
   CCLZ_REQUIRE(comm, cclzInvalidArgument, "the NCCL communicator is NULL");
   query();
-  // Same ranks in the same order (one color, the rank as key). If the split throws, the
-  // constructor does not finish and the caller still owns comm (cclzCommInitRank destroys it).
-  ncclComm_t split = nullptr;
-  CCLZ_NCCL_CHECK(ncclCommSplit(comm_, 0, rank_, &split, nullptr));
-  CCLZ_REQUIRE(split, cclzSystemError, "ncclCommSplit returned no communicator");
-  try {
-    control_.reset(new NcclTransport(split, ControlTag{}));
-  } catch (...) {
-    ncclCommDestroy(split);
-    throw;
-  }
+  // If this throws, the constructor does not finish and the caller still owns comm
+  // (cclzCommInitRank destroys it).
+  MeshListener listener;
+  const std::vector<MeshAddress> addresses = allGatherAddresses(listener.address());
+  mesh_ = std::make_unique<HostMesh>(std::move(listener), addresses, rank_, kMeshConnectTimeout);
 }
 
-NcclTransport::NcclTransport(ncclComm_t comm, ControlTag) : comm_(comm), owned_(true) { query(); }
+namespace {
+
+void cudaCheck(cudaError_t result, const char* call) {
+  if (result != cudaSuccess)
+    CCLZ_FAIL(cclzUnhandledCudaError, std::string(call) + " failed: " + cudaGetErrorString(result));
+}
+
+}  // namespace
+
+std::vector<MeshAddress> NcclTransport::allGatherAddresses(const MeshAddress& mine) {
+  const size_t d = sizeof(MeshAddress);
+  std::vector<MeshAddress> all(size_);
+  cudaStream_t stream = nullptr;
+  uint8_t* wire = nullptr;  // [size_ addresses received][this rank's]
+  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  try {
+    cudaCheck(cudaMalloc(reinterpret_cast<void**>(&wire), (size_ + 1) * d), "cudaMalloc");
+    cudaCheck(cudaMemcpyAsync(wire + size_ * d, &mine, d, cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync");
+    stream_ = stream;
+    traceLaunch("all-gather of the control mesh's addresses", d, "bytes");
+    CCLZ_NCCL_CHECK(ncclAllGather(wire + size_ * d, wire, d, ncclUint8, comm_, stream));
+    cudaCheck(cudaMemcpyAsync(all.data(), wire, size_ * d, cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync");
+    cudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  } catch (...) {
+    cudaStreamSynchronize(stream);
+    cudaFree(wire);
+    cudaStreamDestroy(stream);
+    stream_ = nullptr;
+    throw;
+  }
+  cudaFree(wire);
+  cudaStreamDestroy(stream);
+  stream_ = nullptr;
+  return all;
+}
 
 void NcclTransport::query() {
   CCLZ_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
@@ -111,7 +146,7 @@ void NcclTransport::query() {
 
 NcclTransport::~NcclTransport() {
   windows_.releaseAll();  // the engine released its areas already; not after comm_ is gone
-  control_.reset();
+  mesh_.reset();
   if (owned_ && comm_) ncclCommDestroy(comm_);
 }
 
@@ -155,15 +190,14 @@ void NcclTransport::groupEnd() {
   CCLZ_NCCL_CHECK(ncclGroupEnd());
   // After the call too: a hang inside ncclGroupEnd (connection setup on first use) and one in
   // what follows it look alike otherwise.
-  CCLZ_TRACE("nccl %s: send/recv group queued", control_ ? "data" : "control");
+  CCLZ_TRACE("nccl: send/recv group queued");
 }
 
-// With asyncCalls = 1 the control communicator is driven by the caller's thread and the data one by
-// the proxy's: NCCL wants launches on several communicators of a device in one order on every
-// rank, so the trace shows each launch, and which communicator, to compare the ranks' orders.
+// NCCL wants its work launched in one order on every rank: the trace shows each launch and its
+// thread, to compare the ranks' orders.
 void NcclTransport::traceLaunch(const char* what, uint64_t amount, const char* unit) const {
-  CCLZ_TRACE("nccl %s: %s, %llu %s, stream %p", control_ ? "data" : "control", what,
-             static_cast<unsigned long long>(amount), unit, static_cast<void*>(stream_));
+  CCLZ_TRACE("nccl: %s, %llu %s, stream %p", what, static_cast<unsigned long long>(amount), unit,
+             static_cast<void*>(stream_));
 }
 
 void NcclTransport::allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t stream) {
@@ -216,36 +250,16 @@ std::string NcclTransport::asyncError() {
   if (!comm_) return "the communicator was aborted";
   ncclResult_t state = ncclSuccess;
   if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
-  if (state == ncclSuccess || state == ncclInProgress)
-    return control_ ? control_->asyncError() : std::string();
+  if (state == ncclSuccess || state == ncclInProgress) return {};
   return std::string("NCCL: ") + ncclGetErrorString(state);
 }
 
-void NcclTransport::abortOwn() {
-  if (ncclComm_t comm = comm_.exchange(nullptr)) {
-    const char* which = control_ ? "data" : "control";
-    CCLZ_TRACE("nccl %s: ncclCommAbort", which);
-    const ncclResult_t r = ncclCommAbort(comm);
-    CCLZ_TRACE("nccl %s: ncclCommAbort returned %d", which, static_cast<int>(r));
-  }
-}
-
-// Both communicators at once. Aborting one communicator while a kernel of the other waits for a
-// peer that will never come hangs (2x H200, NCCL 2.28: the control communicator, aborted first,
-// hangs on the rank whose data kernel waits for a transfer its peer rejected; most likely the
-// abort's frees wait for that kernel). With both abort flags raised together, every kernel
-// of this transport ends and both aborts return (docs/collectives.md, "Checking the call").
 void NcclTransport::abort() {
-  if (!control_) return abortOwn();
-  std::thread control;
-  try {
-    control = std::thread([this] { control_->abortOwn(); });
-  } catch (const std::system_error&) {  // no thread to be had: the data one first, then
-    abortOwn();
-    return control_->abortOwn();
+  if (ncclComm_t comm = comm_.exchange(nullptr)) {
+    CCLZ_TRACE("nccl: ncclCommAbort");
+    const ncclResult_t r = ncclCommAbort(comm);
+    CCLZ_TRACE("nccl: ncclCommAbort returned %d", static_cast<int>(r));
   }
-  abortOwn();
-  control.join();
 }
 
 }  // namespace cclz

@@ -1,7 +1,8 @@
 // The NCCL transport: device buffers, ncclSend/ncclRecv inside ncclGroupStart/End on the
 // collective's stream. Created from a unique id (it owns the ncclComm_t) or around a communicator
-// the caller already has and keeps owning. Either way it splits off a second communicator of the
-// same ranks, which it owns, for the call check (control()).
+// the caller already has and keeps owning. Either way it connects a control mesh of the same
+// ranks (TCP, host_mesh.h) for the call check (controlMesh()): the NCCL communicator carries
+// the data and nothing else.
 #pragma once
 
 #ifdef CCLZ_HAVE_NCCL
@@ -12,7 +13,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
+#include "transport/host_mesh.h"
 #include "transport/transport.h"
 
 namespace cclz {
@@ -47,7 +50,8 @@ class NcclWindows final : public FrameMemory {
 class NcclTransport final : public Transport {
  public:
   // Wraps comm; destroys it at the end when `owned`. Collective over comm's ranks: every rank
-  // creates its control communicator here (ncclCommSplit).
+  // all-gathers its control mesh address over comm (one ncclAllGather, waited for on the
+  // creating thread) and connects the mesh.
   NcclTransport(ncclComm_t comm, bool owned);
   ~NcclTransport() override;
 
@@ -70,23 +74,19 @@ class NcclTransport final : public Transport {
 
   FrameMemory* frameMemory() override { return &windows_; }
 
-  // The communicator split off at construction (owned), as a transport of its own.
-  Transport& control() override { return control_ ? *control_ : *this; }
+  HostMesh* controlMesh() override { return mesh_.get(); }
 
   std::string asyncError() override;
   // ncclCommAbort, also of a wrapped communicator (the only way to stop its operations): the
-  // caller must not use or destroy that ncclComm_t afterwards. The control communicator is
-  // aborted too, at the same time (see the definition for why).
+  // caller must not use or destroy that ncclComm_t afterwards. The control mesh stays open.
   void abort() override;
 
   ncclComm_t comm() const { return comm_; }
 
  private:
-  struct ControlTag {};
-  // The control communicator's transport: owns comm, splits nothing.
-  NcclTransport(ncclComm_t comm, ControlTag);
   void query();
-  void abortOwn();  // this transport's communicator only
+  // Every rank's control mesh address, by rank: one ncclAllGather on a stream of its own.
+  std::vector<MeshAddress> allGatherAddresses(const MeshAddress& mine);
   void checkPeer(int peer) const;
   void checkReady() const;
   // CCLZ_TRACE: one line per launch (amount in `unit`: bytes or elements).
@@ -100,8 +100,8 @@ class NcclTransport final : public Transport {
   cudaStream_t stream_ = nullptr;
   bool inGroup_ = false;
   uint64_t groupBytes_ = 0;  // the open group's sends and receives, for the trace
-  std::unique_ptr<NcclTransport> control_;  // destroyed before comm_
   NcclWindows windows_{comm_};
+  std::unique_ptr<HostMesh> mesh_;
 };
 
 }  // namespace cclz
