@@ -390,13 +390,15 @@ typedef struct {
 CCLZ_API cclzResult_t cclzGetUniqueId(cclzUniqueId* uniqueId);
 
 /* Creates a device (NCCL) communicator of nranks ranks, this one being `rank`, on the current
- * CUDA device; collective over the ranks, like ncclCommInitRank. */
+ * CUDA device; collective over the ranks, like ncclCommInitRank. Its ranks also connect to each
+ * other over TCP, for the call check (docs/collectives.md, "Communicators": CCLZ_SOCKET_IFNAME). */
 CCLZ_API cclzResult_t cclzCommInitRank(cclzComm_t* comm, int nranks, cclzUniqueId uniqueId,
                                        int rank);
 
 /* Creates a device communicator over an NCCL communicator the caller already has (an ncclComm_t,
  * passed as a pointer so that this header needs no nccl.h). The caller keeps owning it and must
- * destroy it after cclzCommDestroy. Not collective. */
+ * destroy it after cclzCommDestroy. Collective over its ranks: one ncclAllGather on it, waited
+ * for, and the ranks' TCP connections for the call check (as cclzCommInitRank). */
 CCLZ_API cclzResult_t cclzCommInitFromNccl(cclzComm_t* comm, void* ncclComm);
 
 /* The same creators with a configuration (NULL: CCLZ_COMM_CONFIG_INITIALIZER's defaults), like

@@ -9,6 +9,12 @@
 #   build      configure and build build-device/ for sm_90a.
 #   tests      the quick GPU set (ctest -L quick), with the count of cases that ran.
 #   fulltests  every GPU test (ctest -L gpu: quick, large, the NCCL suites on 2 or more GPUs).
+#   ncclsolo   (2 or more GPUs; runs on 2) the NCCL adaptive suite alone on the GPUs, repeated
+#              (CCLZ_SOLO_REPEAT times, default 20) under a timeout, so that a hang fails the stage
+#              instead of holding the machine; then the deferred-check and error cases, the
+#              adaptive suite with CCLZ_CHECK_CALLS=1 and the asyncCalls tests once each; a table
+#              last, every run's output in ncclsolo.log. Without build among the stages it builds
+#              only the NCCL test programs.
 #   python     (2 or more GPUs) the Python package's tests over NCCL, on 2 and 4 ranks.
 #   nccltests  (2 or more GPUs) NVIDIA's nccl-tests with -c 1, plain and under the NCCL drop-in
 #              (their source in .deps/nccl-tests; skipped without it).
@@ -96,6 +102,81 @@ if has python; then
   done
 fi
 if has fulltests; then gpu_tests fulltests -L gpu; fi
+
+# ncclsolo: the NCCL suites' cases that drive the checking thread hardest, alone on 2 GPUs: the
+# adaptive suite (trials, settling, feedback, device-wide waits between checked calls) repeated,
+# each run under a timeout, and a table of what passed. A run that times out is run once more,
+# traced (CCLZ_TRACE=1), and the trace's end kept in ncclsolo.log.
+if has ncclsolo; then
+  if ! has build; then
+    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+      -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
+      ninja -C $build nccl_tests nccl_async_tests >>"$log" 2>&1
+    status=$?
+    echo "ncclsolo build (nccl_tests, nccl_async_tests): exit $status" | tee -a "$summary"
+    [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
+  fi
+  repeat=${CCLZ_SOLO_REPEAT:-20}
+  solo=$OUT/ncclsolo.log
+  : >"$solo"
+  table=()
+  # solorun NAME SECONDS REPEAT [VAR=VALUE...] -- PROGRAM ARGS...: the program on 2 ranks, ended
+  # when it has run SECONDS or printed nothing for 90 s (a normal case prints within ~15 s: a
+  # silence that long is a hang); one row of the table. Fails when it had to be ended.
+  solorun() {
+    local name=$1 secs=$2 rep=$3; shift 3
+    local envs=()
+    while [ "$1" != -- ]; do envs+=(-x "$1"); shift; done
+    shift
+    echo "== $name (${envs[*]-}): $* --gtest_repeat=$rep, at most ${secs}s" >>"$solo"
+    local begin=$SECONDS hung=no
+    : >"$OUT/solo.tmp"
+    timeout -k 10 "$secs" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 \
+      -x NCCL_NVLS_ENABLE ${envs[@]+"${envs[@]}"} "$@" --gtest_color=no --gtest_repeat="$rep" \
+      >"$OUT/solo.tmp" 2>&1 &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null; do
+      sleep 2
+      if [ $(($(date +%s) - $(stat -c %Y "$OUT/solo.tmp"))) -gt 90 ]; then
+        hung=yes
+        kill -TERM $pid 2>/dev/null  # timeout passes it on to mpirun, which ends the ranks
+        sleep 15
+        kill -KILL $pid 2>/dev/null
+        break
+      fi
+    done
+    wait $pid
+    local status=$? took=$((SECONDS - begin))
+    { [ $status -eq 124 ] || [ $status -eq 137 ]; } && hung=yes
+    cat "$OUT/solo.tmp" >>"$solo"
+    # Rank 0 prints every case; rank 1 (gtest's brief mode) its failures only.
+    local per ok failed
+    per=$(grep -m1 -oE 'Running [0-9]+ tests?' "$OUT/solo.tmp" | grep -oE '[0-9]+')
+    ok=$(grep -cE '^\[       OK \]' "$OUT/solo.tmp")
+    failed=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUT/solo.tmp")
+    table+=("$(printf '%-36s %7s %9s %6s %4s %4s %5s' "$name" "$rep" \
+      "$ok/$((${per:-0} * rep))" "$failed" "$hung" "$status" "$took")")
+    echo "ncclsolo $name: exit $status" >>"$summary"
+    rm -f "$OUT/solo.tmp"
+    [ $hung = no ]
+  }
+  solotests=$build/tests/collective/nccl_tests
+  solorun "NcclAdaptive.* x$repeat" $((20 * repeat + 60)) "$repeat" -- \
+    $solotests --gtest_filter='NcclAdaptive.*' ||
+    solorun "traced FeedbackCalls* (after a hang)" 120 1 CCLZ_TRACE=1 -- \
+      $solotests --gtest_filter='NcclAdaptive.FeedbackCalls*'
+  solorun "NcclDeferredCheck.*:NcclErrors.*" 240 1 -- \
+    $solotests --gtest_filter='NcclDeferredCheck.*:NcclErrors.*'
+  solorun "NcclAdaptive.*, CCLZ_CHECK_CALLS=1" 120 1 CCLZ_CHECK_CALLS=1 -- \
+    $solotests --gtest_filter='NcclAdaptive.*'
+  solorun "nccl_async_tests" 180 1 -- $build/tests/collective/nccl_async_tests
+  gzip -f "$solo"
+  {
+    echo "ncclsolo on 2 GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)):"
+    printf '%-36s %7s %9s %6s %4s %4s %5s\n' run repeats ok/cases failed hung exit s
+    printf '%s\n' "${table[@]}"
+  } | tee -a "$summary"
+fi
 
 # pybench: the Python package's benchmarks: its overhead per call over the C API (2 GPUs), and
 # (4 GPUs) the DDP hooks over two emulated nodes: DDP's own all-reduce, bf16_compress, PowerSGD,

@@ -336,7 +336,7 @@ uint64_t frameStride(const Plan& plan) {
   return (worst + 255) / 256 * 256;  // keeps every slot 256-byte aligned
 }
 
-// The scratch of a call's data part (the check's area is sized apart, on the check engine).
+// The scratch of a call's data part.
 void dataBytes(const CollArgs& a, const Plan& plan, int n, int me, MemoryKind memory,
                uint64_t stride, uint64_t* bytes) {
   const uint64_t slots = static_cast<uint64_t>(kSlots) * n * stride;

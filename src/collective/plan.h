@@ -29,8 +29,9 @@ cclzCodecConfig_t noneConfig();
 // The ranks a call exchanges with: its peer for send/recv, else every other rank.
 std::vector<int> peersOf(const CollArgs& a, int n, int me);
 
-// Sends `d` bytes at `mine` to `peers` and receives theirs over the control transport; returns
-// n blocks of d bytes, by rank (this rank's and its peers' filled).
+// Sends `d` bytes at `mine` to `peers` and receives theirs over the control channel (a device
+// communicator's control mesh, else the host transport itself); returns n blocks of d bytes, by
+// rank (this rank's and its peers' filled).
 std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uint64_t d,
                                        const std::vector<int>& peers);
 

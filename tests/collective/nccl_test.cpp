@@ -290,10 +290,9 @@ TEST(NcclDeferredCheck, CountOnPlainData) { expectDeferredMismatch({}); }
 TEST(NcclDeferredCheck, CountOnPlainDataThenMoreCalls) {
   expectDeferredMismatch({.laterCalls = 8});
 }
-// These three hang where the two communicators are aborted one after the other (ncclCommAbort of
-// the control communicator never returns on the rank whose data kernel waits for a peer): the
-// transport aborts both at once (NcclTransport::abort; docs/collectives.md, "Checking the
-// call").
+// These three leave a transfer that no peer ever matches (a lossless call's sizes against plain
+// data, a rank that sent nothing): only the abort of the NCCL communicator ends it
+// (docs/collectives.md, "Checking the call").
 TEST(NcclDeferredCheck, CountOnLosslessFrames) {
   expectDeferredMismatch({.codec = cclzCodecLossless});
 }
@@ -429,6 +428,63 @@ TEST(NcclAdaptive, FeedbackCallsKeepTheResidualOnBothPaths) {
     EXPECT_GT(compressed, 0);
     cclzFeedbackDestroy(fb);
   }
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
+}
+
+// Checked calls while the caller's thread waits for the whole device between them (cudaFree of
+// a fresh allocation, cudaMemcpy on the legacy stream), each rank at its own uneven pace: 200
+// plain all-reduces (never tried by the tuner, each checked deferred) with an adaptive qgrad
+// all-reduce with error feedback every tenth call. The communicator's only NCCL work is its data,
+// queued by this thread in call order, so a device-wide wait only ever waits for work whose
+// peers' part is queued too (docs/collectives.md, "Checking the call"). Every plain sum checked.
+TEST(NcclAdaptive, DeviceWideWaitsBetweenCheckedCallsDoNotHang) {
+  if (asyncCalls()) GTEST_SKIP() << "the suite's own communicators are the asyncCalls ones";
+  const int n = worldSize(), me = worldRank();
+  cclzComm_t comm = makeAdaptiveComm();
+  ASSERT_NE(comm, nullptr);
+  const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
+  constexpr uint64_t kCount = 4096;
+  std::vector<float> in(kCount), host(kCount);
+  for (uint64_t i = 0; i < kCount; ++i) in[i] = static_cast<float>((i + 3 * me) % 17);
+  DeviceBytes send(kCount * 4, reinterpret_cast<const uint8_t*>(in.data())), recv(kCount * 4);
+  DeviceBytes fbRecv(kCount * 4);
+  cclzFeedback_t fb = nullptr;
+  ASSERT_EQ(cclzFeedbackCreate(&fb, kCount, cclzMemoryDevice), cclzSuccess);
+  cclzCodecConfig_t qgrad = CCLZ_CODEC_CONFIG_INITIALIZER;
+  qgrad.codec = cclzCodecQgrad;
+  qgrad.bits = 4;
+  unsigned seed = 977u + 131u * static_cast<unsigned>(me);
+  for (int i = 0; i < 200; ++i) {
+    if (rand_r(&seed) % 3 == 0) usleep(rand_r(&seed) % 400);
+    ASSERT_EQ(cclzAllReduce(send.ptr, recv.ptr, kCount, cclzFloat32, cclzSum, comm, nullptr,
+                            stream),
+              cclzSuccess)
+        << cclzGetLastError(comm);
+    if (i % 10 == 0) {
+      ASSERT_EQ(cclzAllReduceFeedback(send.ptr, fbRecv.ptr, kCount, cclzFloat32, cclzSum, comm,
+                                      &qgrad, fb, stream),
+                cclzSuccess)
+          << cclzGetLastError(comm);
+    }
+    void* scratch = nullptr;
+    ASSERT_EQ(cudaMalloc(&scratch, 1 << 20), cudaSuccess);
+    ASSERT_EQ(cudaFree(scratch), cudaSuccess);  // waits for the whole device
+    if (i % 3 == 0) {
+      ASSERT_EQ(cudaMemcpy(host.data(), recv.ptr, kCount * 4, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    }
+  }
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(host.data(), recv.ptr, kCount * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    float sum = 0;
+    for (int r = 0; r < n; ++r) sum += static_cast<float>((i + 3 * r) % 17);
+    ASSERT_EQ(host[i], sum) << "element " << i;
+  }
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
+  cclzFeedbackDestroy(fb);
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
 }
 
