@@ -12,7 +12,8 @@
 #   ncclsolo   (2 or more GPUs; runs on 2) the NCCL adaptive suite alone on the GPUs, repeated
 #              (CCLZ_SOLO_REPEAT times, default 20) under a timeout, so that a hang fails the stage
 #              instead of holding the machine; then the deferred-check and error cases, the
-#              adaptive suite with CCLZ_CHECK_CALLS=1 and the asyncCalls tests once each; a table
+#              adaptive suite with CCLZ_CHECK_CALLS=1 and the asyncCalls tests (also on one
+#              hardware queue, CUDA_DEVICE_MAX_CONNECTIONS=1) once each; a table
 #              last, every run's output in ncclsolo.log. Without build among the stages it builds
 #              only the NCCL test programs.
 #   python     (2 or more GPUs) the Python package's tests over NCCL, on 2 and 4 ranks.
@@ -170,6 +171,8 @@ if has ncclsolo; then
   solorun "NcclAdaptive.*, CCLZ_CHECK_CALLS=1" 120 1 CCLZ_CHECK_CALLS=1 -- \
     $solotests --gtest_filter='NcclAdaptive.*'
   solorun "nccl_async_tests" 180 1 -- $build/tests/collective/nccl_async_tests
+  solorun "nccl_async_tests, one hardware queue" 180 1 CUDA_DEVICE_MAX_CONNECTIONS=1 -- \
+    $build/tests/collective/nccl_async_tests
   gzip -f "$solo"
   {
     echo "ncclsolo on 2 GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)):"

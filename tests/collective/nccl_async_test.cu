@@ -10,8 +10,9 @@
 // fails the test (the flag was never seen) instead of hanging it. The suite also runs with
 // CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one hardware queue, where a stream wait on a
 // completion word written by later work deadlocks: docs/collectives.md, "Calls that return at
-// once"), without the blocking test: there the check's all-gather queues behind the
-// blocking kernel by design of the hardware, which delays it but cannot deadlock.
+// once"); ctest leaves the blocking test out there, scripts/dev/device.sh ncclsolo runs it (the
+// call check launches no GPU work, so nothing of the call waits behind the blocking kernel but
+// the proxy's queued work).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
