@@ -146,6 +146,8 @@ uint64_t meshTag(const std::vector<MeshAddress>& addresses) {
 
 }  // namespace
 
+bool hasAddress(const MeshAddress& address) { return storageOf(address).ss_family != AF_UNSPEC; }
+
 std::string describeAddress(const MeshAddress& address) {
   const sockaddr_storage& a = storageOf(address);
   char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";

@@ -25,6 +25,8 @@ struct MeshAddress {
 
 // "10.0.0.3:40123" (numeric, IPv6 in brackets).
 std::string describeAddress(const MeshAddress& address);
+// False for MeshAddress{}: what a rank that could not listen sends its peers.
+bool hasAddress(const MeshAddress& address);
 
 // A listening TCP socket on a port the system picks.
 class MeshListener {

@@ -255,7 +255,9 @@ TEST(MeshListener, TheDefaultInterfaceConnects) {
   for (int r = 0; r < 2; ++r) {
     listeners.emplace_back();
     addresses.push_back(listeners.back().address());
+    EXPECT_TRUE(hasAddress(addresses.back()));
   }
+  EXPECT_FALSE(hasAddress(MeshAddress{}));  // what a rank that could not listen sends
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {

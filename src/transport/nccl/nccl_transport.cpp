@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -95,10 +97,26 @@ NcclTransport::NcclTransport(ncclComm_t comm, bool owned) : comm_(comm), owned_(
   CCLZ_REQUIRE(comm, cclzInvalidArgument, "the NCCL communicator is NULL");
   query();
   // If this throws, the constructor does not finish and the caller still owns comm
-  // (cclzCommInitRank destroys it).
-  MeshListener listener;
-  const std::vector<MeshAddress> addresses = allGatherAddresses(listener.address());
-  mesh_ = std::make_unique<HostMesh>(std::move(listener), addresses, rank_, kMeshConnectTimeout);
+  // (cclzCommInitRank destroys it). A rank that cannot listen still takes part in the all-gather,
+  // with an empty address, so that its peers fail with it instead of waiting for it there.
+  std::optional<MeshListener> listener;
+  cclzResult_t code = cclzSuccess;
+  std::string why;
+  try {
+    listener.emplace();
+  } catch (const Error& e) {
+    code = e.code(), why = e.what();
+  } catch (const std::exception& e) {
+    code = cclzSystemError, why = e.what();
+  }
+  const std::vector<MeshAddress> addresses =
+      allGatherAddresses(listener ? listener->address() : MeshAddress{});
+  CCLZ_REQUIRE(why.empty(), code, why);
+  for (int r = 0; r < size_; ++r)
+    CCLZ_REQUIRE(hasAddress(addresses[r]), cclzSystemError,
+                 "rank " + std::to_string(r) +
+                     " could not listen for the control mesh (see its own error)");
+  mesh_ = std::make_unique<HostMesh>(std::move(*listener), addresses, rank_, kMeshConnectTimeout);
 }
 
 namespace {
