@@ -2,8 +2,8 @@
 # The main job, on whatever hardware this machine has: builds cclz, then trains the same GPT twice,
 # uncompressed and with every parallel dimension's traffic compressed (--policy all), and compares
 # the two runs (train and validation loss against tokens, tokens/s; a PNG and a markdown table).
-#   With two or more GPUs: one rank per GPU (torchrun, NCCL), the small (124M) model, tensor
-#     parallel over pairs of GPUs and data parallel across the pairs, 300 steps.
+#   With two or more GPUs: one rank per GPU (torchrun, NCCL), the small model (86M parameters),
+#     tensor parallel over pairs of GPUs and data parallel across the pairs, 300 steps.
 #   Otherwise: two CPU ranks (mpirun, MPI), the tiny model, tensor + sequence parallel, 300 steps;
 #     a few minutes on two cores. CPU tokens/s say little (the codecs run their CPU reference
 #     between processes of one machine); the loss curves are the point there.
@@ -22,7 +22,8 @@ cmake --build "$build" --target cclz
 python3 -c "import torch, mpi4py" 2>/dev/null || python3 -m pip install -q torch mpi4py
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib ||
   echo "(matplotlib could not be installed: the comparison is a table only)"
-export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} CCLZ_LIBRARY=$(cd "$build/src" && pwd)/libcclz.so
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+export CCLZ_LIBRARY=$(cd "$build/src" && pwd)/libcclz.so  # this build's, not another build*/
 
 out=${CCLZ_RUN_DIR:-runs/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"

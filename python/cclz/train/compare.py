@@ -1,7 +1,8 @@
 """`python -m cclz.train compare RUN_A RUN_B [--out DIR]`: two runs side by side.
 
 Writes DIR/compare.md, a markdown table (final train and validation loss, the difference in
-percent, tokens/s and the speed-up, bytes kept off the wire, peak GPU memory), and
+percent, tokens/s and the speed-up, bytes kept off the wire, GPU memory: torch's allocator peak
+and the device's memory in use, which counts cclz's and NCCL's own buffers too), and
 DIR/compare.png (train and validation loss against tokens, tokens/s against tokens) when
 matplotlib is installed. Runs of different tokens per step are compared at equal tokens: the
 plot's x axis is tokens, and the table says when their totals differ.
@@ -39,15 +40,16 @@ def _row(label, header, steps, summary, base_summary):
     return (f"| {label} | {layout} | {_fmt(summary.get('tokens'), ',')} | "
             f"{_fmt(summary.get('final_loss'), '.4f')} | {_fmt(val, '.4f')} | "
             f"{_fmt(delta, '+.2f')} | {_fmt(tps, ',.0f')} | {_fmt(speedup, '.2f')} | "
-            f"{'-' if off is None else f'{off:.0%}'} | {_fmt(summary.get('peak_mem_gb'), '.2f')} |")
+            f"{'-' if off is None else f'{off:.0%}'} | {_fmt(summary.get('peak_mem_gb'), '.2f')} | "
+            f"{_fmt(summary.get('device_used_gb'), '.2f')} |")
 
 
 def table(runs):
     """The markdown table of [(label, header, steps, summary)]; the first run is the baseline."""
     base = runs[0][3]
     lines = ["| run | layout | tokens | train loss | val loss | val vs first (%) | tokens/s | "
-             "speed-up | bytes off the wire | peak GPU GB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "speed-up | bytes off the wire | peak GPU GB (torch) | GPU GB in use (device) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_row(label, h, s, summ, base) for label, h, s, summ in runs]
     tokens = {(summ or {}).get("tokens") for _, _, _, summ in runs}
     if len(tokens) > 1:

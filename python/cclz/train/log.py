@@ -5,8 +5,9 @@ summary line. `compare` reads these files.
 A step line: step, tokens (seen so far), loss (the mean over the steps since the last line),
 val_loss (where evaluated), lr, grad_norm, tokens_per_s (training time only), wire_raw_bytes and
 wire_sent_bytes (per step, all ranks together: what cclz's collectives would have sent
-uncompressed and the estimate of what they sent, see wire.py), peak_mem_gb (GPU, the largest
-rank's)."""
+uncompressed and the estimate of what they sent, see wire.py), peak_mem_gb (GPU: torch's
+allocator peak, the largest rank's) and device_used_gb (GPU: the device's memory in use at the
+log line, cclz's and NCCL's own buffers included, the largest rank's)."""
 import json
 import os
 import sys
@@ -72,7 +73,8 @@ class RunLog:
         if raw and sent < raw:
             parts.append(f"off the wire {_bytes(raw - sent)}/step ({1 - sent / raw:.0%})")
         if record.get("peak_mem_gb") is not None:
-            parts.append(f"peak {record['peak_mem_gb']:.1f} GB")
+            parts.append(f"peak {record['peak_mem_gb']:.1f} GB "
+                         f"(device {record['device_used_gb']:.1f} GB)")
         print(" | ".join(parts), file=self.stream, flush=True)
 
     def close(self, summary):

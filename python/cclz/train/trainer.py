@@ -156,8 +156,12 @@ class Trainer:
                           wire_raw_bytes=raw / interval_steps,
                           wire_sent_bytes=sent / interval_steps)
             if self.device.type == "cuda":
-                peak = torch.cuda.max_memory_allocated(self.device) / 2 ** 30
-                record["peak_mem_gb"] = g.world_max([peak])[0]
+                # torch's allocator peak, and the device's memory in use now (total - free):
+                # cclz's and NCCL's buffers come from cudaMalloc, outside torch's counter.
+                free, total = torch.cuda.mem_get_info(self.device)
+                peak, used = g.world_max([torch.cuda.max_memory_allocated(self.device) / 2 ** 30,
+                                          (total - free) / 2 ** 30])
+                record.update(peak_mem_gb=peak, device_used_gb=used)
             if evaluate:
                 record["val_loss"] = self.evaluate()
             records.append(record)
@@ -179,7 +183,8 @@ def _summary(records):
     return dict(final_loss=records[-1]["loss"], final_val_loss=vals[-1] if vals else None,
                 tokens=records[-1]["tokens"],
                 tokens_per_s=sorted(r["tokens_per_s"] for r in steady)[len(steady) // 2],
-                peak_mem_gb=max((r.get("peak_mem_gb") or 0) for r in records) or None)
+                peak_mem_gb=max((r.get("peak_mem_gb") or 0) for r in records) or None,
+                device_used_gb=max((r.get("device_used_gb") or 0) for r in records) or None)
 
 
 def run(cfg, device=torch.device("cpu")):
