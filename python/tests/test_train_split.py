@@ -17,7 +17,7 @@ LAYOUTS = [  # (tp, pp, dp, micro-batches); those whose product is not the world
     (1, 2, 1, 4), (1, 3, 1, 6), (1, 4, 1, 8),
     (1, 3, 1, 1), (1, 4, 1, 2),  # fewer micro-batches than stages: warm-up and cool-down only
     (1, 1, 2, 1), (1, 1, 3, 1), (1, 1, 4, 1),
-    (2, 2, 1, 4), (2, 1, 2, 2), (1, 2, 2, 2),
+    (2, 2, 1, 4), (2, 1, 2, 2), (1, 2, 2, 2), (2, 2, 2, 2),  # the last: 8 ranks, by hand
 ]
 
 
