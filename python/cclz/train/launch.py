@@ -58,6 +58,11 @@ def init_distributed(launcher, rank, world, device):
         return
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    if launcher == "torchrun":  # its agent serves the store at MASTER_ADDR:MASTER_PORT
+        dist.init_process_group(backend, init_method="env://", **kwargs)
+        return
     addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = os.environ.get("MASTER_PORT")
     if port is None:
@@ -67,8 +72,6 @@ def init_distributed(launcher, rank, world, device):
             port = MPI.COMM_WORLD.bcast(_free_port() if rank == 0 else None, root=0)
         else:
             port = _free_port()
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    kwargs = {"device_id": device} if device.type == "cuda" else {}
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
                             world_size=world, **kwargs)
 
