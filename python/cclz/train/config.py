@@ -201,7 +201,8 @@ def parser():
                         "pp fp8)")
     for dim in ("tp", "dp", "pp"):
         g.add_argument(f"--{dim}-codec", type=_codec_arg(dim), metavar="CODEC",
-                       help=f"override the policy's {dim} codec: {', '.join(policies.CODECS)}")
+                       help=f"override the policy's {dim} codec: "
+                            f"{', '.join(policies.codecs_for(dim))}")
     g.add_argument("--adaptive", default="auto", choices=("auto", "on", "off"),
                    help="let cclz send plain data where that is faster (auto: on for GPUs; off "
                         "on CPU ranks, whose runs show the codecs' effect on the loss)")

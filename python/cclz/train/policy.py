@@ -26,10 +26,16 @@ CODECS = ("none", "lossless", "fp8", "fp8-e5m2", "fp8-int8", "qgrad2", "qgrad4",
 _GRADIENT_ONLY = ("qgrad2", "qgrad4", "qgrad8")
 
 
+def codecs_for(dimension):
+    """The codec names a dimension takes."""
+    return tuple(c for c in CODECS if dimension == "dp" or c not in _GRADIENT_ONLY)
+
+
 def check_codec_name(name, dimension):
     """Raises ValueError naming the choices when name is not a codec for this dimension."""
     if name not in CODECS:
-        raise ValueError(f"--{dimension}-codec {name!r}: expected one of {', '.join(CODECS)}")
+        raise ValueError(f"--{dimension}-codec {name!r}: expected one of "
+                         f"{', '.join(codecs_for(dimension))}")
     if name in _GRADIENT_ONLY and dimension != "dp":
         raise ValueError(f"--{dimension}-codec {name}: qgrad is for data-parallel gradients "
                          f"(--dp-codec); use fp8 or lossless for {dimension} activations")
