@@ -27,10 +27,12 @@ def bad_cases(n):
         (["--dp-codec", "zstd"], "expected one of"),
         (["--corpus", "/nonexistent/corpus", "--batch", str(4 * n)], "is not a folder"),
         (["--steps", "0"], "--steps must be at least 1"),
+        (["--pp-codec", "auto", "--adaptive", "off", "--batch", str(4 * n)],
+         "codec auto is the adaptive choice"),
     ]
 
 
-@pytest.mark.parametrize("case", range(11))
+@pytest.mark.parametrize("case", range(12))
 def test_bad_command_line_is_a_clear_error_on_every_rank(comm, case):
     args, words = bad_cases(comm.size)[case]
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):

@@ -20,7 +20,7 @@ def layout_for(policy, n):
     """(tp, pp, dp) for a policy on n ranks, or None where the model does not split that way."""
     if policy == "tp-fp8":
         return (n, 1, 1) if 4 % n == 0 else None  # 4 heads
-    if policy in ("pp-fp8", "pp-lossless"):
+    if policy in ("pp-fp8", "pp-lossless", "pp-auto"):
         return (1, n, 1)
     if policy in ("dp-qgrad", "dp-qgrad2"):
         return (1, 1, n)
@@ -34,6 +34,7 @@ CODECS = {
     "tp-fp8": {"tp": "fp8"},
     "pp-fp8": {"pp": "fp8"},
     "pp-lossless": {"pp": "lossless"},
+    "pp-auto": {"pp": "auto"},
     "dp-qgrad": {"dp": "qgrad4"},
     "dp-qgrad2": {"dp": "qgrad2"},
     "all": {"tp": "fp8", "dp": "qgrad4", "pp": "fp8"},
@@ -78,8 +79,10 @@ def test_policy_reaches_the_uncompressed_loss(comm, world_group, policy):
     assert abs(val - base_val) <= TOLERANCE * base_val, (val, base_val)
 
 
-def test_lossless_boundaries_train_exactly_as_plain(comm, world_group):
-    (loss, val), (base_loss, base_val) = run_against_baseline(comm, "pp-lossless")
+@pytest.mark.parametrize("policy", ["pp-lossless", "pp-auto"])
+def test_exact_boundaries_train_exactly_as_plain(comm, world_group, policy):
+    """Lossless, and auto (lossless or plain, whichever the adaptive communicator picks)."""
+    (loss, val), (base_loss, base_val) = run_against_baseline(comm, policy)
     assert (loss, val) == (base_loss, base_val)
 
 

@@ -135,6 +135,9 @@ def validate(cfg, world_size):
         raise ConfigError(f"--val-fraction must be in (0, 1), got {cfg.val_fraction}")
     if cfg.precision not in ("auto", "fp32", "bf16"):
         raise ConfigError(f"--precision {cfg.precision!r}: expected auto, fp32 or bf16")
+    if cfg.adaptive == "off" and "auto" in cfg.codec_names.values():
+        raise ConfigError("codec auto is the adaptive choice between lossless and plain data; "
+                          "it needs --adaptive on or auto")
     if cfg.device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"--device {cfg.device!r}: expected auto, cpu or cuda")
     check_corpus(cfg.corpus)

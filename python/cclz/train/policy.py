@@ -20,7 +20,8 @@ POLICIES = {
     "all": {"tp": "fp8", "dp": "qgrad4", "pp": "fp8"},
 }
 
-CODECS = ("none", "lossless", "fp8", "fp8-e5m2", "fp8-int8", "qgrad2", "qgrad4", "qgrad8")
+CODECS = ("none", "auto", "lossless", "fp8", "fp8-e5m2", "fp8-int8", "qgrad2", "qgrad4",
+          "qgrad8")
 # Qgrad quantizes a sum's inputs and relies on error feedback across steps: it is for the
 # gradients of data parallelism, not for activations that are used once.
 _GRADIENT_ONLY = ("qgrad2", "qgrad4", "qgrad8")
@@ -60,6 +61,8 @@ def codec(name, dimension, hidden=0):
     check_codec_name(name, dimension)
     if name == "none":
         return None
+    if name == "auto":
+        return "auto"  # lossless or plain, whichever the adaptive communicator found faster
     if name == "lossless":
         return Lossless()
     if name.startswith("fp8"):
@@ -77,8 +80,8 @@ def make_policy(names, hidden):
 def describe(policy):
     """A short text for logs: 'tp=fp8 dp=qgrad4+fb pp=none'."""
     def one(c):
-        if c is None:
-            return "none"
+        if c is None or isinstance(c, str):
+            return c or "none"
         if isinstance(c, Qgrad):
             return f"qgrad{c.bits}" + ("+fb" if c.feedback else "")
         if isinstance(c, Fp8):

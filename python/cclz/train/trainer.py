@@ -29,11 +29,12 @@ def lr_at(step, cfg):
 
 
 def adaptive_setting(cfg, device):
-    """cclz's adaptive path choice: on GPUs as the library defaults; off on CPU ranks, where a
-    run exists to show what the codecs do to the loss (plain copies between local processes are
-    always faster there)."""
+    """cclz's adaptive path choice: on GPUs as the library defaults, and wherever a dimension's
+    codec is 'auto' (which is that choice); off on CPU ranks otherwise, where a run exists to
+    show what the codecs do to the loss (plain copies between local processes are always faster
+    there)."""
     if cfg.adaptive == "auto":
-        return device.type == "cuda"
+        return device.type == "cuda" or "auto" in cfg.codec_names.values()
     return cfg.adaptive == "on"
 
 

@@ -19,7 +19,7 @@ def encoded_fraction(codec, element_bytes):
         return min(1.0, FP8_BYTES / element_bytes)
     if isinstance(codec, Qgrad):
         return min(1.0, (codec.bits / 8 + 2 / codec.block_elems) / element_bytes)
-    if isinstance(codec, Lossless):
+    if isinstance(codec, Lossless) or codec == "auto":  # auto: lossless where it runs compressed
         bits = 8 * element_bytes
         return (bits - 8 + LOSSLESS_EXPONENT_BITS) / bits
     return 1.0
