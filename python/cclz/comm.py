@@ -30,6 +30,9 @@ _OPS = {"sum": 0, "avg": 4}
 # compressed or plain, whichever its trials found faster. Exact either way.
 _AUTO = Lossless()
 _LOSSLESS_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# The current stream's cudaStream_t as an int, without making a torch.cuda.Stream object (a few
+# microseconds a call); torch's private binding, so looked up, with the public one as fallback.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def _dtype(t):
@@ -57,6 +60,7 @@ class Communicator:
         self._handle = handle
         self.device = torch.device(device)
         self.adaptive = adaptive  # whether calls may run plain where that is faster
+        self._device_index = self.device.index if self.device.type == "cuda" else -1
         self._configs = {}  # codec -> its cclzCodecConfig_t, built once
         n, r = ctypes.c_int(), ctypes.c_int()
         _capi.check("cclzCommCount", handle, ctypes.byref(n), comm=handle)
@@ -226,19 +230,24 @@ class Communicator:
 
     # ---- checks ---------------------------------------------------------------------------
     def _check_tensors(self, *tensors):
-        self.handle  # closed?
-        first = tensors[0]
+        # On every call's path: kept to cheap attribute reads (docs/python.md, "Call overhead").
+        if self._handle is None:
+            raise ValueError("the communicator is closed")
+        dtype = None
         for t in tensors:
             if not isinstance(t, torch.Tensor):
                 raise ValueError(f"expected a torch.Tensor, got {type(t).__name__}")
             if not t.is_contiguous():
                 raise ValueError("tensors must be contiguous (call .contiguous() first)")
-            if t.dtype != first.dtype:
-                raise ValueError(f"tensors of different dtypes: {first.dtype} and {t.dtype}")
-            if t.device.type != self.device.type or (
-                    t.device.type == "cuda" and t.device.index != self.device.index):
+            if dtype is None:
+                dtype = t.dtype
+                if dtype not in _DTYPES:
+                    _dtype(t)  # raises, naming the supported dtypes
+            elif t.dtype is not dtype:
+                raise ValueError(f"tensors of different dtypes: {dtype} and {t.dtype}")
+            if not (t.is_cpu if self._device_index < 0 else
+                    t.is_cuda and t.get_device() == self._device_index):
                 raise ValueError(f"tensor on {t.device}, the communicator is on {self.device}")
-            _dtype(t)
 
     def _check_peer(self, peer):
         if not 0 <= peer < self.size or peer == self.rank:
@@ -287,16 +296,19 @@ class Communicator:
         return config, feedback.handle
 
     def _stream(self, t):
-        if t.device.type == "cuda":
-            return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
-        return None
+        """The current CUDA stream of the communicator's device, as the address ctypes passes."""
+        if self._device_index < 0:
+            return None
+        if _raw_stream is not None:
+            return _raw_stream(self._device_index)
+        return torch.cuda.current_stream(self.device).cuda_stream
 
     def _call(self, name, *args):
         _capi.check(name, *args, comm=self._handle)
 
 
 def _ptr(t):
-    return ctypes.c_void_p(t.data_ptr())
+    return t.data_ptr()  # an int: ctypes converts it for the c_void_p argument
 
 
 def _resolve_adaptive(adaptive):

@@ -87,7 +87,7 @@ if has tests; then gpu_tests tests -L quick; fi
 # on 2 ranks and, where there are 4 GPUs, on 4; against this build's libcclz.
 if has python; then
   gpus=$(nvidia-smi -L | wc -l)
-  for ranks in 2 4; do
+  for ranks in ${CCLZ_PYTHON_RANKS:-2 4}; do
     [ "$ranks" -le "$gpus" ] || continue
     # test_cuda.py apart and last: a failed capture leaves torch's CUDA state unusable.
     status=0

@@ -46,10 +46,11 @@ class Program:
         raw = got.contiguous().view(torch.uint8)
         if exact:
             ok = torch.equal(raw, want.contiguous().view(torch.uint8))
-        else:  # NCCL's sums round in NCCL's order
-            tol = {torch.bfloat16: 1.6e-2, torch.float32: 2.4e-7}.get(got.dtype, 0)
+        else:  # NCCL's sums round in NCCL's order, once per step: up to one rounding per
+            # rank of partial sums as large as the values (unit Gaussians), whatever the total
+            tol = {torch.bfloat16: 7.9e-3, torch.float32: 1.2e-7}.get(got.dtype, 0)
             ok = bool(((got.float() - want.float()).abs()
-                       <= tol * want.float().abs().clamp_min(1e-3)).all())
+                       <= self.world * tol * want.float().abs().clamp_min(1.0)).all())
         digest = hashlib.sha256(raw.cpu().numpy().tobytes()).hexdigest()
         self.out.write(f"case {name} rank {self.rank} hash {digest}{'' if ok else ' FAILED'}\n")
         self.failures += 0 if ok else 1

@@ -63,7 +63,8 @@ class Corpus:
         """(inputs, targets), each [batch, seq_len]: step's global batch, windows at random
         offsets drawn from (seed, step)."""
         g = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        starts = torch.randint(0, len(self.train) - seq_len - 1, (batch,), generator=g)
+        starts = torch.randint(0, len(self.train) - seq_len - 1, (batch,), generator=g,
+                               device="cpu")
         return self._windows(self.train, starts, seq_len)
 
     def val_batches(self, count, batch, seq_len):

@@ -173,7 +173,7 @@ class GPTStage(torch.nn.Module):
             else:
                 g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
                 std = residual_std if name.endswith(("proj.weight", "out.weight")) else 0.02
-                full = torch.randn(shape, generator=g) * std
+                full = torch.randn(shape, generator=g, device="cpu") * std
             p.copy_(self.shard(name, full))
 
     @torch.no_grad()
