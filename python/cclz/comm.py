@@ -304,7 +304,9 @@ class Communicator:
         return torch.cuda.current_stream(self.device).cuda_stream
 
     def _call(self, name, *args):
-        _capi.check(name, *args, comm=self._handle)
+        code = getattr(_capi.lib, name)(*args)
+        if code != _capi.SUCCESS:
+            raise _capi.CclzError(name, code, _capi.last_error(self._handle))
 
 
 def _ptr(t):

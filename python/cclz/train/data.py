@@ -55,7 +55,7 @@ class Corpus:
 
     @staticmethod
     def _windows(tokens, starts, seq_len):
-        idx = starts[:, None] + torch.arange(seq_len + 1)
+        idx = starts[:, None] + torch.arange(seq_len + 1, device=starts.device)
         w = tokens[idx].long()
         return w[:, :-1], w[:, 1:]
 
