@@ -61,7 +61,7 @@ class Communicator:
         self.device = torch.device(device)
         self.adaptive = adaptive  # whether calls may run plain where that is faster
         self._device_index = self.device.index if self.device.type == "cuda" else -1
-        self._configs = {}  # codec -> its cclzCodecConfig_t, built once
+        self._configs = {}  # id(codec) -> (codec, its cclzCodecConfig_t), built once
         n, r = ctypes.c_int(), ctypes.c_int()
         _capi.check("cclzCommCount", handle, ctypes.byref(n), comm=handle)
         _capi.check("cclzCommUserRank", handle, ctypes.byref(r), comm=handle)
@@ -273,12 +273,14 @@ class Communicator:
         if not feedback_ok and getattr(codec, "feedback", None) is not None:
             raise ValueError("error feedback applies to reductions (all_reduce, "
                              "reduce_scatter_tensor) only")
-        config = self._configs.get(codec)
-        if config is None:
+        # Keyed by identity (a dataclass's hash reads every field): the caller's codec object,
+        # kept in the entry so that its id cannot be reused while the entry lives.
+        entry = self._configs.get(id(codec))
+        if entry is None or entry[0] is not codec:
             if len(self._configs) >= 256:  # codecs made per call (a new Feedback each time)
                 self._configs.clear()
-            config = self._configs[codec] = ctypes.byref(codec.config())
-        return config
+            entry = self._configs[id(codec)] = (codec, ctypes.byref(codec.config()))
+        return entry[1]
 
     def _codec_and_feedback(self, codec, data):
         config = self._codec(codec, data.dtype, feedback_ok=True)

@@ -19,19 +19,22 @@ class State:
     def __init__(self, comm, codec=None):
         self.comm = comm
         self.codec = Qgrad(4, feedback=True) if codec is None else codec
-        self._feedback = {}  # bucket index -> Feedback (remade if the bucket's size changes)
+        # bucket index -> its codec with its own Feedback (remade if the bucket's size changes)
+        self._bucket_codecs = {}
 
     def codec_for(self, bucket_index, tensor):
         codec = self.codec
         if isinstance(codec, Qgrad) and codec.feedback is True:
-            fb = self._feedback.get(bucket_index)
-            if fb is None or fb.numel != tensor.numel():
+            made = self._bucket_codecs.get(bucket_index)
+            if made is None or made.feedback.numel != tensor.numel():
                 # DDP rebuilds its buckets after the first step: a new layout, new residuals.
-                if fb is not None:
-                    fb.close()
-                fb = Feedback(tensor.numel(), device=tensor.is_cuda)
-                self._feedback[bucket_index] = fb
-            return Qgrad(codec.bits, codec.block_elems, codec.rounding, codec.seed, feedback=fb)
+                if made is not None:
+                    made.feedback.close()
+                fb = Feedback(tensor.numel(), device=tensor.device)
+                made = Qgrad(codec.bits, codec.block_elems, codec.rounding, codec.seed,
+                             feedback=fb)
+                self._bucket_codecs[bucket_index] = made
+            return made
         return codec
 
 

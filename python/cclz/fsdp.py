@@ -59,7 +59,7 @@ class ReduceScatter(_ReduceScatterBase):
     def __init__(self, comm, codec=None):
         self.comm = comm
         self.codec = Qgrad(4, feedback=True) if codec is None else codec
-        self._feedback = None
+        self._with_feedback = None  # codec with this module's residual, made at first use
         self.calls = 0
 
     def allocate(self, size, *, dtype, device):
@@ -77,12 +77,14 @@ class ReduceScatter(_ReduceScatterBase):
         if data.dtype not in _CODEC_DTYPES:
             return None
         if isinstance(codec, Qgrad) and codec.feedback is True:
-            fb = self._feedback
-            if fb is None or fb.numel != data.numel():
-                if fb is not None:
-                    fb.close()
-                fb = self._feedback = Feedback(data.numel(), device=data.is_cuda)
-            return Qgrad(codec.bits, codec.block_elems, codec.rounding, codec.seed, feedback=fb)
+            made = self._with_feedback
+            if made is None or made.feedback.numel != data.numel():
+                if made is not None:
+                    made.feedback.close()
+                made = self._with_feedback = Qgrad(
+                    codec.bits, codec.block_elems, codec.rounding, codec.seed,
+                    feedback=Feedback(data.numel(), device=data.device))
+            return made
         return codec
 
 
