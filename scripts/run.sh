@@ -34,9 +34,7 @@ fi
 if [ "$gpus" -ge 2 ]; then
   layout=(--tp 2)  # data parallel over the pairs
   [ $((gpus % 2)) -eq 0 ] || layout=(--dp "$gpus" --batch $((8 * gpus)))
-  # CCLZ_CHECK_CALLS=1: every call checked before its data moves, until the control mesh has
-  # passed on GPUs (docs/collectives.md, "Open items"); both runs pay it.
-  launch=(env NCCL_NVLS_ENABLE=0 CCLZ_CHECK_CALLS=${CCLZ_CHECK_CALLS:-1}
+  launch=(env NCCL_NVLS_ENABLE=0
           python3 -m torch.distributed.run --nproc-per-node "$gpus"
           -m cclz.train --preset small "${layout[@]}" --steps 300)
 else
