@@ -148,16 +148,8 @@ def _candidates():
         yield found
 
 
-def _load():
-    path = os.environ.get("CCLZ_LIBRARY")
-    if path:
-        if not os.path.isfile(path):
-            raise ImportError(f"CCLZ_LIBRARY={path}: no such file")
-    else:
-        path = next((p for p in _candidates() if os.path.isfile(p)), None)
-        if path is None:
-            raise ImportError("libcclz.so not found: install the package (pip install .), or "
-                              "set CCLZ_LIBRARY to the library's path")
+def _open(path):
+    """The library at path with its signatures set, and its version code."""
     lib = ctypes.CDLL(path)
     lib.cclzGetErrorString.restype = ctypes.c_char_p
     lib.cclzGetErrorString.argtypes = [_int]
@@ -169,10 +161,29 @@ def _load():
         fn.restype = _result
     version = _int()
     lib.cclzGetVersion(ctypes.byref(version))
-    if version.value // 100 != VERSION_CODE // 100:
-        raise ImportError(f"{path} is cclz {version.value}, this package binds "
-                          f"{VERSION_CODE}: the major.minor versions differ")
-    return lib, path
+    return lib, version.value
+
+
+def _load():
+    path = os.environ.get("CCLZ_LIBRARY")
+    if path:
+        if not os.path.isfile(path):
+            raise ImportError(f"CCLZ_LIBRARY={path}: no such file")
+        candidates = [path]
+    else:
+        candidates = [p for p in _candidates() if os.path.isfile(p)]
+        if not candidates:
+            raise ImportError("libcclz.so not found: install the package (pip install .), or "
+                              "set CCLZ_LIBRARY to the library's path")
+    # A source tree may hold build folders of other versions: the first that matches is taken.
+    refused = []
+    for candidate in candidates:
+        lib, version = _open(candidate)
+        if version // 100 == VERSION_CODE // 100:
+            return lib, candidate
+        refused.append(f"{candidate} is cclz {version}")
+    raise ImportError(f"this package binds cclz {VERSION_CODE} (major.minor must match): "
+                      + "; ".join(refused))
 
 
 lib, library_path = _load()
