@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "coll_check.h"
 #include "options.h"
 
 namespace perf::coll {
@@ -46,26 +47,9 @@ std::unique_ptr<Plain> makePlainNccl(void* stream);
 #endif
 
 // The expected output of this rank, from every rank's input (exchanged over MPI): exact bytes,
-// and per element the float64 value and the sum of the contributions' magnitudes.
-struct Reference {
-  std::vector<uint8_t> exact;  // the none/lossless result: fp32 sums in rank order, rounded
-  std::vector<double> value;
-  std::vector<float> magnitude;
-};
+// and per element the float64 value and the sum of the contributions' magnitudes (coll_check.h).
 Reference makeReference(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op,
                         const std::vector<uint8_t>& input);
-
-struct Check {
-  uint64_t wrong = 0;  // exact codecs: elements whose bits differ; lossy: non-finite elements
-  double nmse = 0, maxRelErr = 0;
-};
-// tolerance > 0 (exact codecs): an element is wrong when it is further than tolerance x the sum
-// of the magnitudes from the value, instead of when its bits differ (NCCL's own reductions,
-// which round in the dtype at every step: networkTolerance).
-Check check(const Reference& ref, cclzDataType_t dtype, bool lossy,
-            const std::vector<uint8_t>& output, double tolerance = 0);
-// 2 (ranks + 1) unit roundoffs of dtype: a reduction that rounds once per rank, and once more.
-double networkTolerance(cclzDataType_t dtype, int ranks);
 
 }  // namespace perf::coll
 

@@ -394,11 +394,14 @@ bool settledEverywhere(cclzComm_t comm) {
   return all == 1;
 }
 
-std::string lastPathName(cclzComm_t comm) {
+// Whether this rank's last call sent plain data where it had a codec (an adaptive call's choice).
+bool lastCallPlain(cclzComm_t comm) {
   cclzPath_t path = cclzPathCompressed;
   PERF_CCLZ_CHECK(cclzCommGetLastPath(comm, &path, nullptr));
-  return path == cclzPathPlain ? "plain" : "compressed";
+  return path == cclzPathPlain;
 }
+
+std::string lastPathName(cclzComm_t comm) { return lastCallPlain(comm) ? "plain" : "compressed"; }
 
 struct CollRow {
   Shape shape;
@@ -470,10 +473,10 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     const cclzCodecConfig_t config = codecConfig(opt);
     const bool lossy = opt.lossy();
     const bool withFeedback = opt.codec == "qgrad" && opt.feedback && reduces;
-    // The codec none over NCCL reduces with NCCL itself (plain data needs no pipeline): its sums,
-    // like the baseline's, round in the dtype at every step and are checked within that.
-    const double tolerance = reduces ? coll::networkTolerance(opt.dtype, ranks) : 0;
-    const double cclzTolerance = gpu && config.codec == cclzCodecNone ? tolerance : 0;
+    // Plain data is reduced by the network itself (NCCL or MPI), which rounds in the dtype at
+    // every step in its own order: the baseline always, cclz's calls where they sent plain data
+    // (the codec none; an adaptive call that ran plain). Those are checked within that rounding.
+    const double baseTolerance = coll::callTolerance(reduces, true, opt.dtype, ranks);
     if (rank == 0) {
       fmt::print("# cclz-perf: op {}, {} ranks, device {}, dtype {}, codec {}{}, piece {}\n",
                  opt.op, ranks, deviceText, dtypeName(opt.dtype), opt.codec,
@@ -531,7 +534,10 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
           },
           [&] {
             if (!checkHere) return;
-            const coll::Check c = coll::check(ref, opt.dtype, lossy, b.output(), cclzTolerance);
+            const bool plainData = config.codec == cclzCodecNone || lastCallPlain(comm);
+            const coll::Check c =
+                coll::check(ref, opt.dtype, lossy, b.output(),
+                            coll::callTolerance(reduces, plainData, opt.dtype, ranks));
             row.wrong += c.wrong + (lossy && c.nmse > nmseLimit(opt) ? 1 : 0);
             row.nmse = std::max(row.nmse, c.nmse), row.maxRel = std::max(row.maxRel, c.maxRelErr);
             b.clearOutput();
@@ -543,7 +549,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
           [&] {
             if (!checkHere) return;
             if (!reduces || redOp == cclzSum)
-              row.baseWrong += coll::check(ref, opt.dtype, false, b.output(), tolerance).wrong;
+              row.baseWrong += coll::check(ref, opt.dtype, false, b.output(), baseTolerance).wrong;
             b.clearOutput();  // cclz's next output is checked on a cleared buffer
           }};
       // Adaptive: the kind's trials run before the timing (untimed), until every rank says it
