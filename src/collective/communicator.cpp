@@ -50,6 +50,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_NCCL_WINDOWS=" + v + ": expected 0 (the default) or 1");
     s.transportFrames = v == "1";
   }
+  if (const char* fused = std::getenv("CCLZ_FUSED"); fused && *fused) {
+    const std::string v = fused;
+    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
+                 "CCLZ_FUSED=" + v + ": expected 0 (the default) or 1");
+    s.fused = v == "1";
+  }
   if (const char* adaptive = std::getenv("CCLZ_ADAPTIVE"); adaptive && *adaptive) {
     const std::string v = adaptive;
     CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
@@ -89,6 +95,14 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   engine_ = transport_->memory() == MemoryKind::Device
                 ? makeDeviceEngine(settings_.highPriorityMove, frames)
                 : makeHostEngine();
+  // A host communicator has no NVLink to fuse over: CCLZ_FUSED leaves it as it is.
+  if (settings_.fused && transport_->memory() == MemoryKind::Device) {
+#ifdef CCLZ_HAVE_NCCL
+    fused_ = makeFusedGather(*transport_);
+#else
+    CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED=1 needs a build with NCCL");
+#endif
+  }
   if (settings_.async) {
     int device = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
@@ -227,7 +241,9 @@ cclzResult_t Communicator::asyncError(std::string* message) {
   // The engine's error word belongs to the thread using the engine: while the proxy runs jobs,
   // it is read once they are done (a later call of this function).
   if (proxy_ && proxy_->busy()) return cclzSuccess;
-  return engine_->pollError(message);
+  const cclzResult_t engine = engine_->pollError(message);
+  if (engine != cclzSuccess || !fused_) return engine;
+  return fused_->pollError(message);
 }
 
 // Queued jobs are cancelled (their tickets published, so no cclzCommStreamWait hangs), the

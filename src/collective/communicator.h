@@ -13,6 +13,7 @@
 #include "collective/descriptor.h"
 #include "collective/done_events.h"
 #include "collective/engine.h"
+#include "collective/fused_gather.h"
 #include "collective/proxy.h"
 #include "transport/transport.h"
 #include "tune/tuner.h"
@@ -55,9 +56,13 @@ struct CommSettings {
   // (tune/tuner.h; cclzCommConfig_t.adaptive, else CCLZ_ADAPTIVE=0|1; on by default). Not with
   // async: a queued call's time is known too late to choose the next one's path.
   bool adaptive = true;
+  // Device communicators: the fused NVLink paths (CCLZ_FUSED=1; collective/fused_gather.h), made
+  // at creation (a collective: NCCL's device communicator). Off by default: not yet run on GPUs
+  // (docs/collectives.md, "Fused NVLink paths").
+  bool fused = false;
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
-  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE); every rank must see the same.
+  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED); every rank must see the same.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);
@@ -86,6 +91,9 @@ class Communicator {
   // asynchronous error and stays (the ranks may no longer agree on what was sent: abort).
   void setJobError(cclzResult_t code, const std::string& message);
   const CommSettings& settings() const { return settings_; }
+  // The fused NVLink paths: NULL unless settings().fused on a device communicator. The data part
+  // of a call it takes (FusedGather::takes) runs there instead of through the pipeline.
+  FusedGather* fused() { return fused_.get(); }
   // The adaptive choice of path: NULL when the communicator is not adaptive.
   Tuner* tuner() { return tuner_.get(); }
   // How the last call that reached its data part ran (cclzCommGetLastPath).
@@ -127,6 +135,7 @@ class Communicator {
 
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<FusedGather> fused_;  // uses the transport's NCCL communicator
   DoneEvents doneEvents_;  // outlives the proxy: its jobs publish here
   std::unique_ptr<DeferredChecks> deferred_;        // uses the transport's mesh
   std::unique_ptr<CheckExchange> callerExchange_;  // exchangeOnCaller's

@@ -82,6 +82,9 @@ class NcclTransport final : public Transport {
   void abort() override;
 
   ncclComm_t comm() const { return comm_; }
+  // The handle itself, NULL once aborted: for objects that hand resources back to NCCL at their
+  // end (NcclSymmetric), which must not touch an aborted communicator.
+  const std::atomic<ncclComm_t>& commHandle() const { return comm_; }
 
  private:
   void query();

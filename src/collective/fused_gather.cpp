@@ -1,0 +1,186 @@
+// The fused NVLink all-gather of the fp8 codec (fused_gather.h; docs/collectives.md, "Fused
+// NVLink paths"). Per piece, on the caller's stream:
+//   1. the codec's own encode (Codec::encodeDevice: its sampling kernels and its encode kernel)
+//      writes this rank's frame into its slot of the symmetric window: the host path's bytes;
+//   2. gatherDecodeKernel: LSA barrier (every rank's frame is written), then every rank's frame
+//      decoded by the whole grid straight from that rank's window over NVLink, the rank's own
+//      first and the others in turn from there, so that at any moment the ranks read from
+//      different peers; then a second LSA barrier, after which no peer reads this rank's slot
+//      any more and the next piece may be encoded into it.
+// The encode stays its own launches because its choices (row length, smoothing) are made from
+// the whole frame's data before any value is written: a grid-wide step that a kernel cannot
+// take without a grid sync. The pieces are the host path's (plan.pieceElems), so the frames and
+// the decoded output are the same bytes as the pipeline's.
+#include "collective/fused_gather.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+
+#include "collective/plan.h"
+#include "common/error.h"
+#include "common/trace.h"
+#include "transport/nccl/nccl_symmetric.h"
+#include "transport/nccl/nccl_transport.h"
+
+#ifdef CCLZ_HAVE_NCCL_DEVICE_API
+#include "codec/device.h"
+#include "codec/frame.h"
+#include "collective/fused_gather_kernel.h"
+#endif
+
+namespace cclz {
+
+#ifdef CCLZ_HAVE_NCCL_DEVICE_API
+namespace {
+
+uint64_t roundUp(uint64_t v, uint64_t unit) { return (v + unit - 1) / unit * unit; }
+
+bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Device memory of this rank alone (cudaMalloc). The caller grows it outside captures only, once
+// no queued work uses it.
+class LocalArea {
+ public:
+  ~LocalArea() { cudaFree(p_); }
+  uint8_t* get() const { return p_; }
+  bool covers(uint64_t bytes) const { return bytes <= bytes_; }
+  void grow(uint64_t bytes) {
+    if (covers(bytes)) return;
+    cudaFree(p_);
+    p_ = nullptr, bytes_ = 0;
+    CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), bytes));
+    bytes_ = bytes;
+  }
+
+ private:
+  uint8_t* p_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+class NcclFusedGather final : public FusedGather {
+ public:
+  explicit NcclFusedGather(NcclTransport& t) : t_(t), symmetric_(t.commHandle(), kFusedMaxCtas) {
+    if (!symmetric_.wholeTeam())
+      CCLZ_TRACE("fused: off, the LSA team holds %d of %d ranks (not all on NVLink)",
+                 symmetric_.lsaSize(), t.size());
+    CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
+    CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
+    CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming));
+  }
+  ~NcclFusedGather() override {
+    if (hasLast_ && !lastCaptured_) cudaEventSynchronize(last_);
+    cudaEventDestroy(last_);
+    cudaFree(status_);
+  }
+
+  bool takes(const CollArgs& a, const Plan& plan) const override {
+    return symmetric_.wholeTeam() && a.op == CollOp::AllGather &&
+           plan.use.config.codec == cclzCodecFp8 && a.count > 0 && a.step == nullptr;
+  }
+
+  void run(const CollArgs& a, const Plan& plan) override {
+    auto stream = reinterpret_cast<cudaStream_t>(a.stream);
+    const bool capturing = isCapturing(stream);
+    const Codec& codec = *plan.use.codec;
+    const cclzCodecConfig_t& config = plan.use.config;
+    const int n = t_.size(), dtype = plan.use.dtype;
+    const uint64_t eb = plan.elemBytes, count = a.count, pieceElems = plan.pieceElems;
+    const uint64_t pieces = pieceCount(count, pieceElems);
+    const uint64_t first = std::min(pieceElems, count), last = count - (pieces - 1) * pieceElems;
+    // Output parts that are not 16-byte aligned (a rank's part at an odd offset) are decoded
+    // into an aligned area and copied out by one 2D copy per piece.
+    const bool staged = reinterpret_cast<uintptr_t>(a.recv) % 16 != 0 || (count * eb) % 16 != 0;
+    const uint64_t stagedStride = roundUp(first * eb, 16);
+
+    // The window: one frame slot, the same size on every rank (the same call). Growing it is
+    // collective, and the old one may still be read by the peers' last gather until this rank's
+    // own last gather has finished (its closing barrier): the host waits for that first. The
+    // scratch and the staging area are this rank's alone.
+    const uint64_t slot = frameStride(plan);
+    const uint64_t scratchBytes = roundUp(std::max(codec.encodeScratchBytes(config, dtype, first),
+                                                   codec.encodeScratchBytes(config, dtype, last)),
+                                          256);
+    const uint64_t stagingBytes = staged ? n * stagedStride : 0;
+    if (slot > symmetric_.windowBytes() || !scratch_.covers(scratchBytes) ||
+        !staging_.covers(stagingBytes)) {
+      CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
+                   "the fused all-gather's window or scratch must grow (the window's "
+                   "registration is collective, and nothing is allocated while the stream is "
+                   "captured into a CUDA graph): make a call of this size before capturing");
+      if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
+      symmetric_.growWindow(slot);
+      scratch_.grow(scratchBytes);
+      staging_.grow(stagingBytes);
+    }
+
+    // Calls on different streams share the slot: each waits for the last one. Across the edge
+    // of a capture the runtime refuses such a wait, and the caller's stream orders the calls
+    // instead (docs/collectives.md, "CUDA graphs").
+    if (hasLast_ && lastCaptured_ == capturing)
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+
+    const DeviceWorkspace ws{status_, scratch_.get(), scratchBytes, 0};
+    auto* window = static_cast<uint8_t*>(symmetric_.windowBase());
+    for (uint64_t k = 0; k < pieces; ++k) {
+      const Span piece = pieceOf(Span{0, count}, pieceElems, k);
+      codec.encodeDevice(config, dtype, static_cast<const uint8_t*>(a.send) + piece.offset * eb,
+                         piece.count, window, nullptr, ws, stream);
+      const uint64_t frameBytes = codec.maxEncodedBytes(config, dtype, piece.count);
+      uint8_t* out = static_cast<uint8_t*>(a.recv) + piece.offset * eb;
+      launchFusedGather(dtype, fusedGatherGrid(piece.count), stream, symmetric_.devComm(),
+                   symmetric_.window(), frameBytes, piece.count, staged ? staging_.get() : out,
+                   staged ? stagedStride : count * eb, status_);
+      if (staged)
+        CCLZ_CUDA_CHECK(cudaMemcpy2DAsync(out, count * eb, staging_.get(), stagedStride,
+                                          piece.count * eb, n, cudaMemcpyDeviceToDevice, stream));
+    }
+    CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
+    hasLast_ = true, lastCaptured_ = capturing;
+    CCLZ_TRACE("fused: all-gather of %llu values per rank, %llu pieces, %s", 
+               static_cast<unsigned long long>(count), static_cast<unsigned long long>(pieces),
+               staged ? "staged output" : "decoded in place");
+  }
+
+  cclzResult_t pollError(std::string* message) override {
+    DeviceStatus status{};
+    CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
+    if (status.decodeError == kFrameOk) return cclzSuccess;
+    CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, sizeof(uint32_t)));
+    *message = std::string("the fused all-gather's decode rejected a frame: ") +
+               frameErrorText(status.decodeError);
+    return cclzCorruptFrame;
+  }
+
+ private:
+  NcclTransport& t_;
+  NcclSymmetric symmetric_;
+  LocalArea scratch_, staging_;
+  DeviceStatus* status_ = nullptr;
+  cudaEvent_t last_ = nullptr;  // recorded after the last call's work
+  bool hasLast_ = false, lastCaptured_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<FusedGather> makeFusedGather(Transport& transport) {
+  auto* nccl = dynamic_cast<NcclTransport*>(&transport);
+  CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_FUSED=1 is for device (NCCL) communicators");
+  return std::make_unique<NcclFusedGather>(*nccl);
+}
+
+#else  // no NCCL device API
+
+std::unique_ptr<FusedGather> makeFusedGather(Transport&) {
+  CCLZ_FAIL(cclzNotSupported,
+            "CCLZ_FUSED=1 needs NCCL's device API (NCCL 2.28 or later at build time)");
+}
+
+#endif
+
+}  // namespace cclz

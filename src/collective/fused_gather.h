@@ -1,0 +1,42 @@
+// The fused NVLink all-gather of the fp8 codec (docs/collectives.md, "Fused NVLink paths"): no
+// NCCL kernel on the data path. Each piece's frame is encoded into this rank's slot of an NCCL
+// symmetric window; one kernel then waits for every peer's frame (an LSA barrier), decodes every
+// rank's frame straight from that rank's window over NVLink into the output, and passes a second
+// barrier so that the slot can take the next piece. Opt-in (CCLZ_FUSED=1 at communicator
+// creation); only where every rank is in one LSA team.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cclz/cclz.h"
+
+namespace cclz {
+
+class Transport;
+struct CollArgs;
+struct Plan;
+
+class FusedGather {
+ public:
+  virtual ~FusedGather() = default;
+  // Whether this call takes the fused path: an fp8 all-gather with elements to move, on a
+  // communicator whose ranks all share one LSA team. The same answer on every rank for the same
+  // call (nothing in it is local).
+  virtual bool takes(const CollArgs& a, const Plan& plan) const = 0;
+  // Queues the call on a.stream (no host synchronization, capturable once a call of the size has
+  // run outside a capture: the window and scratch grow only outside one). Checked and planned
+  // already (plan.cpp); every rank makes it at the same point of its calls.
+  virtual void run(const CollArgs& a, const Plan& plan) = 0;
+  // A frame the fused decode rejected, in work that has finished (read without waiting beyond a
+  // small copy, then cleared): cclzCorruptFrame with *message, else cclzSuccess.
+  virtual cclzResult_t pollError(std::string* message) = 0;
+};
+
+// Collective over the transport's ranks (ncclDevCommCreate): an NCCL transport built against
+// NCCL's device API (2.28 or later). Throws cclzNotSupported otherwise. Where the ranks are not
+// all in one LSA team the object exists and takes no call (every rank alike), and the reason is
+// traced (CCLZ_TRACE).
+std::unique_ptr<FusedGather> makeFusedGather(Transport& transport);
+
+}  // namespace cclz
