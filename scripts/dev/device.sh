@@ -32,6 +32,12 @@
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
+#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather (CCLZ_FUSED=1): its tests
+#              (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4 ranks, each under a timeout
+#              (a hang in its barriers fails the stage), then the all-gather sweep 4 MiB - 1 GiB
+#              over NVLink, nccl-tests' timing: fused, and the codec's pipeline, each beside plain
+#              NCCL; a short table (plain, pipeline, fused) last. Without build among the stages
+#              it builds only nccl_fused_tests and cclz-perf.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
 #              compared bit for bit (tests/interpose); every run's table in interpose.log. After
@@ -102,7 +108,8 @@ if has python; then
     rm -f "$OUT/python.tmp"
   done
 fi
-if has fulltests; then gpu_tests fulltests -L gpu; fi
+# The fused path's tests (label fused) run in the stage fused until they have passed on GPUs.
+if has fulltests; then gpu_tests fulltests -L gpu -LE fused; fi
 
 # ncclsolo: the NCCL suites' cases that drive the checking thread hardest, alone on 2 GPUs: the
 # adaptive suite (trials, settling, feedback, device-wide waits between checked calls) repeated,
@@ -440,6 +447,59 @@ if has interpose; then
   echo "interpose torch program: exit $status" | tee -a "$summary"
   sed -n '/^run | cases/,$p' "$OUT/torch.tmp" | tee -a "$summary"
   rm -rf "$OUT/torch.tmp" "$runs"
+fi
+
+if has fused; then
+  if ! has build; then
+    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+      -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
+      ninja -C $build nccl_fused_tests cclz-perf >>"$log" 2>&1
+    status=$?
+    echo "fused build (nccl_fused_tests, cclz-perf): exit $status" | tee -a "$summary"
+    [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
+  fi
+  for n in 2 4; do
+    [ "$n" -le "$ngpu" ] || continue
+    echo "== nccl_fused_tests, $n ranks" >>"$log"
+    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
+      -x NCCL_NVLS_ENABLE $build/tests/collective/nccl_fused_tests --gtest_brief=1 \
+      >"$OUT/fused.tmp" 2>&1
+    status=$?
+    cat "$OUT/fused.tmp" >>"$log"
+    echo "fused nccl_fused_tests ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/fused.tmp" | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
+    grep -E '^\[  FAILED  \]' "$OUT/fused.tmp" | sort -u | head -20 | tee -a "$summary"
+    rm -f "$OUT/fused.tmp"
+  done
+  fusedparts=$(mktemp -d)
+  for setting in pipeline fused; do
+    launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+              -x NCCL_NVLS_ENABLE)
+    extra=()
+    [ $setting = fused ] && extra=(--fused)
+    bench fused "allgather_fp8_$setting" --op allgather --codec fp8 --device gpu -b 4M -e 1G -f 4 \
+      -n 20 -w 5 --batch --adaptive off "${extra[@]}"
+    cp "$(ls "$parts"/[0-9]*_fused__allgather_fp8_$setting.json | tail -1)" "$fusedparts/$setting.json" 2>/dev/null
+  done
+  launcher=()
+  # The short table: per size, plain NCCL's time (the fused run's baseline), the pipeline's and
+  # the fused path's, and their speedups over plain NCCL, from the two runs' JSON.
+  python3 - "$fusedparts" >>"$OUT/bench.log" 2>&1 <<'PY'
+import json, os, sys
+d = sys.argv[1]
+runs = {}
+for s in ("pipeline", "fused"):
+    p = os.path.join(d, s + ".json")
+    runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
+print("# fused: fp8 all-gather over NVLink, per call (us), speedup over plain NCCL of the same run")
+print("# %12s %10s %10s %8s %10s %8s %7s" % ("size(B)", "nccl", "pipeline", "x", "fused", "x", "wrong"))
+for size in sorted(set(runs["pipeline"]) | set(runs["fused"])):
+    p, f = runs["pipeline"].get(size), runs["fused"].get(size)
+    base = (f or p)["baseline_time_us"]
+    cell = lambda r: ("%10.1f %8.2f" % (r["time_us"], r["speedup"])) if r else "%10s %8s" % ("-", "-")
+    wrong = f.get("wrong") if f else None
+    print("  %12d %10.1f %s %s %7s" % (size, base, cell(p), cell(f), "-" if wrong is None else wrong))
+PY
+  rm -rf "$fusedparts"
 fi
 
 # bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.

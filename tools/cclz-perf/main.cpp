@@ -208,6 +208,9 @@ int main(int argc, char** argv) {
                  "says which path its timed calls took")
       ->check(CLI::IsMember({"default", "on", "off"}))
       ->capture_default_str();
+  app.add_flag("--fused", opt.fused,
+               "collectives on the GPU: CCLZ_FUSED=1 for cclz's communicator (the fused NVLink "
+               "fp8 all-gather where it applies); also on when CCLZ_FUSED=1 is set");
   app.add_flag("--batch", opt.batch,
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
                "(one event pair) at the end (nccl-tests' timing), 5 rounds, median; default: "
@@ -235,6 +238,8 @@ int main(int argc, char** argv) {
     const char* pieceEnv = std::getenv("CCLZ_PIECE_BYTES");
     if (pieceBytes.empty() && pieceEnv && *pieceEnv) pieceBytes = pieceEnv;
     if (!pieceBytes.empty()) opt.pieceBytes = perf::parseBytes(pieceBytes, "--piece-bytes");
+    const char* fusedEnv = std::getenv("CCLZ_FUSED");
+    if (fusedEnv && std::string(fusedEnv) == "1") opt.fused = true;
     if (opt.minBytes > opt.maxBytes)
       perf::fail("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", opt.minBytes,
                  opt.maxBytes);

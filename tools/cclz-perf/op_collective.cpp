@@ -448,6 +448,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
 #endif
     // Without --piece-bytes (or CCLZ_PIECE_BYTES), the library picks the piece per call.
     if (opt.pieceBytes) setenv("CCLZ_PIECE_BYTES", std::to_string(opt.pieceBytes).c_str(), 1);
+    if (opt.fused) setenv("CCLZ_FUSED", "1", 1);
 
     cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
     commConfig.adaptive = opt.adaptive;
@@ -501,6 +502,9 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       fmt::print("#   adaptive {}: path = how cclz's timed calls ran (compressed, or plain where "
                  "its trials found plain data faster)\n",
                  opt.adaptive == 1 ? "on" : opt.adaptive == 0 ? "off" : "default");
+      if (opt.fused)
+        fmt::print("#   fused: CCLZ_FUSED=1, the fp8 all-gather's compressed path is the fused "
+                   "NVLink kernel where every rank shares NVLink\n");
       fmt::print("#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
                  "{:>8} {:>7} {:>10}\n",
                  "size(B)", "count", "type", "redop", "codec", "ratio", "time(us)", "algbw",
@@ -622,7 +626,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                        {"adaptive", opt.adaptive == 1   ? "on"
                                     : opt.adaptive == 0 ? "off"
                                                         : "default"},
-                       {"timing", opt.batch ? "batch" : "each"}});
+                       {"timing", opt.batch ? "batch" : "each"},
+                       {"fused", opt.fused}});
       std::ofstream(opt.json) << all.dump(1) << "\n";
     }
     if (rank == 0 && exitCode) fmt::print("# FAILED: some iterations were wrong\n");

@@ -62,6 +62,9 @@ struct Options {
   uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's choice per call
   // cclzCommConfig_t.adaptive: 1 on, 0 off, CCLZ_ADAPTIVE_DEFAULT the library's default.
   int adaptive = CCLZ_ADAPTIVE_DEFAULT;
+  // CCLZ_FUSED=1 for the device communicator: the fp8 all-gather takes the fused NVLink path
+  // (docs/collectives.md, "Fused NVLink paths") in cclz's column; the baseline stays plain NCCL.
+  bool fused = false;
 
   std::string json;  // --json FILE; empty = none
 };

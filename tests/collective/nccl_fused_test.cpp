@@ -1,0 +1,253 @@
+// The fused NVLink all-gather (CCLZ_FUSED=1; docs/collectives.md, "Fused NVLink paths"), one
+// process per GPU under mpirun: its output must be the very bytes of the codec's pipeline (the
+// same fp8 frames, decoded) on a device communicator without it, and of the host path (the CPU
+// reference over MPI). Ragged counts per rank (1, 7, 4097, 1000001: several pieces of
+// CCLZ_PIECE_BYTES=1M, and outputs at offsets that are not 16-byte aligned), bf16 and fp32, the
+// E4M3 default and the rotated INT8 grid (the decoder's two paths), three calls queued back to
+// back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
+// inputs. The graph shows that the fused kernel ran: its nodes include gatherDecodeKernel.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "nccl_main.h"
+#include "support/data.h"
+
+namespace cclz::test {
+namespace {
+
+// A device communicator created with CCLZ_FUSED=1 (the variable is set for its creation only:
+// comms().device, the reference, is created without it).
+cclzComm_t& fusedComm() {
+  static cclzComm_t comm = [] {
+    comms();  // the reference communicators first, without the variable
+    cclzUniqueId id{};
+    if (worldRank() == 0 && cclzGetUniqueId(&id) != cclzSuccess) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+    config.adaptive = 0;  // every call through its codec: the fused path
+    setenv("CCLZ_FUSED", "1", 1);
+    cclzComm_t made = nullptr;
+    const cclzResult_t r = cclzCommInitRankConfig(&made, worldSize(), id, worldRank(), &config);
+    unsetenv("CCLZ_FUSED");
+    if (r != cclzSuccess) {
+      std::fprintf(stderr, "cclzCommInitRankConfig with CCLZ_FUSED=1: %s\n",
+                   cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return made;
+  }();
+  return comm;
+}
+
+struct FusedCase {
+  int dtype;
+  size_t count;  // per rank
+  int format;    // cclzFp8Format
+};
+
+std::string caseName(const ::testing::TestParamInfo<FusedCase>& info) {
+  return std::string(dtypeLabel(info.param.dtype)) + "_" + std::to_string(info.param.count) +
+         (info.param.format == cclzFp8Int8 ? "_int8" : "_e4m3");
+}
+
+cclzCodecConfig_t fp8Config(int format) {
+  cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+  c.codec = cclzCodecFp8;
+  c.fp8Format = static_cast<cclzFp8Format_t>(format);
+  return c;
+}
+
+struct Device {
+  explicit Device(size_t bytes) : size(bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr, bytes ? bytes : 1), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0xA5, bytes ? bytes : 1), cudaSuccess);  // never zeros
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  ~Device() { cudaFree(ptr); }
+  void upload(const std::vector<uint8_t>& bytes, cudaStream_t stream) const {
+    EXPECT_EQ(cudaMemcpyAsync(ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+  }
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> out(size);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(out.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  void* ptr = nullptr;
+  size_t size;
+};
+
+std::vector<uint8_t> inputOf(const FusedCase& c, int call) {
+  return makeData(DataKind::kGauss1, c.dtype, c.count, 0,
+                  mixSeed(0xF05ED, worldRank(), c.count * 8 + c.dtype, call));
+}
+
+// The codec's pipeline on the reference device communicator, waited for.
+std::vector<uint8_t> referenceGather(const FusedCase& c, const std::vector<uint8_t>& in) {
+  const int n = worldSize();
+  const size_t es = elementSize(c.dtype);
+  const cclzCodecConfig_t codec = fp8Config(c.format);
+  Device send(in.size()), recv(c.count * n * es);
+  send.upload(in, comms().stream);
+  EXPECT_EQ(cclzAllGather(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
+                          comms().device, &codec, reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  EXPECT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  return recv.download();
+}
+
+void expectNoAsyncError(cclzComm_t comm) {
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
+}
+
+class NcclFused : public ::testing::TestWithParam<FusedCase> {};
+
+// Three calls queued back to back on one stream, each on its own input and output: the second
+// and third reuse the window's slot while nothing waits on the host.
+TEST_P(NcclFused, BackToBackCallsEqualThePipelineAndTheHostPath) {
+  const FusedCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const size_t es = elementSize(c.dtype);
+  const cclzCodecConfig_t codec = fp8Config(c.format);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  constexpr int kCalls = 3;
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<std::unique_ptr<Device>> sends, recvs;
+  for (int i = 0; i < kCalls; ++i) {
+    inputs.push_back(inputOf(c, i));
+    sends.push_back(std::make_unique<Device>(inputs[i].size()));
+    recvs.push_back(std::make_unique<Device>(c.count * n * es));
+    sends[i]->upload(inputs[i], stream);
+  }
+  for (int i = 0; i < kCalls; ++i)
+    ASSERT_EQ(cclzAllGather(sends[i]->ptr, recvs[i]->ptr, c.count,
+                            static_cast<cclzDataType_t>(c.dtype), fusedComm(), &codec,
+                            reinterpret_cast<cclzStream_t>(stream)),
+              cclzSuccess)
+        << "rank " << me << " call " << i << ": " << cclzGetLastError(fusedComm());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  expectNoAsyncError(fusedComm());
+  for (int i = 0; i < kCalls; ++i) {
+    const std::vector<uint8_t> fused = recvs[i]->download();
+    const std::vector<uint8_t> reference = referenceGather(c, inputs[i]);
+    EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
+        << "rank " << me << " call " << i << ": the fused output differs from the pipeline's";
+    if (i == 0) {
+      std::vector<uint8_t> host(c.count * n * es, 0xA5);
+      ASSERT_EQ(cclzAllGather(inputs[i].data(), host.data(), c.count,
+                              static_cast<cclzDataType_t>(c.dtype), comms().host, &codec, nullptr),
+                cclzSuccess)
+          << cclzGetLastError(comms().host);
+      EXPECT_EQ(firstMismatch(fused.data(), host.data(), fused.size()), SIZE_MAX)
+          << "rank " << me << ": the fused output differs from the host path's";
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Kernel nodes of the graph whose function is named `name` (cudaFuncGetName).
+int kernelNodesNamed(cudaGraph_t graph, const char* name) {
+  size_t count = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return -1;
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return -1;
+  int found = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    if (cudaGraphNodeGetType(node, &type) != cudaSuccess || type != cudaGraphNodeTypeKernel)
+      continue;
+    cudaKernelNodeParams params{};
+    const char* fn = nullptr;
+    if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess &&
+        cudaFuncGetName(&fn, params.func) == cudaSuccess && fn && std::strstr(fn, name))
+      ++found;
+    (void)cudaGetLastError();
+  }
+  return found;
+}
+
+// One call captured after a direct call of the same size (which grew the window), replayed three
+// times on new inputs copied into the captured send buffer: each replay equals the pipeline.
+TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
+  const FusedCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const size_t es = elementSize(c.dtype);
+  const cclzCodecConfig_t codec = fp8Config(c.format);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  Device send(c.count * es), recv(c.count * n * es);
+  send.upload(inputOf(c, 10), stream);
+  ASSERT_EQ(cclzAllGather(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
+                          fusedComm(), &codec, reinterpret_cast<cclzStream_t>(stream)),
+            cclzSuccess)
+      << cclzGetLastError(fusedComm());  // the warm-up
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const cclzResult_t captured =
+      cclzAllGather(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
+                    fusedComm(), &codec, reinterpret_cast<cclzStream_t>(stream));
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(captured, cclzSuccess) << cclzGetLastError(fusedComm());
+  EXPECT_GE(kernelNodesNamed(graph, "gatherDecodeKernel"), 1)
+      << "rank " << me << ": the captured call did not take the fused path";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    const std::vector<uint8_t> in = inputOf(c, 20 + replay);
+    send.upload(in, stream);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const std::vector<uint8_t> fused = recv.download();
+    const std::vector<uint8_t> reference = referenceGather(c, in);
+    EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
+        << "rank " << me << " replay " << replay;
+  }
+  expectNoAsyncError(fusedComm());
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+std::vector<FusedCase> fusedCases() {
+  std::vector<FusedCase> cases;
+  for (int format : {cclzFp8E4M3, cclzFp8Int8})
+    for (int dtype : {cclzBfloat16, cclzFloat32})
+      for (size_t count : {size_t{1}, size_t{7}, size_t{4097}, size_t{1000001}})
+        cases.push_back({dtype, count, format});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, NcclFused, ::testing::ValuesIn(fusedCases()), caseName);
+
+}  // namespace
+}  // namespace cclz::test
+
+int main(int argc, char** argv) {
+  using namespace cclz::test;
+  // 1 MiB pieces: the 1000001-value cases run several pieces through the one window slot.
+  if (const int skip = startNcclTests(&argc, argv, "1M")) return skip;
+  fusedComm();
+  const bool passed = allRanks(RUN_ALL_TESTS() == 0);
+  cclzCommDestroy(fusedComm());
+  cclzCommDestroy(comms().device);
+  cclzCommDestroy(comms().host);
+  MPI_Finalize();
+  return passed ? 0 : 1;
+}
