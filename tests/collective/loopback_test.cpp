@@ -502,6 +502,20 @@ TEST(CommSettingsTest, FromEnvironment) {
     EXPECT_NE(std::string(e.what()).find("CCLZ_NCCL_WINDOWS"), std::string::npos) << e.what();
   }
   unsetenv("CCLZ_NCCL_WINDOWS");
+  EXPECT_FALSE(CommSettings::fromEnvironment().fused);  // off by default
+  setenv("CCLZ_FUSED", "1", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().fused);
+  setenv("CCLZ_FUSED", "0", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().fused);
+  setenv("CCLZ_FUSED", "on", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_FUSED=on was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_FUSED"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_FUSED");
 }
 
 #ifdef CCLZ_HAVE_NCCL
