@@ -216,6 +216,7 @@ void Communicator::failCheck(const std::string& message) {
   const bool callEnded = call.try_lock_for(std::chrono::seconds(2));
   CCLZ_TRACE("deferred check failed (%s); aborting the transport%s", message.c_str(),
              callEnded ? "" : " while a call is blocked");
+  if (fused_) fused_->abort();  // NCCL's abort does not end a fused kernel waiting for its peers
   transport_->abort();
   CCLZ_TRACE("deferred check failed: the transport is aborted");
 }
@@ -252,6 +253,7 @@ cclzResult_t Communicator::asyncError(std::string* message) {
 // part then see its control mesh close (at destroy) and fail theirs.
 void Communicator::abort() {
   aborted_ = true;
+  if (fused_) fused_->abort();  // before the transport's: see failCheck
   if (deferred_) deferred_->stop();
   if (proxy_) {
     setJobError(cclzInvalidUsage, "the communicator was aborted");

@@ -72,11 +72,24 @@ class NcclFusedGather final : public FusedGather {
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming));
+    void* flag = nullptr;
+    CCLZ_CUDA_CHECK(cudaHostAlloc(&flag, sizeof(uint32_t), cudaHostAllocMapped));
+    abortFlag_ = static_cast<volatile uint32_t*>(flag);
+    *abortFlag_ = 0;
+    void* onDevice = nullptr;
+    CCLZ_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, flag, 0));
+    abortFlagDevice_ = static_cast<const volatile uint32_t*>(onDevice);
   }
   ~NcclFusedGather() override {
     if (hasLast_ && !lastCaptured_) cudaEventSynchronize(last_);
     cudaEventDestroy(last_);
     cudaFree(status_);
+    cudaFreeHost(const_cast<uint32_t*>(abortFlag_));
+  }
+
+  void abort() noexcept override {
+    if (abortFlag_) *abortFlag_ = 1;
+    CCLZ_TRACE("fused: abort flag set");
   }
 
   bool takes(const CollArgs& a, const Plan& plan) const override {
@@ -135,7 +148,7 @@ class NcclFusedGather final : public FusedGather {
       uint8_t* out = static_cast<uint8_t*>(a.recv) + piece.offset * eb;
       launchFusedGather(dtype, fusedGatherGrid(piece.count), stream, symmetric_.devComm(),
                    symmetric_.window(), frameBytes, piece.count, staged ? staging_.get() : out,
-                   staged ? stagedStride : count * eb, status_);
+                   staged ? stagedStride : count * eb, status_, abortFlagDevice_);
       if (staged)
         CCLZ_CUDA_CHECK(cudaMemcpy2DAsync(out, count * eb, staging_.get(), stagedStride,
                                           piece.count * eb, n, cudaMemcpyDeviceToDevice, stream));
@@ -164,6 +177,8 @@ class NcclFusedGather final : public FusedGather {
   DeviceStatus* status_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
   bool hasLast_ = false, lastCaptured_ = false;
+  volatile uint32_t* abortFlag_ = nullptr;  // pinned, mapped: abort() sets it
+  const volatile uint32_t* abortFlagDevice_ = nullptr;  // the same word, for the kernel
 };
 
 }  // namespace

@@ -31,6 +31,10 @@ class FusedGather {
   // A frame the fused decode rejected, in work that has finished (read without waiting beyond a
   // small copy, then cleared): cclzCorruptFrame with *message, else cclzSuccess.
   virtual cclzResult_t pollError(std::string* message) = 0;
+  // Ends the fused kernels that wait for their peers (a mismatched call, an aborted peer): call it
+  // before the NCCL communicator is aborted (Communicator::abort, a failed deferred check), whose
+  // abort does not end them. Their outputs are then undefined. Any thread.
+  virtual void abort() noexcept = 0;
 };
 
 // Collective over the transport's ranks (ncclDevCommCreate): an NCCL transport built against

@@ -28,19 +28,61 @@ unsigned gatherGrid(uint64_t count) {
   return std::min({blocks, resident, static_cast<unsigned>(kFusedMaxCtas)});
 }
 
+// NCCL's LSA barrier wait (ncclLsaBarrierSession::wait, unicast: the only kind made here),
+// with one addition: it gives up once *abortFlag is set (host-mapped memory the host sets before
+// it aborts the communicator), so that a rank whose peers never come (a mismatched call, an
+// aborted peer) ends its kernel instead of spinning for ever. Returns false then, for every
+// thread of the CTA. The epoch advances as NCCL's wait advances it, whatever happens, so that
+// the session's destructor writes back what NCCL's own would.
+// NOTE: this reads the session's members (team, epoch, ucInbox): NCCL 2.28's implementation in
+// nccl_device/impl/lsa_barrier__{types,funcs}.h, checked against 2.28.9; other versions take
+// NCCL's own wait, without the bound (CCLZ_FUSED_BOUNDED_WAIT).
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0) && NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 0)
+#define CCLZ_FUSED_BOUNDED_WAIT 1
+#endif
+__device__ __forceinline__ bool waitOrAbort(ncclLsaBarrierSession<ncclCoopCta>& barrier,
+                                            ncclCoopCta cta, const volatile uint32_t* abortFlag) {
+#ifdef CCLZ_FUSED_BOUNDED_WAIT
+  bool aborted = false;
+  const ncclTeam team = barrier.team;
+  for (int i = threadIdx.x; i < team.nRanks - 1 && !aborted; i += blockDim.x) {
+    const int peer = i + (team.rank <= i ? 1 : 0);
+    cuda::atomic_ref<uint32_t> inbox(*barrier.ucInbox(team.rank, peer));
+    // NOTE: the host-mapped flag is read once per 1024 polls of the inbox (a read over PCIe is
+    // a microsecond; the inbox, in this GPU's memory, much less).
+    for (uint32_t polls = 1;; ++polls) {
+      const uint32_t got = inbox.load(cuda::memory_order_acquire);
+      if (got - (barrier.epoch + 1) <= uint32_t(-1) >> 1) break;
+      if (polls % 1024 == 0 && *abortFlag) {
+        aborted = true;
+        break;
+      }
+    }
+  }
+  barrier.epoch += 1;
+  return !__syncthreads_or(aborted);
+#else
+  (void)abortFlag;
+  barrier.wait(cta, cuda::memory_order_acq_rel);
+  return true;
+#endif
+}
+
 // One piece: every rank's frame (frameBytes, count values each) at offset 0 of its window,
 // decoded into out + r * rankStride for rank r (16-byte aligned: decodeFrame stores 16 bytes at
-// a time). status: the decode's error word.
+// a time). status: the decode's error word. abortFlag: waitOrAbort's.
 template <int Dtype>
 __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
     gatherDecodeKernel(ncclDevComm comm, ncclWindow_t window, uint64_t frameBytes,
-                       uint64_t count, uint8_t* out, uint64_t rankStride, DeviceStatus* status) {
+                       uint64_t count, uint8_t* out, uint64_t rankStride, DeviceStatus* status,
+                       const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
   ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, blockIdx.x);
   // NOTE: acquire-release at system scope: each rank's arrival releases the frame its encode
   // kernels wrote before this kernel (stream order), and the wait acquires the peers' frames
   // before they are loaded over NVLink.
-  barrier.sync(cta, cuda::memory_order_acq_rel);
+  barrier.arrive(cta, cuda::memory_order_acq_rel);
+  if (!waitOrAbort(barrier, cta, abortFlag)) return;
   const int n = comm.nRanks, me = comm.rank;
   for (int k = 0; k < n; ++k) {
     const int r = (me + k) % n;
@@ -52,7 +94,9 @@ __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
   }
   // Every CTA's loads of the peers' slots are done before its arrival (release); this rank's next
   // encode comes after the whole kernel, so after every peer's CTAs have arrived.
-  barrier.sync(cta, cuda::memory_order_acq_rel);
+  __syncthreads();  // a CTA that met a bad header may have left decodeFrame early
+  barrier.arrive(cta, cuda::memory_order_acq_rel);
+  waitOrAbort(barrier, cta, abortFlag);
 }
 
 }  // namespace
@@ -61,19 +105,19 @@ unsigned fusedGatherGrid(uint64_t count) { return gatherGrid(count); }
 
 void launchFusedGather(int dtype, unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
                   ncclWindow_t window, uint64_t frameBytes, uint64_t count, uint8_t* out,
-                  uint64_t rankStride, DeviceStatus* status) {
+                  uint64_t rankStride, DeviceStatus* status, const volatile uint32_t* abortFlag) {
   switch (dtype) {
     case cclzBfloat16:
       gatherDecodeKernel<cclzBfloat16><<<grid, fp8::kThreads, 0, stream>>>(
-          comm, window, frameBytes, count, out, rankStride, status);
+          comm, window, frameBytes, count, out, rankStride, status, abortFlag);
       break;
     case cclzFloat16:
       gatherDecodeKernel<cclzFloat16><<<grid, fp8::kThreads, 0, stream>>>(
-          comm, window, frameBytes, count, out, rankStride, status);
+          comm, window, frameBytes, count, out, rankStride, status, abortFlag);
       break;
     default:
       gatherDecodeKernel<cclzFloat32><<<grid, fp8::kThreads, 0, stream>>>(
-          comm, window, frameBytes, count, out, rankStride, status);
+          comm, window, frameBytes, count, out, rankStride, status, abortFlag);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }

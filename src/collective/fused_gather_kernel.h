@@ -27,9 +27,12 @@ unsigned fusedGatherGrid(uint64_t count);
 // One piece: an LSA barrier; every rank's fp8 frame (frameBytes, count values of dtype) at
 // offset 0 of its window, decoded into out + r * rankStride for rank r (16-byte aligned), the
 // rank's own first; a closing LSA barrier. Queued on `stream`; status: the decode's error word.
+// abortFlag (host-mapped memory, as a device pointer): once the host sets it non-zero, a kernel
+// waiting in a barrier gives up and ends (its output is then undefined).
 void launchFusedGather(int dtype, unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
                        ncclWindow_t window, uint64_t frameBytes, uint64_t count, uint8_t* out,
-                       uint64_t rankStride, DeviceStatus* status);
+                       uint64_t rankStride, DeviceStatus* status,
+                       const volatile uint32_t* abortFlag);
 
 }  // namespace cclz
 
