@@ -5,7 +5,8 @@
 // CCLZ_PIECE_BYTES=1M, and outputs at offsets that are not 16-byte aligned), bf16 and fp32, the
 // E4M3 default and the rotated INT8 grid (the decoder's two paths), three calls queued back to
 // back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
-// inputs. The graph shows that the fused kernel ran: its nodes include gatherDecodeKernel.
+// inputs. The graph shows that the fused kernel ran: its nodes include gatherDecodeKernel. Last,
+// a count mismatch caught by a deferred check ends in an error on every rank, not a hang.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "cclz/cclz.h"
 #include "nccl_main.h"
@@ -263,6 +266,66 @@ std::vector<FusedCase> fusedCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp8, NcclFused, ::testing::ValuesIn(fusedCases()), caseName);
+
+// A device communicator with CCLZ_FUSED=1 of the test's own (the mismatch below aborts it).
+cclzComm_t makeFusedComm() {
+  cclzUniqueId id{};
+  if (worldRank() == 0) {
+    EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.adaptive = 0;
+  setenv("CCLZ_FUSED", "1", 1);
+  cclzComm_t comm = nullptr;
+  EXPECT_EQ(cclzCommInitRankConfig(&comm, worldSize(), id, worldRank(), &config), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  unsetenv("CCLZ_FUSED");
+  return comm;
+}
+
+// A later call whose count differs on the last rank (its check deferred: the data moves before
+// the verdict): the last rank queues one piece, the others two, so the others' second gather
+// kernel waits in its barrier for a peer that never comes. The failed check sets the fused
+// path's abort flag before it aborts NCCL: the kernel ends, the stream drains, every rank gets
+// the error, and later calls fail. No hang (the stage's timeout would end one).
+// NOTE: a parameterized suite (one case) registered after NcclFused, so that it runs last: gtest
+// runs the TEST() suites first, and this one aborts a communicator.
+class NcclFusedMismatch : public ::testing::TestWithParam<int> {};
+TEST_P(NcclFusedMismatch, DeferredCountMismatchEndsWithAnErrorNotAHang) {
+  const int n = worldSize(), me = worldRank();
+  cclzComm_t comm = makeFusedComm();
+  ASSERT_NE(comm, nullptr);
+  const cclzCodecConfig_t codec = fp8Config(cclzFp8E4M3);
+  const size_t count = size_t{1} << 20;  // 2 MiB of bf16: two pieces of CCLZ_PIECE_BYTES=1M
+  const std::vector<uint8_t> in = makeData(DataKind::kGauss1, cclzBfloat16, count, 0, 7);
+  Device send(in.size()), recv(count * n * 2);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  send.upload(in, stream);
+  const auto s = reinterpret_cast<cclzStream_t>(stream);
+  // The first all-gather is checked before its data moves, and agrees.
+  ASSERT_EQ(cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &codec, s), cclzSuccess)
+      << cclzGetLastError(comm);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const size_t mine = me == n - 1 ? count / 2 : count;
+  const cclzResult_t r = cclzAllGather(send.ptr, recv.ptr, mine, cclzBfloat16, comm, &codec, s);
+  EXPECT_TRUE(r == cclzSuccess || r == cclzInvalidUsage) << r << ": " << cclzGetLastError(comm);
+  cclzResult_t async = cclzSuccess;
+  for (int i = 0; i < 6000 && async == cclzSuccess; ++i) {
+    EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+    if (async == cclzSuccess) usleep(10000);
+  }
+  EXPECT_EQ(async, cclzInvalidUsage) << cclzGetLastError(comm);
+  cudaStreamSynchronize(stream);  // returns: the waiting gather kernel has ended
+  cudaGetLastError();
+  EXPECT_EQ(cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &codec, s),
+            cclzInvalidUsage);
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
+  cudaStreamDestroy(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, NcclFusedMismatch, ::testing::Values(0));
 
 }  // namespace
 }  // namespace cclz::test
