@@ -106,9 +106,10 @@ class NcclFusedGather final : public FusedGather {
     const uint64_t eb = plan.elemBytes, count = a.count, pieceElems = plan.pieceElems;
     const uint64_t pieces = pieceCount(count, pieceElems);
     const uint64_t first = std::min(pieceElems, count), last = count - (pieces - 1) * pieceElems;
-    // Output parts that are not 16-byte aligned (a rank's part at an odd offset) are decoded
-    // into an aligned area and copied out by one 2D copy per piece.
-    const bool staged = reinterpret_cast<uintptr_t>(a.recv) % 16 != 0 || (count * eb) % 16 != 0;
+    // Output parts that are not 16-byte aligned (a rank's part, or a piece, at an odd offset)
+    // are decoded into an aligned area and copied out by one 2D copy per piece.
+    const bool staged = reinterpret_cast<uintptr_t>(a.recv) % 16 != 0 || (count * eb) % 16 != 0 ||
+                        (pieces > 1 && (pieceElems * eb) % 16 != 0);
     const uint64_t stagedStride = roundUp(first * eb, 16);
 
     // The window: one frame slot, the same size on every rank (the same call). Growing it is
@@ -132,10 +133,12 @@ class NcclFusedGather final : public FusedGather {
       staging_.grow(stagingBytes);
     }
 
-    // Calls on different streams share the slot: each waits for the last one. Across the edge
-    // of a capture the runtime refuses such a wait, and the caller's stream orders the calls
-    // instead (docs/collectives.md, "CUDA graphs").
-    if (hasLast_ && lastCaptured_ == capturing)
+    // Calls on different streams share the slot: a direct call waits for the last direct one. A
+    // captured call waits for none (the runtime refuses a captured call's wait on work outside
+    // its capture, and an event last recorded in another capture), and a direct call for no
+    // event recorded in a capture: there the caller's stream orders the calls, as for the
+    // engine (docs/collectives.md, "CUDA graphs").
+    if (!capturing && hasLast_ && !lastCaptured_)
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
 
     const DeviceWorkspace ws{status_, scratch_.get(), scratchBytes, 0};
@@ -147,17 +150,29 @@ class NcclFusedGather final : public FusedGather {
       const uint64_t frameBytes = codec.maxEncodedBytes(config, dtype, piece.count);
       uint8_t* out = static_cast<uint8_t*>(a.recv) + piece.offset * eb;
       launchFusedGather(dtype, fusedGatherGrid(piece.count), stream, symmetric_.devComm(),
-                   symmetric_.window(), frameBytes, piece.count, staged ? staging_.get() : out,
-                   staged ? stagedStride : count * eb, status_, abortFlagDevice_);
-      if (staged)
-        CCLZ_CUDA_CHECK(cudaMemcpy2DAsync(out, count * eb, staging_.get(), stagedStride,
-                                          piece.count * eb, n, cudaMemcpyDeviceToDevice, stream));
+                        symmetric_.window(), frameBytes, piece.count, staged ? staging_.get() : out,
+                        staged ? stagedStride : count * eb, status_, abortFlagDevice_);
+      if (staged) copyOut(out, count * eb, stagedStride, piece.count * eb, n, stream);
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
     hasLast_ = true, lastCaptured_ = capturing;
-    CCLZ_TRACE("fused: all-gather of %llu values per rank, %llu pieces, %s", 
+    CCLZ_TRACE("fused: all-gather of %llu values per rank, %llu pieces, %s",
                static_cast<unsigned long long>(count), static_cast<unsigned long long>(pieces),
                staged ? "staged output" : "decoded in place");
+  }
+
+  // The staged parts to their places: one 2D copy, or one copy per rank where the output's
+  // pitch is above what a 2D copy takes (2^31 - 1 bytes per rank: cudaDevAttrMaxPitch).
+  void copyOut(uint8_t* out, uint64_t pitch, uint64_t stagedPitch, uint64_t bytes, int n,
+               cudaStream_t stream) {
+    if (pitch <= 0x7FFFFFFFull) {
+      CCLZ_CUDA_CHECK(cudaMemcpy2DAsync(out, pitch, staging_.get(), stagedPitch, bytes, n,
+                                        cudaMemcpyDeviceToDevice, stream));
+      return;
+    }
+    for (int r = 0; r < n; ++r)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(out + r * pitch, staging_.get() + r * stagedPitch, bytes,
+                                      cudaMemcpyDeviceToDevice, stream));
   }
 
   cclzResult_t pollError(std::string* message) override {
@@ -177,7 +192,7 @@ class NcclFusedGather final : public FusedGather {
   DeviceStatus* status_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
   bool hasLast_ = false, lastCaptured_ = false;
-  volatile uint32_t* abortFlag_ = nullptr;  // pinned, mapped: abort() sets it
+  volatile uint32_t* abortFlag_ = nullptr;              // pinned, mapped: abort() sets it
   const volatile uint32_t* abortFlagDevice_ = nullptr;  // the same word, for the kernel
 };
 

@@ -73,8 +73,8 @@ __device__ __forceinline__ bool waitOrAbort(ncclLsaBarrierSession<ncclCoopCta>& 
 // a time). status: the decode's error word. abortFlag: waitOrAbort's.
 template <int Dtype>
 __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
-    gatherDecodeKernel(ncclDevComm comm, ncclWindow_t window, uint64_t frameBytes,
-                       uint64_t count, uint8_t* out, uint64_t rankStride, DeviceStatus* status,
+    gatherDecodeKernel(ncclDevComm comm, ncclWindow_t window, uint64_t frameBytes, uint64_t count,
+                       uint8_t* out, uint64_t rankStride, DeviceStatus* status,
                        const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
   ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, blockIdx.x);
@@ -89,8 +89,8 @@ __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
     // The LSA team is the whole communicator: the peer's world rank is its LSA rank.
     const auto* src = static_cast<const uint8_t*>(ncclGetPeerPointer(window, 0, r));
     if (k) __syncthreads();  // decodeFrame's shared header and table are reused
-    fp8::decodeFrame<Dtype, fp8::kStore>(src, frameBytes, count, out + r * rankStride,
-                                         ReduceStep{}, status);
+    fp8::decodeFrame<Dtype, fp8::kStore>(src, frameBytes, count, out + r * rankStride, ReduceStep{},
+                                         status);
   }
   // Every CTA's loads of the peers' slots are done before its arrival (release); this rank's next
   // encode comes after the whole kernel, so after every peer's CTAs have arrived.
@@ -104,8 +104,9 @@ __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
 unsigned fusedGatherGrid(uint64_t count) { return gatherGrid(count); }
 
 void launchFusedGather(int dtype, unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                  ncclWindow_t window, uint64_t frameBytes, uint64_t count, uint8_t* out,
-                  uint64_t rankStride, DeviceStatus* status, const volatile uint32_t* abortFlag) {
+                       ncclWindow_t window, uint64_t frameBytes, uint64_t count, uint8_t* out,
+                       uint64_t rankStride, DeviceStatus* status,
+                       const volatile uint32_t* abortFlag) {
   switch (dtype) {
     case cclzBfloat16:
       gatherDecodeKernel<cclzBfloat16><<<grid, fp8::kThreads, 0, stream>>>(

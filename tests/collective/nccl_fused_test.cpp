@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -19,8 +20,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "cclz/cclz.h"
 #include "nccl_main.h"
@@ -139,10 +138,10 @@ TEST_P(NcclFused, BackToBackCallsEqualThePipelineAndTheHostPath) {
     sends[i]->upload(inputs[i], stream);
   }
   for (int i = 0; i < kCalls; ++i)
-    ASSERT_EQ(cclzAllGather(sends[i]->ptr, recvs[i]->ptr, c.count,
-                            static_cast<cclzDataType_t>(c.dtype), fusedComm(), &codec,
-                            reinterpret_cast<cclzStream_t>(stream)),
-              cclzSuccess)
+    ASSERT_EQ(
+        cclzAllGather(sends[i]->ptr, recvs[i]->ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
+                      fusedComm(), &codec, reinterpret_cast<cclzStream_t>(stream)),
+        cclzSuccess)
         << "rank " << me << " call " << i << ": " << cclzGetLastError(fusedComm());
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   expectNoAsyncError(fusedComm());
@@ -201,7 +200,7 @@ int kernelNodesNamed(cudaGraph_t graph, const char* name) {
     CUDA_KERNEL_NODE_PARAMS params{};
     if (kernelParams(cuNode, &params) != CUDA_SUCCESS) continue;
     const char* fn = nullptr;
-    const CUresult got = params.func ? funcName(&fn, params.func)
+    const CUresult got = params.func   ? funcName(&fn, params.func)
                          : params.kern ? kernelName(&fn, params.kern)
                                        : CUDA_ERROR_INVALID_VALUE;
     if (got != CUDA_SUCCESS || !fn) continue;
@@ -231,8 +230,8 @@ TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   const cclzResult_t captured =
-      cclzAllGather(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
-                    fusedComm(), &codec, reinterpret_cast<cclzStream_t>(stream));
+      cclzAllGather(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype), fusedComm(),
+                    &codec, reinterpret_cast<cclzStream_t>(stream));
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_EQ(captured, cclzSuccess) << cclzGetLastError(fusedComm());
   const int fusedNodes = kernelNodesNamed(graph, "gatherDecodeKernel");

@@ -47,7 +47,8 @@ void NcclSymmetric::growWindow(uint64_t bytes) {
   void* p = nullptr;
   CCLZ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
   ncclWindow_t w = nullptr;
-  const ncclResult_t registered = ncclCommWindowRegister(comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
+  const ncclResult_t registered =
+      ncclCommWindowRegister(comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
   if (registered != ncclSuccess) {
     ncclMemFree(p);
     CCLZ_NCCL_CHECK(registered);
