@@ -6,17 +6,28 @@ import shutil
 import tempfile
 
 import pytest
+import torch
 from mpi4py import MPI
 
-from cclz.train import ModelConfig, TrainConfig, Trainer
+from cclz.train import ModelConfig, TrainConfig, Trainer, launch
 from cclz.train.compare import main as compare_main
+from conftest import DEVICE
+
+
+@pytest.fixture(autouse=True, scope="module")
+def share_of_the_cores():
+    """One rank's share of the cores, as `python -m cclz.train` sets it."""
+    before = launch.cpu_threads(launch.launcher_env()[4])
+    yield
+    torch.set_num_threads(before)
 
 
 def short_run(out, policy_codecs, n):
+    # adaptive off: every call through its codec, on GPUs too (the test reads the wire bytes).
     cfg = TrainConfig(model=ModelConfig(layers=2, heads=4, hidden=64, seq_len=32), tp=1, pp=1,
                       dp=n, batch=4 * n, steps=6, log_every=3, eval_every=6, eval_batches=1,
-                      codecs=tuple(policy_codecs.items()), out=out, quiet=True)
-    trainer = Trainer(cfg)
+                      codecs=tuple(policy_codecs.items()), out=out, quiet=True, adaptive="off")
+    trainer = Trainer(cfg, DEVICE)
     try:
         trainer.run()
     finally:

@@ -7,13 +7,38 @@ error feedback land within 0.5% on 2-4 ranks; lossless gives the uncompressed ru
 The control: int2 gradients land 22-26% above, so the tolerance tells compression noise apart.
 The learning rate keeps the run out of the chaotic regime: at 3e-3 two uncompressed runs that
 differ only in fp32 rounding (2 or 4 micro-batches) already end 0.7% apart after 60 steps.
-"""
-import pytest
 
-from cclz.train import ModelConfig, TrainConfig, Trainer
+Every call runs through its codec (adaptive off; on for the codec auto, which is that choice), on
+GPUs too, where adaptive calls would send plain data over NVLink. On GPUs (bf16 autocast)
+attention takes torch's math kernels: flash attention's backward accumulates with atomics, and
+two identical runs would differ in the last bits.
+"""
+import contextlib
+
+import pytest
+import torch
+
+from cclz.train import ModelConfig, TrainConfig, Trainer, launch
+from conftest import DEVICE
 
 STEPS, TOLERANCE = 60, 0.01
 _baselines = {}  # layout -> (train loss, val loss) of the uncompressed run
+
+
+@pytest.fixture(autouse=True, scope="module")
+def share_of_the_cores():
+    """One rank's share of the cores, as `python -m cclz.train` sets it."""
+    before = launch.cpu_threads(launch.launcher_env()[4])
+    yield
+    torch.set_num_threads(before)
+
+
+def _deterministic_attention():
+    if DEVICE.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH)
 
 
 def layout_for(policy, n):
@@ -48,10 +73,12 @@ def train(layout, policy):
     cfg = TrainConfig(model=model, tp=tp, pp=pp, dp=dp, batch=24,
                       micro_batches=2 if pp > 1 else 1, steps=STEPS, lr=2e-3, warmup=15,
                       codecs=tuple(codecs.items()), policy_name=policy, log_every=20,
-                      eval_every=STEPS, eval_batches=2, out=None, quiet=True)
-    trainer = Trainer(cfg)
+                      eval_every=STEPS, eval_batches=2, out=None, quiet=True,
+                      adaptive="auto" if "auto" in codecs.values() else "off")
+    trainer = Trainer(cfg, DEVICE)
     try:
-        last = trainer.run()[-1]
+        with _deterministic_attention():
+            last = trainer.run()[-1]
     finally:
         trainer.close()
     return last["loss"], last["val_loss"]

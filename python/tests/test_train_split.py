@@ -1,13 +1,22 @@
 """cclz.train's parallel layouts against the single-process GPT at step 0: the same weights (the
 single model's, sharded) and the same batch give the same loss and, on every rank's slice, the
 same gradients, for tensor+sequence, pipeline (1F1B) and data parallelism and their products.
-Uncompressed, so the only difference is fp32 summation order."""
+Uncompressed, so the only difference is fp32 summation order. On DEVICE (GPUs with
+CCLZ_TEST_DEVICE=cuda): the trainer's ranks and the single model alike."""
 import pytest
 import torch
 
-from cclz.train import ModelConfig, TrainConfig, Trainer
-from conftest import nmse
+from cclz.train import ModelConfig, TrainConfig, Trainer, launch
 from cclz.train.model import GPTStage
+from conftest import DEVICE, nmse
+
+
+@pytest.fixture(autouse=True, scope="module")
+def share_of_the_cores():
+    """One rank's share of the cores, as `python -m cclz.train` sets it."""
+    before = launch.cpu_threads(launch.launcher_env()[4])
+    yield
+    torch.set_num_threads(before)
 
 # Splits over 2, 3 and 4 ranks: 12 heads, seq 24, MLP 384; layers 2 per pipeline stage.
 BATCH, SEED = 24, 5
@@ -29,9 +38,10 @@ def config(tp, pp, dp, micro, recompute=False, precision="fp32"):
 
 
 def reference(cfg, inputs, targets):
-    """The single-process model: its state, mean loss over the batch and gradients."""
-    model = GPTStage(cfg.model)
+    """The single-process model on DEVICE: its state, mean loss over the batch and gradients."""
+    model = GPTStage(cfg.model).to(DEVICE)
     model.init_weights(cfg.seed)
+    inputs, targets = inputs.to(DEVICE), targets.to(DEVICE)
     loss = model.loss(model(inputs), targets, inputs.numel())
     loss.backward()
     return ({n: p.detach().clone() for n, p in model.named_parameters()}, loss.item(),
@@ -62,7 +72,7 @@ def test_bf16_autocast_stays_near_the_fp32_single_process(comm, world_group):
 
 
 def check_against_single_process(cfg, loss_rtol=1e-5, grad_nmse=None):
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, DEVICE)
     try:
         inputs, targets = trainer.corpus.train_batch(0, cfg.batch, cfg.model.seq_len, cfg.seed)
         state, ref_loss, ref_grads = reference(cfg, inputs, targets)
@@ -90,8 +100,9 @@ def check_against_single_process(cfg, loss_rtol=1e-5, grad_nmse=None):
 def test_layouts_share_every_parameter_once(comm):
     """The stages' parameters together are the single model's, each named as there."""
     cfg = config(1, 4, 1, 1)
-    full = {n for n, _ in GPTStage(cfg.model).named_parameters()}
-    stages = [GPTStage(cfg.model, s, 4) for s in range(4)]
+    with torch.device("meta"):  # names only
+        full = {n for n, _ in GPTStage(cfg.model).named_parameters()}
+        stages = [GPTStage(cfg.model, s, 4) for s in range(4)]
     names = [n for s in stages for n, _ in s.named_parameters()]
     assert sorted(names) == sorted(full)
 

@@ -140,11 +140,15 @@ def validate(cfg, world_size):
                           "it needs --adaptive on or auto")
     if cfg.device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"--device {cfg.device!r}: expected auto, cpu or cuda")
-    check_corpus(cfg.corpus)
+    # Read now (every rank, cached for the run): a corpus too small for one sequence in either
+    # split fails here, before any work.
+    from .data import read_corpus
+
+    read_corpus(os.path.abspath(cfg.corpus), cfg.val_fraction, m.seq_len)
 
 
 def check_corpus(root):
-    """The corpus must be a folder with Python sources in it (read later, by data.Corpus)."""
+    """The corpus must be a folder with Python sources in it (data.read_corpus reads it)."""
     if not os.path.isdir(root):
         raise ConfigError(f"corpus {root!r} is not a folder (--corpus: a folder of .py files; "
                           "the default is this Python's standard library)")
@@ -160,6 +164,20 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise ConfigError(message)
+
+
+def _policies_arg(text):
+    """--policy: one name or several, comma-separated (each trained in turn, same tokens)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in policies.POLICIES:
+            raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from "
+                                             f"{', '.join(policies.POLICIES)})")
+    if not names:
+        raise argparse.ArgumentTypeError("expected a policy name")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names a policy twice")
+    return names
 
 
 def _codec_arg(dimension):
@@ -199,9 +217,11 @@ def parser():
                    help="recompute each block in the backward instead of keeping its "
                         "activations (less memory)")
     g = p.add_argument_group("compression")
-    g.add_argument("--policy", default="none", choices=list(policies.POLICIES),
-                   help="what cclz compresses (all: tp fp8, dp qgrad4 with error feedback, "
-                        "pp fp8)")
+    g.add_argument("--policy", default=["none"], type=_policies_arg, metavar="POLICY[,POLICY...]",
+                   help=f"what cclz compresses: {', '.join(policies.POLICIES)} (all: tp fp8, "
+                        "dp qgrad4 with error feedback, pp fp8). Several, comma-separated: "
+                        "trained one after the other in this launch, the same steps and tokens, "
+                        "each into OUT/POLICY")
     for dim in ("tp", "dp", "pp"):
         g.add_argument(f"--{dim}-codec", type=_codec_arg(dim), metavar="CODEC",
                        help=f"override the policy's {dim} codec: "
@@ -226,7 +246,9 @@ def parser():
     g.add_argument("--eval-every", type=int, default=50)
     g.add_argument("--eval-batches", type=int, default=4)
     g.add_argument("--log-every", type=int, default=10)
-    g.add_argument("--out", help="run folder for log.jsonl (default: runs/<policy>)")
+    g.add_argument("--out", help="run folder for log.jsonl (default: runs/<policy>); with "
+                                 "several policies, the folder of their run folders (default: "
+                                 "runs)")
     g.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     g.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
@@ -243,8 +265,9 @@ def _default_micro_batches(batch, dp, pp, micro_batch):
     return want
 
 
-def from_args(argv, world_size):
-    """The validated TrainConfig for a command line on world_size ranks (ConfigError if not)."""
+def configs_from_args(argv, world_size):
+    """The validated TrainConfigs of a command line on world_size ranks, one per policy it
+    names (ConfigError if any cannot run)."""
     a = parser().parse_args(argv)
     preset = PRESETS[a.preset]
     base = preset["model"]
@@ -263,16 +286,30 @@ def from_args(argv, world_size):
         a.dp = world_size // (a.tp * a.pp)
     batch = a.batch or preset["batch"]
     micro = a.micro_batches or _default_micro_batches(batch, a.dp, a.pp, preset["micro_batch"])
-    names = policies.codec_names(a.policy, a.tp_codec, a.dp_codec, a.pp_codec)
-    cfg = TrainConfig(
-        model=model, preset=a.preset if model == base else f"{a.preset}-custom",
-        tp=a.tp, pp=a.pp, dp=a.dp, batch=batch,
-        micro_batches=micro, steps=a.steps, lr=a.lr or preset["lr"], warmup=a.warmup,
-        weight_decay=a.weight_decay, clip=a.clip, seed=a.seed,
-        codecs=tuple(names.items()), policy_name=a.policy, log_every=a.log_every,
-        eval_every=a.eval_every, eval_batches=a.eval_batches,
-        out=a.out or os.path.join("runs", a.policy), corpus=a.corpus or stdlib_corpus(),
-        val_fraction=a.val_fraction, device=a.device, adaptive=a.adaptive,
-        bucket_mb=a.bucket_mb, recompute=a.recompute, precision=a.precision, quiet=a.quiet)
-    validate(cfg, world_size)
-    return cfg
+    several = len(a.policy) > 1
+    configs = []
+    for policy in a.policy:
+        names = policies.codec_names(policy, a.tp_codec, a.dp_codec, a.pp_codec)
+        out = os.path.join(a.out or "runs", policy) if several or not a.out else a.out
+        cfg = TrainConfig(
+            model=model, preset=a.preset if model == base else f"{a.preset}-custom",
+            tp=a.tp, pp=a.pp, dp=a.dp, batch=batch,
+            micro_batches=micro, steps=a.steps, lr=a.lr or preset["lr"], warmup=a.warmup,
+            weight_decay=a.weight_decay, clip=a.clip, seed=a.seed,
+            codecs=tuple(names.items()), policy_name=policy, log_every=a.log_every,
+            eval_every=a.eval_every, eval_batches=a.eval_batches,
+            out=out, corpus=a.corpus or stdlib_corpus(),
+            val_fraction=a.val_fraction, device=a.device, adaptive=a.adaptive,
+            bucket_mb=a.bucket_mb, recompute=a.recompute, precision=a.precision, quiet=a.quiet)
+        validate(cfg, world_size)
+        configs.append(cfg)
+    return configs
+
+
+def from_args(argv, world_size):
+    """The validated TrainConfig of a command line that names one policy (ConfigError if it
+    cannot run; configs_from_args takes several)."""
+    configs = configs_from_args(argv, world_size)
+    if len(configs) != 1:
+        raise ConfigError("several policies: use configs_from_args")
+    return configs[0]

@@ -77,8 +77,11 @@ def init_distributed(launcher, rank, world, device):
 
 
 def cpu_threads(local_size):
-    """Shares the node's cores among its ranks (torch would give each rank all of them)."""
+    """Shares the node's cores among its ranks (torch would give each rank all of them, and
+    ranks that share cores run small GEMMs several times slower); returns the count before."""
+    before = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_size)))
+    return before
 
 
 def abort(launcher, code=1):

@@ -5,7 +5,9 @@ and cosine decay, evaluation, and the log.
 mpirun with CPU tensors cclz's communicators are MPI ones over the same ranks.
 """
 import contextlib
+import gc
 import math
+import os
 import time
 
 import torch
@@ -44,7 +46,13 @@ class Trainer:
 
     def __init__(self, cfg, device=torch.device("cpu")):
         self.cfg, self.device = cfg, torch.device(device)
-        self.corpus = data.Corpus(cfg.corpus, cfg.val_fraction, min_tokens=cfg.model.seq_len + 1)
+        if self.device.type == "cuda":
+            if self.device.index is None:
+                self.device = torch.device("cuda", torch.cuda.current_device())
+            # The rank's GPU is the current one before any CUDA work: torch.distributed's NCCL,
+            # cclz's communicators and autocast all act on the current device.
+            torch.cuda.set_device(self.device)
+        self.corpus = data.Corpus(cfg.corpus, cfg.val_fraction, seq_len=cfg.model.seq_len)
         self.groups = ParallelGroups(cfg.tp, cfg.pp, cfg.dp, self.device,
                                      adaptive=adaptive_setting(cfg, self.device))
         g = self.groups
@@ -115,11 +123,15 @@ class Trainer:
 
     def header(self):
         cfg = self.cfg
+        cuda = self.device.type == "cuda"
         return dict(cfg.to_dict(), parameters=cfg.model.parameters(), world=self.groups.world,
                     device=self.device.type, policy=policies.describe(self.policy),
                     tokens_per_step=cfg.tokens_per_step, torch=torch.__version__,
                     cclz=cclz_version(), adaptive=adaptive_setting(cfg, self.device),
-                    bf16=self.bf16,
+                    bf16=self.bf16, micro_batch_size=cfg.micro_batch_size,
+                    gpu=torch.cuda.get_device_name(self.device) if cuda else None,
+                    nccl=_nccl_version() if cuda else None,
+                    env={k: v for k, v in os.environ.items() if k in _LOGGED_ENV},
                     embeddings="untied", positions="learned")
 
     def _sync_device(self):
@@ -175,6 +187,18 @@ class Trainer:
         return records
 
 
+# The environment that changes what a run measures (the network NCCL uses, cclz's call checks
+# and adaptive choice): in the log's header, so that two logs show whether they ran alike.
+_LOGGED_ENV = ("NCCL_HOSTID", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE",
+               "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE", "NCCL_P2P_NET_CHUNKSIZE",
+               "CCLZ_CHECK_CALLS", "CCLZ_ADAPTIVE", "CCLZ_PIECE_BYTES", "CUDA_VISIBLE_DEVICES")
+
+
+def _nccl_version():
+    v = torch.cuda.nccl.version()  # a tuple (2, 28, 9) on recent torch, an int before
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def _summary(records):
     if not records:
         return {}
@@ -186,6 +210,15 @@ def _summary(records):
                 tokens_per_s=sorted(r["tokens_per_s"] for r in steady)[len(steady) // 2],
                 peak_mem_gb=max((r.get("peak_mem_gb") or 0) for r in records) or None,
                 device_used_gb=max((r.get("device_used_gb") or 0) for r in records) or None)
+
+
+def release_memory(device):
+    """Between two runs of one launch: what the last one left in torch's GPU cache goes back to
+    the device, so the next run's log of device memory counts its own."""
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
 
 
 def run(cfg, device=torch.device("cpu")):
