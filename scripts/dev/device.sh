@@ -21,6 +21,13 @@
 #              (their source in .deps/nccl-tests; skipped without it).
 #   pybench    (2 or more GPUs) the Python call's overhead over C; with 4 GPUs the DDP hooks
 #              (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
+#   trainsmoke (2 or more GPUs; runs on 2) cclz.train for 20 steps of each policy on the small
+#              model, then 4 steps of the 1.3B model on tp 2, to catch errors in ~1 minute.
+#   train      (4 GPUs) issue 35's table: the 1.3B GPT as TP4, TP2 x DP2 and TP2 x PP2 over two
+#              emulated nodes and over NVLink, uncompressed beside the best policy (and all),
+#              the same tokens, 20 steps each; each pair compared; a table last (~8 minutes).
+#              Both after build: bash scripts/dev/device.sh build trainsmoke, then
+#              bash scripts/dev/device.sh train in a call of its own.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
 #   lpath      the lossless kernel families (CCLZ_LOSSLESS_PATH general, staged, auto) side by side.
 #   lsplit     the staged lossless encoder with auto, 2 and 4 warps per chunk side by side.
@@ -44,7 +51,8 @@
 #              build, in a call of its own: bash scripts/dev/device.sh interpose.
 # $OUT receives at most 8 files (the device tool's limit): summary.txt, device.log (build and
 # tests), bench.log (every benchmark's table, in order) and bench.json (one object per benchmark
-# run: stage, name, the command and its rows), whatever stages run.
+# run: stage, name, the command and its rows), whatever stages run; train and trainsmoke add
+# train.tgz and train.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cclz-out}
@@ -204,6 +212,191 @@ if has pybench; then
     grep '^{' "$OUT/ddp_hooks.log" | tee -a "$summary"
   fi
   (cd "$OUT" && tar czf pybench.tgz overhead ddp_hooks.log 2>/dev/null; rm -rf overhead)
+fi
+
+# train, trainsmoke: cclz.train (docs/train.md) on the GPUs. Each launch is one mpirun of
+# `python -m cclz.train --policy none,BEST[,all]`: the policies one after the other in one process
+# (the same model, batch, steps and tokens), in run folders under one temporary folder, packed
+# into $OUT/train.tgz (logs, log.jsonl per run, compare.md and compare.png per pair); the rows in
+# $OUT/train.json, the short table last in summary.txt. A launch ends when it has run its time
+# (CCLZ_TRAIN_TIMEOUT, 150 s; trainsmoke 90 s) or printed nothing for CCLZ_TRAIN_SILENCE s (90: a
+# hang); launches that no longer fit the stage's budget (CCLZ_TRAIN_BUDGET s, train 450,
+# trainsmoke 150; less than 45 or 20 s left) are skipped, and say so. CCLZ_TRAIN_STEPS (train 20, trainsmoke 20) and
+# CCLZ_TRAIN_LOG_EVERY (5) set the length: tokens/s is the median of the logged intervals after
+# the first (warm-up, the adaptive trials). CCLZ_TRAIN_DEVICE=cpu runs the same commands on CPU
+# ranks with the tiny model (a dry run of the stage's logic: bash scripts/dev/device.sh train with
+# OUT and CCLZ_LIBRARY set). CCLZ_CHECK_CALLS and CCLZ_ADAPTIVE pass through when set.
+if has train || has trainsmoke; then
+  tdev=${CCLZ_TRAIN_DEVICE:-cuda}
+  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+  export CCLZ_LIBRARY=${CCLZ_LIBRARY:-$PWD/$build/src/libcclz.so}
+  tdir=$(mktemp -d)
+  tgpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  trows=()  # "launch|network|exit|seconds" per launch, for the table
+  # trainlaunch NAME NET RANKS SECONDS ARGS...: one launch of `python -m cclz.train ARGS --out
+  # $tdir/NAME`, over NVLink (NET nvlink) or two emulated nodes of two ranks each (nodes:
+  # bench/python/two_nodes.sh, NCCL's socket transport between ranks 0-1 and 2-3, NCCL's INIT
+  # lines kept to show nNodes 2), ended after SECONDS or a silence of CCLZ_TRAIN_SILENCE.
+  trainlaunch() {
+    local name=$1 net=$2 ranks=$3 secs=$4; shift 4
+    local left=$((tbudget - (SECONDS - tstart)))
+    if [ "$left" -lt "$tmin" ]; then
+      echo "train $name ($net): skipped, ${left}s of the stage's budget left" | tee -a "$summary"
+      trows+=("$name|$net|skipped|0")
+      return
+    fi
+    [ "$secs" -le "$left" ] || secs=$left
+    local wrap=() envs=(-x NCCL_NVLS_ENABLE -x PYTHONPATH -x CCLZ_LIBRARY)
+    [ -n "${CCLZ_CHECK_CALLS:-}" ] && envs+=(-x CCLZ_CHECK_CALLS)
+    [ -n "${CCLZ_ADAPTIVE:-}" ] && envs+=(-x CCLZ_ADAPTIVE)
+    [ "$net" = nodes ] && wrap=(bench/python/two_nodes.sh) &&
+      envs+=(-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)
+    local cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ranks" "${envs[@]}"
+               ${wrap[@]+"${wrap[@]}"} python3 -m cclz.train "$@" --out "$tdir/$name")
+    local out=$tdir/$name.log begin=$SECONDS hung=no
+    mkdir -p "$tdir/$name"
+    echo "${cmd[*]}" >"$tdir/$name/command.txt"
+    echo "== $name ($net, at most ${secs}s): ${cmd[*]}" >"$out"
+    timeout -k 15 "$secs" "${cmd[@]}" >>"$out" 2>&1 &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null; do
+      sleep 2
+      if [ $(($(date +%s) - $(stat -c %Y "$out"))) -gt "${CCLZ_TRAIN_SILENCE:-90}" ]; then
+        hung=yes
+        kill -TERM $pid 2>/dev/null  # timeout passes it on to mpirun, which ends the ranks
+        sleep 15
+        kill -KILL $pid 2>/dev/null
+        break
+      fi
+    done
+    wait $pid
+    local status=$? took=$((SECONDS - begin))
+    { [ $status -eq 124 ] || [ $status -eq 137 ]; } && hung=yes
+    local nodes
+    nodes=$(grep -m1 -oE 'nNodes [0-9]+ localRanks [0-9]+' "$out")
+    echo "train $name ($net, $ranks ranks): exit $status in ${took}s$([ $hung = yes ] && echo ', ended: timeout or silence')${nodes:+, NCCL: $nodes}" | tee -a "$summary"
+    [ $status -eq 0 ] || grep -E 'Error|error:|failed' "$out" | grep -v NCCL | head -5 | tee -a "$summary"
+    trows+=("$name|$net|$status|$took")
+  }
+  model=(--preset "${CCLZ_TRAIN_PRESET:-1.3b}")
+  [ "$tdev" = cpu ] && model=(--device cpu --preset tiny)
+  log_every=${CCLZ_TRAIN_LOG_EVERY:-5}
+  if has trainsmoke; then
+    tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-150} tmin=20
+    steps=${CCLZ_TRAIN_STEPS:-20} secs=${CCLZ_TRAIN_TIMEOUT:-90}
+    smoke=(--steps "$steps" --log-every "$log_every" --eval-every "$steps" --eval-batches 2
+           --batch 16)
+    small=(--preset small)
+    [ "$tdev" = cpu ] && small=(--device cpu --preset tiny)
+    if [ "$tdev" = cpu ] || [ "$tgpus" -ge 2 ]; then
+      # Every policy on the small model (86M), the codecs forced on (--adaptive off) where the
+      # adaptive calls would send NVLink plain data after their trials; then the measured
+      # model's shapes and memory for a few steps (1.3b on tp 2, 8 sequences in one micro-batch
+      # as each TP2 x DP2 replica has).
+      trainlaunch smoke-tp2 nvlink 2 "$secs" "${small[@]}" --tp 2 "${smoke[@]}" --policy none,tp-fp8
+      trainlaunch smoke-pp2 nvlink 2 "$secs" "${small[@]}" --pp 2 "${smoke[@]}" --policy pp-fp8 --adaptive off
+      trainlaunch smoke-dp2 nvlink 2 "$secs" "${small[@]}" --dp 2 "${smoke[@]}" --policy dp-qgrad --adaptive off
+      trainlaunch smoke-big-tp2 nvlink 2 "$secs" "${model[@]}" --tp 2 --batch 8 --micro-batches 1 \
+        --steps 4 --log-every 2 --eval-every 4 --eval-batches 1 --policy all
+    else
+      echo "trainsmoke: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
+    fi
+  fi
+  if has train; then
+    tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-450} tmin=45
+    steps=${CCLZ_TRAIN_STEPS:-20} secs=${CCLZ_TRAIN_TIMEOUT:-150}
+    [ "$tdev" = cpu ] && steps=${CCLZ_TRAIN_STEPS:-10} && log_every=${CCLZ_TRAIN_LOG_EVERY:-2}
+    run=("${model[@]}" --steps "$steps" --log-every "$log_every" --eval-every "$steps"
+         --eval-batches 2)
+    # Issue 35's table: TP4, TP2 x DP2 and TP2 x PP2, uncompressed beside the policy that
+    # compresses the dimension crossing the nodes (and all), over two emulated nodes first (the
+    # targets), then NVLink. Batches and micro-batches (docs/train.md, "On 4 H200s": memory
+    # and step time): 32 sequences of 2048 tokens; TP4 over the nodes 8 (its step is ~2 s
+    # uncompressed there; tp traffic grows with the tokens, so the ratio hardly depends on it).
+    tp4=(--tp 4 --batch 32 --micro-batches 4)
+    tp4nodes=(--tp 4 --batch "${CCLZ_TRAIN_TP4_NODES_BATCH:-8}" --micro-batches 1)
+    tpdp=(--tp 2 --dp 2 --batch 32 --micro-batches 2)
+    tppp=(--tp 2 --pp 2 --batch 32 --micro-batches 8)
+    if [ "$tdev" = cpu ]; then
+      tp4=(--tp 4 --batch 16 --micro-batches 2) tp4nodes=(--tp 4 --batch 8 --micro-batches 1)
+      tpdp=(--tp 2 --dp 2 --batch 16 --micro-batches 2) tppp=(--tp 2 --pp 2 --batch 16 --micro-batches 4)
+    fi
+    if [ "$tdev" = cpu ] || [ "$tgpus" -ge 4 ]; then
+      trainlaunch tp4-nodes nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --policy none,tp-fp8
+      trainlaunch tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
+      trainlaunch tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
+      trainlaunch tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
+      trainlaunch tp2dp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
+      trainlaunch tp2pp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
+    else
+      echo "train: needs 4 GPUs, this machine has $tgpus" | tee -a "$summary"
+    fi
+  fi
+  # Each pair's comparison (python -m cclz.train compare, in one process), then the table.
+  printf '%s\n' "${trows[@]}" >"$tdir/launches.txt"
+  python3 - "$tdir" "$OUT/train.json" >"$tdir/table.md" 2>"$tdir/compare.log" <<'PY'
+import contextlib, io, json, os, sys
+from cclz.train import log as runlog
+from cclz.train.__main__ import main as train_main
+
+root, out = sys.argv[1], sys.argv[2]
+rows = []
+for line in open(os.path.join(root, "launches.txt")).read().split("\n"):
+    if not line.strip():
+        continue
+    name, net, status, took = line.split("|")
+    folder = os.path.join(root, name)
+    runs = []  # a launch of several policies has a folder per policy, one of one policy its log
+    for sub in [""] + (sorted(os.listdir(folder)) if os.path.isdir(folder) else []):
+        path = os.path.join(folder, sub, "log.jsonl")
+        if os.path.isfile(path):
+            header, steps, summary = runlog.read(path)
+            runs.append((header.get("policy_name") or sub, header, steps, summary or {}))
+    runs.sort(key=lambda r: (r[0] != "none", r[1].get("policy_name", "")))
+    base = runs[0] if runs and runs[0][0] == "none" and runs[0][3] else None
+    for policy, header, steps, summary in runs:
+        if base and policy != "none":
+            with contextlib.redirect_stdout(io.StringIO()):
+                train_main(["compare", os.path.join(folder, "none"), os.path.join(folder, policy),
+                            "--out", os.path.join(folder, f"compare-{policy}")])
+        tps, val = summary.get("tokens_per_s"), summary.get("final_val_loss")
+        btps = base[3].get("tokens_per_s") if base else None
+        bval = base[3].get("final_val_loss") if base else None
+        raw = sum(s.get("wire_raw_bytes") or 0 for s in steps)
+        sent = sum(s.get("wire_sent_bytes") or 0 for s in steps)
+        rows.append(dict(
+            launch=name, network=net, exit=int(status) if status.lstrip("-").isdigit() else status,
+            seconds=int(took), policy=policy, layout=f"tp{header['tp']} pp{header['pp']} dp{header['dp']}",
+            preset=header.get("preset"), batch=header.get("batch"),
+            micro_batches=header.get("micro_batches"), steps=len(steps) and steps[-1]["step"],
+            tokens=summary.get("tokens"), tokens_per_s=tps,
+            ratio=tps / btps if tps and btps else None, val_loss=val,
+            val_vs_none_pct=100 * (val - bval) / bval if val is not None and bval else None,
+            off_wire=1 - sent / raw if raw else None, peak_mem_gb=summary.get("peak_mem_gb"),
+            device_used_gb=summary.get("device_used_gb"), gpu=header.get("gpu"),
+            command=open(os.path.join(folder, "command.txt")).read().strip().replace(
+                root, "train.tgz:")))
+    if not runs:
+        rows.append(dict(launch=name, network=net, exit=status, seconds=int(took),
+                         policy="(skipped)" if status == "skipped" else f"(exit {status}, no log)"))
+with open(out, "w") as f:
+    json.dump(rows, f, indent=1)
+fmt = lambda x, spec: "-" if x is None else format(x, spec)
+print("| launch | network | layout | policy | batch x steps | tokens/s | ratio | val loss | val vs none % | off the wire | peak GB (torch) | GB in use (device) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['launch']} | {r['network']} | {r.get('layout', '-')} | {r['policy']} | "
+          f"{r.get('batch', '-')} x {r.get('steps', '-')} | {fmt(r.get('tokens_per_s'), ',.0f')} | "
+          f"{fmt(r.get('ratio'), '.2f')} | {fmt(r.get('val_loss'), '.4f')} | "
+          f"{fmt(r.get('val_vs_none_pct'), '+.2f')} | "
+          f"{'-' if r.get('off_wire') is None else format(r['off_wire'], '.0%')} | "
+          f"{fmt(r.get('peak_mem_gb'), '.1f')} | {fmt(r.get('device_used_gb'), '.1f')} |")
+PY
+  echo "train table: exit $?" >>"$summary"
+  (cd "$tdir" && tar czf "$OUT/train.tgz" .)
+  { echo "cclz.train on $tdev ($(for s in trainsmoke train; do has $s && printf '%s ' $s; done)stages; tokens/s: the median of the logged intervals after the first; ratio: over none in the same launch):"
+    cat "$tdir/table.md"; } | tee -a "$summary"
+  rm -rf "$tdir"
 fi
 
 # nccltests: NVIDIA's nccl-tests (their source unpacked in .deps/nccl-tests, optional), built
