@@ -684,7 +684,8 @@ for s in ("pipeline", "fused"):
     p = os.path.join(d, s + ".json")
     runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
 print("# fused: fp8 all-gather over NVLink, per call (us), speedup over plain NCCL of the same run")
-print("# %12s %10s %10s %8s %10s %8s %7s" % ("size(B)", "nccl", "pipeline", "x", "fused", "x", "wrong"))
+# NOTE: no line starts with "#   ": the script's end prints bench.log without those.
+print("#size(B)%7s %10s %10s %8s %10s %8s %7s" % ("", "nccl", "pipeline", "x", "fused", "x", "wrong"))
 for size in sorted(set(runs["pipeline"]) | set(runs["fused"])):
     p, f = runs["pipeline"].get(size), runs["fused"].get(size)
     base = (f or p)["baseline_time_us"]
