@@ -74,7 +74,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": cfg.weight_decay},
              {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.lr, betas=(0.9, 0.95), **({"fused": True} if cuda else {}))
+            lr=cfg.lr, betas=(0.9, 0.95), **({"fused": True} if cuda else {"foreach": True}))
         # The replica's tokens per step: each rank's loss is its share of the replica's mean.
         self.normalizer = cfg.batch // cfg.dp * cfg.model.seq_len
 
