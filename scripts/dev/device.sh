@@ -220,7 +220,7 @@ fi
 # into $OUT/train.tgz (logs, log.jsonl per run, compare.md and compare.png per pair); the rows in
 # $OUT/train.json, the short table last in summary.txt. A launch ends when it has run its time
 # (CCLZ_TRAIN_TIMEOUT, 150 s; trainsmoke 90 s) or printed nothing for CCLZ_TRAIN_SILENCE s (90: a
-# hang); launches that no longer fit the stage's budget (CCLZ_TRAIN_BUDGET s, train 450,
+# hang); launches that no longer fit the stage's budget (CCLZ_TRAIN_BUDGET s, train 500,
 # trainsmoke 150; less than 45 or 20 s left) are skipped, and say so. CCLZ_TRAIN_STEPS (train 20, trainsmoke 20) and
 # CCLZ_TRAIN_LOG_EVERY (5) set the length: tokens/s is the median of the logged intervals after
 # the first (warm-up, the adaptive trials). CCLZ_TRAIN_DEVICE=cpu runs the same commands on CPU
@@ -230,6 +230,8 @@ if has train || has trainsmoke; then
   tdev=${CCLZ_TRAIN_DEVICE:-cuda}
   export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
   export CCLZ_LIBRARY=${CCLZ_LIBRARY:-$PWD/$build/src/libcclz.so}
+  [ -e "$CCLZ_LIBRARY" ] || { echo "train: $CCLZ_LIBRARY is missing: build first (stage build)" |
+                               tee -a "$summary"; exit 1; }
   tdir=$(mktemp -d)
   tgpus=$(nvidia-smi -L 2>/dev/null | wc -l)
   trows=()  # "launch|network|exit|seconds" per launch, for the table
@@ -303,7 +305,7 @@ if has train || has trainsmoke; then
     fi
   fi
   if has train; then
-    tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-450} tmin=45
+    tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-500} tmin=45
     steps=${CCLZ_TRAIN_STEPS:-20} secs=${CCLZ_TRAIN_TIMEOUT:-150}
     [ "$tdev" = cpu ] && steps=${CCLZ_TRAIN_STEPS:-10} && log_every=${CCLZ_TRAIN_LOG_EVERY:-2}
     run=("${model[@]}" --steps "$steps" --log-every "$log_every" --eval-every "$steps"
