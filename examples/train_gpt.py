@@ -4,7 +4,8 @@
 
     mpirun -n 2 python3 examples/train_gpt.py --tp 2 --policy all --out runs/all     # CPU ranks
     torchrun --nproc-per-node 4 examples/train_gpt.py --preset 1.3b --tp 2 --dp 2 --policy all
-    python3 examples/train_gpt.py compare runs/none runs/all
+    torchrun --nproc-per-node 4 examples/train_gpt.py --preset 1.3b --tp 4 --policy none,tp-fp8 --out runs
+    python3 examples/train_gpt.py compare runs/none runs/tp-fp8
 """
 import os
 import sys

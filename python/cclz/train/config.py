@@ -36,8 +36,9 @@ class ModelConfig:
 
 # Sizes follow GPT-2 / GPT-3 shapes; head counts are chosen to split over 2, 4 (and 8) ranks.
 # Each preset carries the batch and learning rate it trains well with, and a micro-batch size in
-# sequences meant to fit an 80 GB GPU at tp 1 (estimated: about 34 x seq x micro-batch x hidden
-# bytes of bf16 activations a layer, beside 16 bytes a parameter of weights, gradients and AdamW).
+# sequences meant to fit an 80 GB GPU at tp 1: (4 + 34 / tp) x seq x micro-batch x hidden bytes of
+# activations a layer, beside 16 bytes a parameter of weights, gradients and AdamW (docs/train.md,
+# "The 1.3B model on 4 GPUs"; 1.3b at tp 1: ~37 GB).
 PRESETS = {
     "tiny": dict(model=ModelConfig(layers=4, heads=4, hidden=128, seq_len=128),
                  batch=16, lr=3e-3, micro_batch=16),
