@@ -219,7 +219,7 @@ fi
 # (the same model, batch, steps and tokens), in run folders under one temporary folder, packed
 # into $OUT/train.tgz (logs, log.jsonl per run, compare.md and compare.png per pair); the rows in
 # $OUT/train.json, the short table last in summary.txt. A launch ends when it has run its time
-# (CCLZ_TRAIN_TIMEOUT, 150 s; trainsmoke 90 s) or printed nothing for CCLZ_TRAIN_SILENCE s (90: a
+# (CCLZ_TRAIN_TIMEOUT, 200 s; trainsmoke 90 s) or printed nothing for CCLZ_TRAIN_SILENCE s (90: a
 # hang); launches that no longer fit the stage's budget (CCLZ_TRAIN_BUDGET s, train 500,
 # trainsmoke 150; less than 45 or 20 s left) are skipped, and say so. CCLZ_TRAIN_STEPS (train 20, trainsmoke 20) and
 # CCLZ_TRAIN_LOG_EVERY (5) set the length: tokens/s is the median of the logged intervals after
@@ -306,7 +306,7 @@ if has train || has trainsmoke; then
   fi
   if has train; then
     tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-500} tmin=45
-    steps=${CCLZ_TRAIN_STEPS:-20} secs=${CCLZ_TRAIN_TIMEOUT:-150}
+    steps=${CCLZ_TRAIN_STEPS:-20} secs=${CCLZ_TRAIN_TIMEOUT:-200}
     [ "$tdev" = cpu ] && steps=${CCLZ_TRAIN_STEPS:-10} && log_every=${CCLZ_TRAIN_LOG_EVERY:-2}
     run=("${model[@]}" --steps "$steps" --log-every "$log_every" --eval-every "$steps"
          --eval-batches 2)

@@ -83,7 +83,8 @@ class GPTStage(torch.nn.Module):
     the first stage and the final norm and output head on the last. tp_comm: the tensor-parallel
     communicator (None: no tensor parallelism); codec: the tp codec; act_dtype: see Block;
     recompute: keep only each block's input and recompute the block in the backward (less
-    memory, one more forward and its collectives)."""
+    memory, one more forward and its collectives). Its parameters are made on torch's default
+    device (the Trainer builds it under `with device:`), then init_weights draws them there."""
 
     def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None, act_dtype=None,
                  recompute=False):
