@@ -354,7 +354,7 @@ for line in open(os.path.join(root, "launches.txt")).read().split("\n"):
         if os.path.isfile(path):
             header, steps, summary = runlog.read(path)
             runs.append((header.get("policy_name") or sub, header, steps, summary or {}))
-    runs.sort(key=lambda r: (r[0] != "none", r[1].get("policy_name", "")))
+    runs.sort(key=lambda r: (r[0] != "none", r[0] == "all", r[0]))  # none, the best, all
     base = runs[0] if runs and runs[0][0] == "none" and runs[0][3] else None
     for policy, header, steps, summary in runs:
         if base and policy != "none":
