@@ -22,7 +22,7 @@
 #   pybench    (2 or more GPUs) the Python call's overhead over C; with 4 GPUs the DDP hooks
 #              (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
 #   trainsmoke (2 or more GPUs; runs on 2) cclz.train for 20 steps of each policy on the small
-#              model, then 4 steps of the 1.3B model on tp 2, to catch errors in ~1 minute.
+#              model, then 4 steps of the 1.3B model on tp 2, to catch errors (~1.5 minutes).
 #   train      (4 GPUs) issue 35's table: the 1.3B GPT as TP4, TP2 x DP2 and TP2 x PP2 over two
 #              emulated nodes and over NVLink, uncompressed beside the best policy (and all),
 #              the same tokens, 20 steps each; each pair compared; a table last (~8 minutes).
@@ -221,7 +221,7 @@ fi
 # $OUT/train.json, the short table last in summary.txt. A launch ends when it has run its time
 # (CCLZ_TRAIN_TIMEOUT, 200 s; trainsmoke 90 s) or printed nothing for CCLZ_TRAIN_SILENCE s (90: a
 # hang); launches that no longer fit the stage's budget (CCLZ_TRAIN_BUDGET s, train 500,
-# trainsmoke 150; less than 45 or 20 s left) are skipped, and say so. CCLZ_TRAIN_STEPS (train 20, trainsmoke 20) and
+# trainsmoke 150; less than 45 or 20 s left) are skipped, and say so. CCLZ_TRAIN_STEPS (20) and
 # CCLZ_TRAIN_LOG_EVERY (5) set the length: tokens/s is the median of the logged intervals after
 # the first (warm-up, the adaptive trials). CCLZ_TRAIN_DEVICE=cpu runs the same commands on CPU
 # ranks with the tiny model (a dry run of the stage's logic: bash scripts/dev/device.sh train with
