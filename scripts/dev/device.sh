@@ -312,8 +312,8 @@ if has train || has trainsmoke; then
          --eval-batches 2)
     # Issue 35's table: TP4, TP2 x DP2 and TP2 x PP2, uncompressed beside the policy that
     # compresses the dimension crossing the nodes (and all), over two emulated nodes first (the
-    # targets), then NVLink. Batches and micro-batches (docs/train.md, "On 4 H200s": memory
-    # and step time): 32 sequences of 2048 tokens; TP4 over the nodes 8 (its step is ~2 s
+    # targets), then NVLink. Batches and micro-batches (docs/train.md, "The 1.3B model on 4
+    # GPUs"): 32 sequences of 2048 tokens; TP4 over the nodes 8 (its step is ~2 s
     # uncompressed there; tp traffic grows with the tokens, so the ratio hardly depends on it).
     tp4=(--tp 4 --batch 32 --micro-batches 4)
     tp4nodes=(--tp 4 --batch "${CCLZ_TRAIN_TP4_NODES_BATCH:-8}" --micro-batches 1)
