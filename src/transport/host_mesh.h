@@ -19,7 +19,8 @@
 namespace cclz {
 
 // Where a rank listens, as fixed-size bytes (a sockaddr_storage) that the ranks all-gather.
-struct MeshAddress {
+// Aligned for the sockaddr_storage it holds (host_mesh.cpp reads it as one).
+struct alignas(16) MeshAddress {
   uint8_t bytes[128] = {};
 };
 
