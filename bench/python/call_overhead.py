@@ -11,7 +11,6 @@ once (what ctypes itself costs), and through C. The overhead is Python minus C.
 import argparse
 import ctypes
 import json
-import socket
 import statistics
 import sys
 import time
@@ -21,21 +20,13 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import cclz
+from cclz.train.launch import init_distributed
 from cclz import _capi
 
 
 def init(world):
-    local = world.Get_rank() % torch.cuda.device_count()
-    torch.cuda.set_device(local)
-    port = None
-    if world.Get_rank() == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = world.bcast(port, root=0)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=world.Get_rank(), world_size=world.Get_size(),
-                            device_id=torch.device("cuda", local))
+    device = torch.device("cuda", world.Get_rank() % torch.cuda.device_count())
+    init_distributed("mpirun", world.Get_rank(), world.Get_size(), device)
     return cclz.Communicator.from_group(adaptive=False)
 
 

@@ -12,7 +12,6 @@ weights and sees the same batches; bf16 autocast; AdamW.
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import sysconfig
@@ -25,6 +24,7 @@ from mpi4py import MPI
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
 import cclz
+from cclz.train.launch import init_distributed
 
 
 def corpus(validation):
@@ -137,15 +137,7 @@ def main():
     world = MPI.COMM_WORLD
     local = world.Get_rank() % torch.cuda.device_count()
     device = torch.device("cuda", local)
-    torch.cuda.set_device(device)
-    port = None
-    if world.Get_rank() == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = world.bcast(port, root=0)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=world.Get_rank(), world_size=world.Get_size(), device_id=device)
+    init_distributed("mpirun", world.Get_rank(), world.Get_size(), device)
     cclz_comm = cclz.Communicator.from_group()
     train, valid = corpus(False), corpus(True)
     rows = []

@@ -7,13 +7,13 @@ after its collectives, so that a failing rank never leaves the others waiting in
 Tensors are made on DEVICE (torch's default device for the session); seeded values are drawn on
 the CPU and moved, so that both devices see the same numbers."""
 import os
-import socket
 
 import pytest
 import torch
 from mpi4py import MPI
 
 import cclz
+from cclz.train.launch import init_distributed
 
 _WORLD = MPI.COMM_WORLD
 if os.environ.get("CCLZ_TEST_DEVICE", "cpu") == "cuda":
@@ -28,21 +28,10 @@ requires_cuda = pytest.mark.skipif(DEVICE.type != "cuda",
 
 
 def _init_torch_distributed():
-    """torch.distributed over the MPI ranks: NCCL on GPUs, gloo on CPUs. Rank 0 picks a free
-    port and sends it to the others over MPI."""
+    """torch.distributed over the MPI ranks: NCCL on GPUs, gloo on CPUs."""
     import torch.distributed as dist
 
-    if not dist.is_initialized():
-        port = None
-        if _WORLD.Get_rank() == 0:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-        port = _WORLD.bcast(port, root=0)
-        kwargs = {"device_id": DEVICE} if DEVICE.type == "cuda" else {}
-        dist.init_process_group("nccl" if DEVICE.type == "cuda" else "gloo",
-                                init_method=f"tcp://127.0.0.1:{port}", rank=_WORLD.Get_rank(),
-                                world_size=_WORLD.Get_size(), **kwargs)
+    init_distributed("mpirun", _WORLD.Get_rank(), _WORLD.Get_size(), DEVICE)
     return dist.group.WORLD
 
 
