@@ -44,15 +44,8 @@ void NcclSymmetric::growWindow(uint64_t bytes) {
   ncclComm_t comm = comm_.load();
   CCLZ_REQUIRE(comm, cclzInvalidUsage, "the communicator was aborted");
   releaseWindow();
-  void* p = nullptr;
-  CCLZ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
   ncclWindow_t w = nullptr;
-  const ncclResult_t registered =
-      ncclCommWindowRegister(comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
-  if (registered != ncclSuccess) {
-    ncclMemFree(p);
-    CCLZ_NCCL_CHECK(registered);
-  }
+  void* p = allocateSymmetricWindow(comm, bytes, &w);
   base_ = p, window_ = w, bytes_ = bytes;
   CCLZ_TRACE("nccl: symmetric window of %llu bytes for the fused paths",
              static_cast<unsigned long long>(bytes));

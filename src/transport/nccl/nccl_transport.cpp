@@ -56,18 +56,22 @@ void NcclWindows::releaseAll() noexcept {
   }
 }
 
-void* NcclWindows::allocate(uint64_t bytes) {
-  ncclComm_t comm = comm_.load();
+void* allocateSymmetricWindow(ncclComm_t comm, uint64_t bytes, ncclWindow_t* window) {
   CCLZ_REQUIRE(comm, cclzInvalidUsage, "the communicator was aborted");
   void* p = nullptr;
   CCLZ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
-  ncclWindow_t w = nullptr;
   const ncclResult_t registered =
-      ncclCommWindowRegister(comm, p, bytes, &w, NCCL_WIN_COLL_SYMMETRIC);
+      ncclCommWindowRegister(comm, p, bytes, window, NCCL_WIN_COLL_SYMMETRIC);
   if (registered != ncclSuccess) {
     ncclMemFree(p);
     CCLZ_NCCL_CHECK(registered);
   }
+  return p;
+}
+
+void* NcclWindows::allocate(uint64_t bytes) {
+  ncclWindow_t w = nullptr;
+  void* p = allocateSymmetricWindow(comm_.load(), bytes, &w);
   CCLZ_TRACE("nccl: %llu bytes of frames in a symmetric window",
              static_cast<unsigned long long>(bytes));
   std::lock_guard<std::mutex> lock(mutex_);

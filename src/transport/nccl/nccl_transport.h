@@ -30,6 +30,11 @@ void ncclCheck(ncclResult_t result, const char* call, const char* file, int line
 // another value.
 ncclConfig_t ncclConfigFromEnvironment();
 
+// bytes of NCCL memory (ncclMemAlloc) registered as a symmetric window of comm (collective:
+// every rank calls it alike); the memory is freed again if the registration fails. Throws
+// cclzInvalidUsage on an aborted (NULL) communicator.
+void* allocateSymmetricWindow(ncclComm_t comm, uint64_t bytes, ncclWindow_t* window);
+
 // Frames in NCCL memory registered as symmetric windows of a communicator (FrameMemory):
 // ncclMemAlloc + ncclCommWindowRegister, and back. Registering and deregistering are collective.
 class NcclWindows final : public FrameMemory {
