@@ -68,6 +68,22 @@ log=$OUT/device.log
 
 has() { [[ " $stages " == *" $1 "* ]]; }
 
+# end_when_silent PID LOG SECONDS: returns when PID ends; ends it first (TERM, then KILL 15 s
+# later) once LOG has not grown for SECONDS, and then returns 1 (a hang, not a slow run).
+end_when_silent() {
+  local pid=$1 log=$2 silence=$3
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    if [ $(($(date +%s) - $(stat -c %Y "$log"))) -gt "$silence" ]; then
+      kill -TERM "$pid" 2>/dev/null  # timeout passes it on to mpirun, which ends the ranks
+      sleep 15
+      kill -KILL "$pid" 2>/dev/null
+      return 1
+    fi
+  done
+  return 0
+}
+
 if has build; then
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$summary"
   cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
@@ -151,16 +167,7 @@ if has ncclsolo; then
       -x NCCL_NVLS_ENABLE ${envs[@]+"${envs[@]}"} "$@" --gtest_color=no --gtest_repeat="$rep" \
       >"$OUT/solo.tmp" 2>&1 &
     local pid=$!
-    while kill -0 $pid 2>/dev/null; do
-      sleep 2
-      if [ $(($(date +%s) - $(stat -c %Y "$OUT/solo.tmp"))) -gt 90 ]; then
-        hung=yes
-        kill -TERM $pid 2>/dev/null  # timeout passes it on to mpirun, which ends the ranks
-        sleep 15
-        kill -KILL $pid 2>/dev/null
-        break
-      fi
-    done
+    end_when_silent $pid "$OUT/solo.tmp" 90 || hung=yes
     wait $pid
     local status=$? took=$((SECONDS - begin))
     { [ $status -eq 124 ] || [ $status -eq 137 ]; } && hung=yes
@@ -261,16 +268,7 @@ if has train || has trainsmoke; then
     echo "== $name ($net, at most ${secs}s): ${cmd[*]}" >"$out"
     timeout -k 15 "$secs" "${cmd[@]}" >>"$out" 2>&1 &
     local pid=$!
-    while kill -0 $pid 2>/dev/null; do
-      sleep 2
-      if [ $(($(date +%s) - $(stat -c %Y "$out"))) -gt "${CCLZ_TRAIN_SILENCE:-90}" ]; then
-        hung=yes
-        kill -TERM $pid 2>/dev/null  # timeout passes it on to mpirun, which ends the ranks
-        sleep 15
-        kill -KILL $pid 2>/dev/null
-        break
-      fi
-    done
+    end_when_silent $pid "$out" "${CCLZ_TRAIN_SILENCE:-90}" || hung=yes
     wait $pid
     local status=$? took=$((SECONDS - begin))
     { [ $status -eq 124 ] || [ $status -eq 137 ]; } && hung=yes
