@@ -44,8 +44,13 @@ void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {
                "an earlier call's check found that the ranks disagree: " + failure_);
   CCLZ_REQUIRE(!stopping_, cclzInvalidUsage, "the communicator is being destroyed");
   p.number = ++handed_;
+  const bool urgent = p.answer != nullptr;
   waiting_.push_back(std::move(p));
-  changed_.notify_all();
+  // Waking a thread that waits is a system call of microseconds, more than the rest of a small
+  // call: wake it only when it sleeps with nothing to do, when an answer is awaited, or when a
+  // ring of slots waits; while it works or lingers (loop) it finds hand-overs on its own.
+  if (urgent || checkerSleeps_ || waiting_.size() >= static_cast<size_t>(exchange_->slots()))
+    changed_.notify_all();
 }
 
 void DeferredChecks::queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op) {
@@ -86,6 +91,7 @@ std::vector<uint8_t> DeferredChecks::exchangeNow(const void* mine, size_t bytes,
 
 void DeferredChecks::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
+  changed_.notify_all();  // ends a pause of the thread's at once
   changed_.wait(lock, [&] {
     return (waiting_.empty() && started_.empty() && failure_.empty()) || reported_ || stopping_;
   });
@@ -116,8 +122,10 @@ bool DeferredChecks::startWaiting() {
 
 // The thread starts every exchange handed over while slots are free, then polls the oldest.
 // A check usually arrives within tens of microseconds, so it polls: a yield at first, then
-// pauses that grow to 1 ms (ended early by a hand-over), so that a peer far behind costs no
-// core.
+// pauses that grow to 1 ms (ended early by a hand-over that wakes it), so that a peer far behind
+// costs no core. With nothing to do it lingers for kLinger, looking for hand-overs every
+// kLingerPoll, before it sleeps until woken: calls that come faster than that never pay for a
+// wake-up (handOver).
 void DeferredChecks::loop() {
   using namespace std::chrono;
   try {
@@ -130,7 +138,18 @@ void DeferredChecks::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !started_.empty(); });
+      auto work = [&] { return stopping_ || !waiting_.empty() || !started_.empty(); };
+      for (auto lingered = microseconds(0); !work() && lingered < kLinger;
+           lingered += kLingerPoll) {
+        lock.unlock();
+        std::this_thread::sleep_for(kLingerPoll);
+        lock.lock();
+      }
+      if (!work()) {
+        checkerSleeps_ = true;
+        changed_.wait(lock, work);
+        checkerSleeps_ = false;
+      }
       if (stopping_) return;
     }
     std::string verdict;

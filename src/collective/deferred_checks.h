@@ -21,6 +21,7 @@
 // are tested without a GPU.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -96,6 +97,9 @@ class DeferredChecks {
     std::shared_ptr<Answer> answer;  // exchangeNow's; NULL for a deferred check
     int slot = -1;                   // once started
   };
+  // How long the thread looks for hand-overs, and how often, before it sleeps until woken.
+  static constexpr std::chrono::microseconds kLinger{20000};
+  static constexpr std::chrono::microseconds kLingerPoll{200};
   void loop();
   // Starts what waits while slots are free; true if it started any.
   bool startWaiting();
@@ -116,6 +120,7 @@ class DeferredChecks {
   uint64_t handed_ = 0;          // exchanges handed over so far
   uint64_t startedCount_ = 0;    // started so far; the next takes slot startedCount_ % slots()
   bool stopping_ = false;
+  bool checkerSleeps_ = false;  // the thread waits on changed_ with nothing to do
   std::string failure_;
   bool reported_ = false;  // onFailure has returned
   std::thread thread_;     // last: started once the rest is ready
