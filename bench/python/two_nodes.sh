@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs a command as one rank of two emulated nodes of two GPUs each (../shared/MEASURING.md):
-# ranks 0-1 are node0 and 2-3 node1, so NCCL uses NVLink inside a node and its socket transport
-# between them. Under mpirun: mpirun -n 4 bench/python/two_nodes.sh COMMAND...
+# Runs a command as one rank of two emulated nodes (../shared/MEASURING.md): the first half of
+# the ranks is node0, the second node1 (4 ranks: 0-1 and 2-3; 2 ranks: one GPU a node), so NCCL
+# uses NVLink inside a node and its socket transport between them.
+# Under mpirun: mpirun -n 4 bench/python/two_nodes.sh COMMAND...
 rank=${OMPI_COMM_WORLD_RANK:-${RANK:?run under mpirun or torchrun}}
-export NCCL_HOSTID=node$((rank / 2)) NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+size=${OMPI_COMM_WORLD_SIZE:-${WORLD_SIZE:?run under mpirun or torchrun}}
+[ $((size % 2)) -eq 0 ] || { echo "two_nodes.sh: $size ranks do not split into two nodes" >&2; exit 2; }
+export NCCL_HOSTID=node$((rank / (size / 2))) NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 exec "$@"

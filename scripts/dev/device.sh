@@ -26,6 +26,7 @@
 #   train      (4 GPUs) issue 35's table: the 1.3B GPT as TP4, TP2 x DP2 and TP2 x PP2 over two
 #              emulated nodes and over NVLink, uncompressed beside the best policy (and all),
 #              the same tokens, 20 steps each; each pair compared; a table last (~8 minutes).
+#              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
 #              Both after build: bash scripts/dev/device.sh build trainsmoke, then
 #              bash scripts/dev/device.sh train in a call of its own.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
@@ -328,8 +329,14 @@ if has train || has trainsmoke; then
       trainlaunch tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
       trainlaunch tp2dp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainlaunch tp2pp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
+    elif [ "$tgpus" -ge 2 ]; then
+      # Two GPUs: each dimension alone across two emulated nodes of one GPU each (every byte of
+      # it crosses the socket transport), uncompressed beside its policy.
+      trainlaunch tp2-nodes nodes 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
+      trainlaunch dp2-nodes nodes 2 "$secs" "${run[@]}" --dp 2 --batch 16 --micro-batches 2 --policy none,dp-qgrad
+      trainlaunch pp2-nodes nodes 2 "$secs" "${run[@]}" --pp 2 --batch 16 --micro-batches 8 --policy none,pp-fp8
     else
-      echo "train: needs 4 GPUs, this machine has $tgpus" | tee -a "$summary"
+      echo "train: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
     fi
   fi
   # Each pair's comparison (python -m cclz.train compare, in one process), then the table.
@@ -659,8 +666,8 @@ if has fused; then
       >"$OUT/fused.tmp" 2>&1
     status=$?
     cat "$OUT/fused.tmp" >>"$log"
-    echo "fused nccl_fused_tests ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/fused.tmp" | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
-    grep -E '^\[  FAILED  \]' "$OUT/fused.tmp" | sort -u | head -20 | tee -a "$summary"
+    echo "fused nccl_fused_tests ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/fused.tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
+    sed 's/\x1b\[[0-9;]*m//g' "$OUT/fused.tmp" | grep -E '^\[  FAILED  \]' | sort -u | head -20 | tee -a "$summary"
     rm -f "$OUT/fused.tmp"
   done
   fusedparts=$(mktemp -d)
