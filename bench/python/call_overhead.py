@@ -1,12 +1,14 @@
 """The Python package's cost per call over the C API's: host time to queue an all-gather, calls
-back to back, on one GPU per MPI rank, beside the same loop in C (c_call_loop.c) in the same run.
+back to back, on one GPU per MPI rank, beside the same loop in C (c_call_loop.c) in each round.
 
-    bench/python/call_overhead.sh BUILD OUTDIR   (builds c_call_loop, runs both, merges)
+    bench/python/call_overhead.sh BUILD OUTDIR   (builds c_call_loop.so, runs, writes tables)
 
-For each size and codec: the median over ROUNDS of the host time per call of CALLS queued calls
-(the GPU's work is drained between rounds, so the launch queue never backs up), through
-Communicator.all_gather_into_tensor, through the raw ctypes function with its arguments built
-once (what ctypes itself costs), and through C. The overhead is Python minus C.
+For each size and codec, every round times CALLS queued calls three ways, one after the other on
+the same communicator, tensors and stream (the GPU's work is drained after each, so the launch
+queue never backs up): in C (c_call_loop.so's loop), through the raw ctypes function with its
+arguments built once (what ctypes itself costs), and through Communicator.all_gather_into_tensor.
+Reported: the median over ROUNDS of each, and the median of the per-round differences
+(Python method minus C: the overhead), which the host's drift from round to round does not move.
 """
 import argparse
 import ctypes
@@ -24,24 +26,52 @@ from cclz.train.launch import init_distributed
 from cclz import _capi
 
 
-def init(world):
+def init(world, device):
+    """The communicator: over NCCL on one GPU per rank; on CPU ranks over MPI (a dry run of
+    this script's logic: MPI's all-gather, not a GPU's queue, is what those calls time)."""
+    if device == "cpu":
+        return cclz.Communicator.from_mpi(world, adaptive=False)
     device = torch.device("cuda", world.Get_rank() % torch.cuda.device_count())
     init_distributed("mpirun", world.Get_rank(), world.Get_size(), device)
     return cclz.Communicator.from_group(adaptive=False)
 
 
-def per_call_us(world, issue, calls, rounds):
-    times = []
-    for round_ in range(rounds + 1):  # round 0 warms up
-        world.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            issue()
-        t1 = time.perf_counter()
+def drain():
+    if torch.cuda.is_initialized():
         torch.cuda.synchronize()
-        if round_:
-            times.append((t1 - t0) / calls * 1e6)
-    return statistics.median(times)
+
+
+def timed_loop(world, issue, calls):
+    """Host microseconds per call of `calls` calls of issue(), the GPU drained after them."""
+    world.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        issue()
+    t1 = time.perf_counter()
+    drain()
+    return (t1 - t0) / calls * 1e6
+
+
+def c_loop_us(world, c_loop, args, calls):
+    """c_call_loop.so's own timing of `calls` calls, the GPU drained after them."""
+    world.Barrier()
+    us = c_loop(*args, calls)
+    if us < 0:
+        raise RuntimeError(f"c_call_loop: cclzAllGather failed: {_capi.last_error(args[3])}")
+    drain()
+    return us
+
+
+def paired_rounds(world, ways, rounds):
+    """{way: [us per call, per round]}: each round runs every way once, in order; round 0 warms
+    up and is dropped."""
+    times = {name: [] for name in ways}
+    for round_ in range(rounds + 1):
+        for name, run in ways.items():
+            us = run()
+            if round_:
+                times[name].append(us)
+    return times
 
 
 def main():
@@ -49,35 +79,56 @@ def main():
     ap.add_argument("--sizes", default="65536,1048576", help="bytes of bf16 per rank")
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--c-loop", required=True, help="c_call_loop.so")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--json")
     args = ap.parse_args()
     world = MPI.COMM_WORLD
-    comm = init(world)
+    comm = init(world, args.device)
+    c_loop = ctypes.CDLL(args.c_loop).c_call_loop
+    c_loop.restype = ctypes.c_double
+    c_loop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     rows = []
     for nbytes in (int(s) for s in args.sizes.split(",")):
         numel = nbytes // 2
         g = torch.Generator().manual_seed(world.Get_rank())
-        x = torch.randn(numel, generator=g).to(torch.bfloat16).cuda()
-        out = torch.empty(numel * comm.size, dtype=torch.bfloat16, device="cuda")
+        x = torch.randn(numel, generator=g).to(torch.bfloat16).to(args.device)
+        out = torch.empty(numel * comm.size, dtype=torch.bfloat16, device=args.device)
         for name, codec in (("none", None), ("fp8", cclz.Fp8(row_elems=1024))):
-            python = per_call_us(world, lambda: comm.all_gather_into_tensor(out, x, codec=codec),
-                                 args.calls, args.rounds)
-            config = None if codec is None else ctypes.byref(codec.config())
-            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            config_struct = None if codec is None else codec.config()
+            config = None if codec is None else ctypes.byref(config_struct)
+            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream
+                                     if args.device == "cuda" else None)
             raw_args = (ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()), numel, 9,
                         comm.handle, config, stream)
+            c_args = (x.data_ptr(), out.data_ptr(), numel, comm.handle,
+                      None if codec is None else ctypes.addressof(config_struct),
+                      stream.value)
             fn = _capi.lib.cclzAllGather
-            raw = per_call_us(world, lambda: fn(*raw_args), args.calls, args.rounds)
-            rows.append({"bytes": nbytes, "codec": name, "python_us": python, "ctypes_us": raw})
+            times = paired_rounds(world, {
+                "c": lambda: c_loop_us(world, c_loop, c_args, args.calls),
+                "ctypes": lambda: timed_loop(world, lambda: fn(*raw_args), args.calls),
+                "python": lambda: timed_loop(
+                    world, lambda: comm.all_gather_into_tensor(out, x, codec=codec), args.calls),
+            }, args.rounds)
+            median = statistics.median
+            rows.append({
+                "bytes": nbytes, "codec": name, "c_us": median(times["c"]),
+                "ctypes_us": median(times["ctypes"]), "python_us": median(times["python"]),
+                "overhead_us": median([p - c for p, c in zip(times["python"], times["c"])]),
+                "ctypes_overhead_us": median([r - c for r, c in zip(times["ctypes"], times["c"])]),
+                "rounds_us": times})
     comm.close()
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.destroy_process_group()
     if world.Get_rank() != 0:
         return
     print(json.dumps(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"command": " ".join(sys.argv), "ranks": world.Get_size(),
-                       "device": torch.cuda.get_device_name(), "calls": args.calls,
+                       "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "calls": args.calls,
                        "rounds": args.rounds, "rows": rows}, f, indent=1)
 
 
