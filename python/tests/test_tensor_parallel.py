@@ -87,7 +87,7 @@ def test_layers_refuse_shapes_that_do_not_split(comm):
 
 def test_policy_defaults():
     p = cclz.Policy.default()
-    assert isinstance(p.tp, cclz.Fp8) and isinstance(p.pp, cclz.Lossless)
+    assert isinstance(p.tp, cclz.Fp8) and p.tp.format == "int8" and isinstance(p.pp, cclz.Lossless)
     assert isinstance(p.dp, cclz.Qgrad) and p.dp.bits == 4 and p.dp.feedback is True
     assert cclz.Policy.none() == cclz.Policy(None, None, None)
 

@@ -65,7 +65,8 @@ def test_the_command_exits_2_on_every_rank_before_any_work(comm, capsys):
 def test_a_good_command_line_is_accepted(comm):
     cfg = from_args(["--policy", "all", "--dp-codec", "qgrad8", "--batch", str(4 * comm.size)],
                     comm.size)
-    assert cfg.dp == comm.size and cfg.codec_names == {"tp": "fp8", "dp": "qgrad8", "pp": "fp8"}
+    assert cfg.dp == comm.size and \
+        cfg.codec_names == {"tp": "fp8-int8", "dp": "qgrad8", "pp": "fp8-int8"}
 
 
 def test_several_policies_are_runs_of_the_same_tokens(comm):
@@ -74,7 +75,7 @@ def test_several_policies_are_runs_of_the_same_tokens(comm):
     assert (none.policy_name, every.policy_name) == ("none", "all")
     assert (none.out, every.out) == (os.path.join("runs/x", "none"), os.path.join("runs/x", "all"))
     assert none.codec_names == {"tp": "none", "dp": "none", "pp": "none"}
-    assert every.codec_names == {"tp": "fp8", "dp": "qgrad4", "pp": "fp8"}
+    assert every.codec_names == {"tp": "fp8-int8", "dp": "qgrad4", "pp": "fp8-int8"}
     assert dataclass_without(none, "codecs", "policy_name", "out") == \
         dataclass_without(every, "codecs", "policy_name", "out")
     with pytest.raises(ConfigError, match="several policies"):

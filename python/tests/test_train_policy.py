@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from cclz.train import ModelConfig, TrainConfig, Trainer, launch
+from cclz.train.policy import POLICIES
 from conftest import DEVICE
 
 STEPS, EXACT_STEPS, TOLERANCE = 60, 20, 0.01
@@ -56,16 +57,12 @@ def layout_for(policy, n):
     raise ValueError(policy)
 
 
-CODECS = {
-    "none": {},
-    "tp-fp8": {"tp": "fp8"},
-    "pp-fp8": {"pp": "fp8"},
+# The trainer's presets, and codecs tested beside them.
+CODECS = dict(POLICIES, **{
     "pp-lossless": {"pp": "lossless"},
     "pp-auto": {"pp": "auto"},
-    "dp-qgrad": {"dp": "qgrad4"},
     "dp-qgrad2": {"dp": "qgrad2"},
-    "all": {"tp": "fp8", "dp": "qgrad4", "pp": "fp8"},
-}
+})
 
 
 def train(layout, policy, steps=STEPS):
