@@ -27,6 +27,9 @@
 #              emulated nodes and over NVLink, uncompressed beside the best policy (and all),
 #              the same tokens, 20 steps each; each pair compared; a table last (~8 minutes).
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
+#   trainlong  (2 or 4 GPUs) the loss target: the small model for 1,200 steps, uncompressed
+#              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
+#              TP with E4M3 (~8 minutes); CCLZ_TRAIN_STEPS sets the length.
 #              Both after build: bash scripts/dev/device.sh build trainsmoke, then
 #              bash scripts/dev/device.sh train in a call of its own.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
@@ -234,7 +237,7 @@ fi
 # the first (warm-up, the adaptive trials). CCLZ_TRAIN_DEVICE=cpu runs the same commands on CPU
 # ranks with the tiny model (a dry run of the stage's logic: bash scripts/dev/device.sh train with
 # OUT and CCLZ_LIBRARY set). CCLZ_CHECK_CALLS and CCLZ_ADAPTIVE pass through when set.
-if has train || has trainsmoke; then
+if has train || has trainsmoke || has trainlong; then
   tdev=${CCLZ_TRAIN_DEVICE:-cuda}
   export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
   export CCLZ_LIBRARY=${CCLZ_LIBRARY:-$PWD/$build/src/libcclz.so}
@@ -281,14 +284,14 @@ if has train || has trainsmoke; then
   }
   model=(--preset "${CCLZ_TRAIN_PRESET:-1.3b}")
   [ "$tdev" = cpu ] && model=(--device cpu --preset tiny)
+  small=(--preset small)
+  [ "$tdev" = cpu ] && small=(--device cpu --preset tiny)
   log_every=${CCLZ_TRAIN_LOG_EVERY:-5}
   if has trainsmoke; then
     tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-150} tmin=20
     steps=${CCLZ_TRAIN_STEPS:-20} secs=${CCLZ_TRAIN_TIMEOUT:-90}
     smoke=(--steps "$steps" --log-every "$log_every" --eval-every "$steps" --eval-batches 2
            --batch 16)
-    small=(--preset small)
-    [ "$tdev" = cpu ] && small=(--device cpu --preset tiny)
     if [ "$tdev" = cpu ] || [ "$tgpus" -ge 2 ]; then
       # Every policy on the small model (86M), the codecs forced on (--adaptive off) where the
       # adaptive calls would send NVLink plain data after their trials; then the measured
@@ -337,6 +340,29 @@ if has train || has trainsmoke; then
       trainlaunch pp2-nodes nodes 2 "$secs" "${run[@]}" --pp 2 --batch 16 --micro-batches 8 --policy none,pp-fp8
     else
       echo "train: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
+    fi
+  fi
+  if has trainlong; then
+    # The loss target: the small model long enough for its loss to fall well (1,200 steps of
+    # 16 x 1024 tokens, 19.7M tokens; the loss falls from 5.5 to ~1.2), every call through its
+    # codec (--adaptive off), uncompressed beside each policy in one launch; TP also with E4M3
+    # (--tp-codec fp8), the grid the presets left (docs/train.md, "Choosing the activations'
+    # codec"). 2 GPUs: TP2 and PP2; 4: TP2 x DP2 and TP2 x PP2 with every dimension compressed.
+    tstart=$SECONDS tbudget=${CCLZ_TRAIN_BUDGET:-560} tmin=60
+    steps=${CCLZ_TRAIN_STEPS:-1200} secs=${CCLZ_TRAIN_TIMEOUT:-300}
+    [ "$tdev" = cpu ] && steps=${CCLZ_TRAIN_STEPS:-40}
+    long=("${small[@]}" --steps "$steps" --batch 16 --log-every 50 --eval-every 200
+          --eval-batches 4 --adaptive off)
+    if [ "$tdev" = cpu ] || [ "$tgpus" -ge 4 ]; then
+      trainlaunch long-tp2dp2 nvlink 4 "$secs" "${long[@]}" --tp 2 --dp 2 --policy none,all
+      trainlaunch long-tp2pp2 nvlink 4 "$secs" "${long[@]}" --tp 2 --pp 2 --micro-batches 4 --policy none,all
+      trainlaunch long-tp2dp2-e4m3 nvlink 4 "$secs" "${long[@]}" --tp 2 --dp 2 --policy all --tp-codec fp8
+    elif [ "$tgpus" -ge 2 ]; then
+      trainlaunch long-tp2 nvlink 2 "$secs" "${long[@]}" --tp 2 --policy none,tp-fp8
+      trainlaunch long-pp2 nvlink 2 "$secs" "${long[@]}" --pp 2 --micro-batches 4 --policy none,pp-fp8
+      trainlaunch long-tp2-e4m3 nvlink 2 "$secs" "${long[@]}" --tp 2 --policy tp-fp8 --tp-codec fp8
+    else
+      echo "trainlong: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
     fi
   fi
   # Each pair's comparison (python -m cclz.train compare, in one process), then the table.
@@ -401,7 +427,7 @@ for r in rows:
 PY
   echo "train table: exit $?" >>"$summary"
   (cd "$tdir" && tar czf "$OUT/train.tgz" .)
-  { echo "cclz.train on $tdev ($(for s in trainsmoke train; do has $s && printf '%s ' $s; done)stages; tokens/s: the median of the logged intervals after the first; ratio: over none in the same launch):"
+  { echo "cclz.train on $tdev ($(for s in trainsmoke train trainlong; do has $s && printf '%s ' $s; done)stages; tokens/s: the median of the logged intervals after the first; ratio: over none in the same launch):"
     cat "$tdir/table.md"; } | tee -a "$summary"
   rm -rf "$tdir"
 fi
