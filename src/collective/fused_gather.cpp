@@ -1,12 +1,14 @@
 // The fused NVLink all-gather of the fp8 codec (fused_gather.h; docs/collectives.md, "Fused
 // NVLink paths"). Per piece, on the caller's stream:
 //   1. the codec's own encode (Codec::encodeDevice: its sampling kernels and its encode kernel)
-//      writes this rank's frame into its slot of the symmetric window: the host path's bytes;
-//   2. gatherDecodeKernel: LSA barrier (every rank's frame is written), then every rank's frame
-//      decoded by the whole grid straight from that rank's window over NVLink, the rank's own
-//      first and the others in turn from there, so that at any moment the ranks read from
-//      different peers; then a second LSA barrier, after which no peer reads this rank's slot
-//      any more and the next piece may be encoded into it.
+//      writes this rank's frame into its slot of its symmetric window: the host path's bytes;
+//   2. pushFrameKernel stores that frame into the same slot of every peer's window over NVLink,
+//      then meets the peers at an LSA barrier per CTA: after it, every rank's frame is in this
+//      rank's window;
+//   3. decodeFramesKernel decodes the n frames from local memory into the output, the rank's own
+//      first;
+//   4. closeKernel, one CTA's LSA barrier: after it no peer still decodes from its window, so the
+//      next piece may be pushed into the slots.
 // The encode stays its own launches because its choices (row length, smoothing) are made from
 // the whole frame's data before any value is written: a grid-wide step that a kernel cannot
 // take without a grid sync. The pieces are the host path's (plan.pieceElems), so the frames and
@@ -112,23 +114,24 @@ class NcclFusedGather final : public FusedGather {
                         (pieces > 1 && (pieceElems * eb) % 16 != 0);
     const uint64_t stagedStride = roundUp(first * eb, 16);
 
-    // The window: one frame slot, the same size on every rank (the same call). Growing it is
-    // collective, and the old one may still be read by the peers' last gather until this rank's
-    // own last gather has finished (its closing barrier): the host waits for that first. The
-    // scratch and the staging area are this rank's alone.
+    // The window: one frame slot per rank, slot r at r * slot on every rank (the same call), which
+    // rank r's push fills. Growing it is collective, and the old one may still be written by
+    // the peers' last pushes until this rank's own last call has finished (its closing
+    // barrier): the host waits for that first. The scratch and the staging area are this rank's
+    // alone.
     const uint64_t slot = frameStride(plan);
     const uint64_t scratchBytes = roundUp(std::max(codec.encodeScratchBytes(config, dtype, first),
                                                    codec.encodeScratchBytes(config, dtype, last)),
                                           256);
     const uint64_t stagingBytes = staged ? n * stagedStride : 0;
-    if (slot > symmetric_.windowBytes() || !scratch_.covers(scratchBytes) ||
+    if (n * slot > symmetric_.windowBytes() || !scratch_.covers(scratchBytes) ||
         !staging_.covers(stagingBytes)) {
       CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
                    "the fused all-gather's window or scratch must grow (the window's "
                    "registration is collective, and nothing is allocated while the stream is "
                    "captured into a CUDA graph): make a call of this size before capturing");
       if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
-      symmetric_.growWindow(slot);
+      symmetric_.growWindow(n * slot);
       scratch_.grow(scratchBytes);
       staging_.grow(stagingBytes);
     }
@@ -143,15 +146,19 @@ class NcclFusedGather final : public FusedGather {
 
     const DeviceWorkspace ws{status_, scratch_.get(), scratchBytes, 0};
     auto* window = static_cast<uint8_t*>(symmetric_.windowBase());
+    const int me = t_.rank();
     for (uint64_t k = 0; k < pieces; ++k) {
       const Span piece = pieceOf(Span{0, count}, pieceElems, k);
       codec.encodeDevice(config, dtype, static_cast<const uint8_t*>(a.send) + piece.offset * eb,
-                         piece.count, window, nullptr, ws, stream);
+                         piece.count, window + me * slot, nullptr, ws, stream);
       const uint64_t frameBytes = codec.maxEncodedBytes(config, dtype, piece.count);
       uint8_t* out = static_cast<uint8_t*>(a.recv) + piece.offset * eb;
-      launchFusedGather(dtype, fusedGatherGrid(piece.count), stream, symmetric_.devComm(),
-                        symmetric_.window(), frameBytes, piece.count, staged ? staging_.get() : out,
-                        staged ? stagedStride : count * eb, status_, abortFlagDevice_);
+      launchFusedPush(fusedPushGrid(), stream, symmetric_.devComm(), symmetric_.window(),
+                      me * slot, roundUp(frameBytes, 16), abortFlagDevice_);
+      launchFusedDecode(dtype, fusedDecodeGrid(piece.count), stream, window, slot, frameBytes,
+                        piece.count, me, n, staged ? staging_.get() : out,
+                        staged ? stagedStride : count * eb, status_);
+      launchFusedClose(stream, symmetric_.devComm(), abortFlagDevice_);
       if (staged) copyOut(out, count * eb, stagedStride, piece.count * eb, n, stream);
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));

@@ -1,9 +1,9 @@
 // The fused NVLink all-gather of the fp8 codec (docs/collectives.md, "Fused NVLink paths"): no
 // NCCL kernel on the data path. Each piece's frame is encoded into this rank's slot of an NCCL
-// symmetric window; one kernel then waits for every peer's frame (an LSA barrier), decodes every
-// rank's frame straight from that rank's window over NVLink into the output, and passes a second
-// barrier so that the slot can take the next piece. Opt-in (CCLZ_FUSED=1 at communicator
-// creation); only where every rank is in one LSA team.
+// symmetric window; a kernel stores it into the same slot of every peer's window over NVLink and
+// meets the peers at an LSA barrier; the frames are decoded from local memory; a closing barrier
+// frees the slots for the next piece. Opt-in (CCLZ_FUSED=1 at communicator creation); only where
+// every rank is in one LSA team.
 #pragma once
 
 #include <memory>

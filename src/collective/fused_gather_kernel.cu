@@ -1,4 +1,4 @@
-// The fused NVLink all-gather's kernel (fused_gather_kernel.h). The barriers and the peers'
+// The fused NVLink all-gather's kernels (fused_gather_kernel.h). The barriers and the peers'
 // pointers are NCCL's device API (nccl_device.h); the decode is the fp8 decoder's own device
 // function (codec/fp8/decode_device.cuh), so the bytes are the decode kernel's.
 #include "collective/fused_gather_kernel.h"
@@ -15,17 +15,13 @@
 namespace cclz {
 namespace {
 
-// Blocks of the gather kernel for frames of `count` values: the plain decode's grid (two tiles
-// of 512 values a warp), at most what is resident at once (fp8::kDecodeBlocksPerSM per SM) and
-// kFusedMaxCtas. NOTE: resident, because a CTA waits in the barrier for the same CTA of every peer;
-// a grid that does not fit at once would leave the later CTAs to start only as earlier ones end.
-// Every rank computes the same grid from the same count (ranks with GPUs of different SM counts
-// would not: the fused path assumes one GPU model).
-unsigned gatherGrid(uint64_t count) {
+// Blocks of the decode kernel for frames of `count` values: the plain decode's grid (two tiles
+// of 512 values a warp), at most what is resident at once (fp8::kDecodeBlocksPerSM per SM).
+unsigned decodeGrid(uint64_t count) {
   const uint64_t warps = (count + 2 * fp8::kPlainTileElems - 1) / (2 * fp8::kPlainTileElems);
   const unsigned blocks = fp8::gridFor(warps);
   const unsigned resident = static_cast<unsigned>(fp8::kDecodeBlocksPerSM * multiprocessorCount());
-  return std::min({blocks, resident, static_cast<unsigned>(kFusedMaxCtas)});
+  return std::min(blocks, resident);
 }
 
 // NCCL's LSA barrier wait (ncclLsaBarrierSession::wait, unicast: the only kind made here),
@@ -68,58 +64,106 @@ __device__ __forceinline__ bool waitOrAbort(ncclLsaBarrierSession<ncclCoopCta>& 
 #endif
 }
 
-// One piece: every rank's frame (frameBytes, count values each) at offset 0 of its window,
-// decoded into out + r * rankStride for rank r (16-byte aligned: decodeFrame stores 16 bytes at
-// a time). status: the decode's error word. abortFlag: waitOrAbort's.
-template <int Dtype>
-__global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
-    gatherDecodeKernel(ncclDevComm comm, ncclWindow_t window, uint64_t frameBytes, uint64_t count,
-                       uint8_t* out, uint64_t rankStride, DeviceStatus* status,
-                       const volatile uint32_t* abortFlag) {
+// Pushes this rank's frame (`bytes`, a multiple of 16, at `slot` of its window) into the same
+// slot of every peer's window with 16-byte stores over NVLink, peers me+1, me+2, ... in turn (so
+// that at any moment the ranks write to different peers), then meets every peer at CTA i's LSA
+// barrier: once the whole kernel has ended on a rank, each CTA's wait has acquired what the same
+// CTA of every peer released, so every peer's frame is in this rank's window.
+// NOTE: stores, not loads, cross NVLink: a store needs no round trip, so a few CTAs keep the
+// links busy, and the frames are then decoded from local memory.
+__global__ void __launch_bounds__(kPushThreads)
+    pushFrameKernel(ncclDevComm comm, ncclWindow_t window, uint64_t slot, uint64_t bytes,
+                    const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
   ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, blockIdx.x);
-  // NOTE: acquire-release at system scope: each rank's arrival releases the frame its encode
-  // kernels wrote before this kernel (stream order), and the wait acquires the peers' frames
-  // before they are loaded over NVLink.
-  barrier.arrive(cta, cuda::memory_order_acq_rel);
-  if (!waitOrAbort(barrier, cta, abortFlag)) return;
   const int n = comm.nRanks, me = comm.rank;
+  const auto* src = static_cast<const uint4*>(ncclGetLocalPointer(window, slot));
+  const uint64_t words = bytes / 16, stride = uint64_t(gridDim.x) * blockDim.x;
+  constexpr int kUnroll = 4;  // loads in flight per thread before its stores
+  for (int k = 1; k < n; ++k) {
+    // The LSA team is the whole communicator: the peer's world rank is its LSA rank.
+    auto* dst = static_cast<uint4*>(ncclGetPeerPointer(window, slot, (me + k) % n));
+    uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) dst[i + u * stride] = v[u];
+    }
+    for (; i < words; i += stride) dst[i] = src[i];
+  }
+  // NOTE: acquire-release at system scope: the arrival releases this CTA's stores to the peers
+  // (arrive syncs the CTA first), the wait acquires the same CTA's of every peer.
+  barrier.arrive(cta, cuda::memory_order_acq_rel);
+  waitOrAbort(barrier, cta, abortFlag);
+}
+
+// Every rank's frame (frameBytes, count values each, at base + r * slotStride of this rank's
+// own window, where the pushes put them) decoded into out + r * rankStride (16-byte aligned:
+// decodeFrame stores 16 bytes at a time), the rank's own first. status: the decode's error word.
+template <int Dtype>
+__global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
+    decodeFramesKernel(const uint8_t* base, uint64_t slotStride, uint64_t frameBytes,
+                       uint64_t count, int me, int n, uint8_t* out, uint64_t rankStride,
+                       DeviceStatus* status) {
   for (int k = 0; k < n; ++k) {
     const int r = (me + k) % n;
-    // The LSA team is the whole communicator: the peer's world rank is its LSA rank.
-    const auto* src = static_cast<const uint8_t*>(ncclGetPeerPointer(window, 0, r));
     if (k) __syncthreads();  // decodeFrame's shared header and table are reused
-    fp8::decodeFrame<Dtype, fp8::kStore>(src, frameBytes, count, out + r * rankStride, ReduceStep{},
-                                         status);
+    fp8::decodeFrame<Dtype, fp8::kStore>(base + r * slotStride, frameBytes, count,
+                                         out + r * rankStride, ReduceStep{}, status);
   }
-  // Every CTA's loads of the peers' slots are done before its arrival (release); this rank's next
-  // encode comes after the whole kernel, so after every peer's CTAs have arrived.
-  __syncthreads();  // a CTA that met a bad header may have left decodeFrame early
+}
+
+// The closing barrier, one CTA: once it has ended on a rank, every peer's decode kernel has ended
+// (each peer queued it before its own arrival), so no peer reads its window's slots any more and
+// the next piece may be pushed into them.
+__global__ void closeKernel(ncclDevComm comm, const volatile uint32_t* abortFlag) {
+  ncclCoopCta cta;
+  ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, 0);
   barrier.arrive(cta, cuda::memory_order_acq_rel);
   waitOrAbort(barrier, cta, abortFlag);
 }
 
 }  // namespace
 
-unsigned fusedGatherGrid(uint64_t count) { return gatherGrid(count); }
+unsigned fusedDecodeGrid(uint64_t count) { return decodeGrid(count); }
 
-void launchFusedGather(int dtype, unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                       ncclWindow_t window, uint64_t frameBytes, uint64_t count, uint8_t* out,
-                       uint64_t rankStride, DeviceStatus* status,
-                       const volatile uint32_t* abortFlag) {
+unsigned fusedPushGrid() {
+  return static_cast<unsigned>(std::min(multiprocessorCount(), kFusedMaxCtas));
+}
+
+void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
+                     ncclWindow_t window, uint64_t slot, uint64_t bytes,
+                     const volatile uint32_t* abortFlag) {
+  CCLZ_REQUIRE(bytes % 16 == 0 && slot % 16 == 0 && grid <= unsigned(kFusedMaxCtas),
+               cclzInternalError, "fused push: slots and frames are whole 16-byte words");
+  pushFrameKernel<<<grid, kPushThreads, 0, stream>>>(comm, window, slot, bytes, abortFlag);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint8_t* base,
+                       uint64_t slotStride, uint64_t frameBytes, uint64_t count, int me, int n,
+                       uint8_t* out, uint64_t rankStride, DeviceStatus* status) {
   switch (dtype) {
     case cclzBfloat16:
-      gatherDecodeKernel<cclzBfloat16><<<grid, fp8::kThreads, 0, stream>>>(
-          comm, window, frameBytes, count, out, rankStride, status, abortFlag);
+      decodeFramesKernel<cclzBfloat16><<<grid, fp8::kThreads, 0, stream>>>(
+          base, slotStride, frameBytes, count, me, n, out, rankStride, status);
       break;
     case cclzFloat16:
-      gatherDecodeKernel<cclzFloat16><<<grid, fp8::kThreads, 0, stream>>>(
-          comm, window, frameBytes, count, out, rankStride, status, abortFlag);
+      decodeFramesKernel<cclzFloat16><<<grid, fp8::kThreads, 0, stream>>>(
+          base, slotStride, frameBytes, count, me, n, out, rankStride, status);
       break;
     default:
-      gatherDecodeKernel<cclzFloat32><<<grid, fp8::kThreads, 0, stream>>>(
-          comm, window, frameBytes, count, out, rankStride, status, abortFlag);
+      decodeFramesKernel<cclzFloat32><<<grid, fp8::kThreads, 0, stream>>>(
+          base, slotStride, frameBytes, count, me, n, out, rankStride, status);
   }
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchFusedClose(cudaStream_t stream, const ncclDevComm& comm,
+                      const volatile uint32_t* abortFlag) {
+  closeKernel<<<1, 32, 0, stream>>>(comm, abortFlag);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 

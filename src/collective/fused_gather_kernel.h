@@ -1,4 +1,4 @@
-// The fused NVLink all-gather's kernel (fused_gather.cpp runs it; docs/collectives.md, "Fused
+// The fused NVLink all-gather's kernels (fused_gather.cpp runs them; docs/collectives.md, "Fused
 // NVLink paths"): a C++17 CUDA unit apart from the host code (C++20), with nothing of the
 // collective layer's headers.
 #pragma once
@@ -15,24 +15,36 @@
 
 namespace cclz {
 
-// The LSA barriers the device communicator holds: one per CTA of the gather kernel (a barrier
-// session is per CTA, and CTA i of every rank meets CTA i of its peers). The kernel takes at most
-// this many CTAs.
+// The LSA barriers the device communicator holds: one per CTA of the push kernel (a barrier
+// session is per CTA, and CTA i of every rank meets CTA i of its peers; the closing kernel uses
+// barrier 0 after the push kernel has ended). The push kernel takes at most this many CTAs.
 constexpr int kFusedMaxCtas = 1024;
+constexpr int kPushThreads = 512;
 
-// Blocks of the gather kernel for frames of `count` values (the same on every rank for the same
-// count on the same GPU model).
-unsigned fusedGatherGrid(uint64_t count);
+// Blocks of the push kernel (one per SM: stores over NVLink need few) and of the decode kernel
+// for frames of `count` values: the same on every rank for the same count on the same GPU model.
+unsigned fusedPushGrid();
+unsigned fusedDecodeGrid(uint64_t count);
 
-// One piece: an LSA barrier; every rank's fp8 frame (frameBytes, count values of dtype) at
-// offset 0 of its window, decoded into out + r * rankStride for rank r (16-byte aligned), the
-// rank's own first; a closing LSA barrier. Queued on `stream`; status: the decode's error word.
+// A piece, three launches on `stream` after this rank's frame was encoded into its slot:
+// 1. launchFusedPush: this rank's frame (`bytes`, a multiple of 16, at offset `slot` of the
+//    window, the same offset on every rank) stored into the same slot of every peer's window,
+//    then an LSA barrier per CTA. Once it has ended, every peer's frame is in this rank's window.
+// 2. launchFusedDecode: the n frames at base + r * slotStride (this rank's window, local memory)
+//    decoded into out + r * rankStride (16-byte aligned), count values of dtype each; status:
+//    the decode's error word.
+// 3. launchFusedClose: one CTA's LSA barrier; once it has ended, no peer reads its slots any
+//    more, and the next piece may be pushed.
 // abortFlag (host-mapped memory, as a device pointer): once the host sets it non-zero, a kernel
-// waiting in a barrier gives up and ends (its output is then undefined).
-void launchFusedGather(int dtype, unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                       ncclWindow_t window, uint64_t frameBytes, uint64_t count, uint8_t* out,
-                       uint64_t rankStride, DeviceStatus* status,
-                       const volatile uint32_t* abortFlag);
+// waiting in a barrier gives up and ends (the output is then undefined).
+void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
+                     ncclWindow_t window, uint64_t slot, uint64_t bytes,
+                     const volatile uint32_t* abortFlag);
+void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint8_t* base,
+                       uint64_t slotStride, uint64_t frameBytes, uint64_t count, int me, int n,
+                       uint8_t* out, uint64_t rankStride, DeviceStatus* status);
+void launchFusedClose(cudaStream_t stream, const ncclDevComm& comm,
+                      const volatile uint32_t* abortFlag);
 
 }  // namespace cclz
 

@@ -5,7 +5,7 @@
 // CCLZ_PIECE_BYTES=1M, and outputs at offsets that are not 16-byte aligned), bf16 and fp32, the
 // E4M3 default and the rotated INT8 grid (the decoder's two paths), three calls queued back to
 // back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
-// inputs. The graph shows that the fused kernel ran: its nodes include gatherDecodeKernel. Last,
+// inputs. The graph shows that the fused kernels ran: its nodes include pushFrameKernel. Last,
 // a count mismatch caught by a deferred check ends in an error on every rank, not a hang.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -234,7 +234,7 @@ TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
                     &codec, reinterpret_cast<cclzStream_t>(stream));
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   ASSERT_EQ(captured, cclzSuccess) << cclzGetLastError(fusedComm());
-  const int fusedNodes = kernelNodesNamed(graph, "gatherDecodeKernel");
+  const int fusedNodes = kernelNodesNamed(graph, "pushFrameKernel");
   EXPECT_NE(fusedNodes, -1) << "rank " << me << ": no kernel node's name could be read";
   EXPECT_GE(fusedNodes, 1) << "rank " << me << ": the captured call did not take the fused path";
   cudaGraphExec_t exec = nullptr;
