@@ -7,20 +7,36 @@
 The hooks average the bucket over the ranks (what DDP's own all-reduce computes). With
 Qgrad(feedback=True) the state keeps one error-feedback residual per bucket, so what one step's
 quantization drops is sent with the next step's gradient.
+
+On CUDA the call runs on a stream of the state's own, after the work that wrote the bucket, so
+that the rest of the backward pass computes while the bucket moves (as DDP's own all-reduce
+does); the returned future is CUDA-aware: DDP's wait on it makes its stream wait for the call,
+without blocking the host. State(overlap=False) calls on the current stream instead.
 """
 import torch
 
 from .codecs import Feedback, Lossless, Qgrad
 
+_LOSSLESS = Lossless()  # one object: a communicator keeps each codec's config by identity
+
 
 class State:
     """The hook's state: the communicator, the codec and the buckets' residuals."""
 
-    def __init__(self, comm, codec=None):
+    def __init__(self, comm, codec=None, overlap=True):
         self.comm = comm
         self.codec = Qgrad(4, feedback=True) if codec is None else codec
+        self.overlap = overlap
         # bucket index -> its codec with its own Feedback (remade if the bucket's size changes)
         self._bucket_codecs = {}
+        self._streams = {}  # CUDA device index -> the stream the calls run on
+
+    def stream_for(self, device):
+        """The state's communication stream on a CUDA device (made at first use)."""
+        stream = self._streams.get(device.index)
+        if stream is None:
+            stream = self._streams[device.index] = torch.cuda.Stream(device)
+        return stream
 
     def codec_for(self, bucket_index, tensor):
         codec = self.codec
@@ -38,22 +54,38 @@ class State:
         return codec
 
 
-def _average(state, bucket):
+def _average(state, bucket, codec):
     buffer = bucket.buffer()
-    state.comm.all_reduce(buffer, op="avg", codec=state.codec_for(bucket.index(), buffer))
-    done = torch.futures.Future()
-    # Stream-ordered on CUDA (DDP reads the result on the same stream); complete on CPU.
-    done.set_result(buffer)
+    if not (buffer.is_cuda and state.overlap):
+        state.comm.all_reduce(buffer, op="avg", codec=codec)
+        done = torch.futures.Future()
+        # Complete on CPU; on CUDA stream-ordered on the stream that reads the result.
+        done.set_result(buffer)
+        return done
+    stream = state.stream_for(buffer.device)
+    # The bucket was written on the backward's stream: the call starts after that work.
+    stream.wait_stream(torch.cuda.current_stream(buffer.device))
+    with torch.cuda.stream(stream):
+        state.comm.all_reduce(buffer, op="avg", codec=codec)
+        # NOTE: a CUDA-aware future records an event on the current stream (this one) when its
+        # result is set; whoever waits on it makes its own stream wait for that event. The
+        # buffer is the caller's and outlives the call (DDP's bucket, GradSync's flat copy).
+        done = torch.futures.Future(devices=[buffer.device])
+        done.set_result(buffer)
     return done
 
 
 def qgrad_hook(state, bucket):
     """Averages the bucket with state's codec (Qgrad int4 with error feedback by default)."""
-    return _average(state, bucket)
+    return _average(state, bucket, state.codec_for(bucket.index(), bucket.buffer()))
 
 
 def lossless_hook(state, bucket):
     """Averages the bucket through the lossless codec whatever state's codec is."""
-    if not isinstance(state.codec, Lossless):
-        state = State(state.comm, Lossless())
-    return _average(state, bucket)
+    return _average(state, bucket, _LOSSLESS)
+
+
+def plain_hook(state, bucket):
+    """Averages the bucket uncompressed through cclz (what DDP's own hook computes): the
+    baseline that runs through the same code as the compressed hooks."""
+    return _average(state, bucket, None)

@@ -3,6 +3,8 @@ single model's, sharded) and the same batch give the same loss and, on every ran
 same gradients, for tensor+sequence, pipeline (1F1B) and data parallelism and their products.
 Uncompressed, so the only difference is fp32 summation order. On DEVICE (GPUs with
 CCLZ_TEST_DEVICE=cuda): the trainer's ranks and the single model alike."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -106,3 +108,29 @@ def test_layouts_share_every_parameter_once(comm):
     names = [n for s in stages for n, _ in s.named_parameters()]
     assert sorted(names) == sorted(full)
 
+
+
+def test_data_parallel_buckets_go_out_during_the_last_backward(comm, world_group):
+    """Each bucket's average starts once the step's last micro-batch has accumulated all of its
+    gradients, before the backward pass ends (so that it moves while the rest computes), never
+    earlier; sync() then only collects them."""
+    cfg = dataclasses.replace(config(1, 1, comm.size, 3), bucket_mb=0.05)  # several buckets
+    trainer = Trainer(cfg, DEVICE)
+    try:
+        grads = trainer.grads
+        assert len(grads.buckets) > 2
+        sent_at = []  # per send: the fewest accumulations among the bucket's parameters
+        send = grads._send
+
+        def recording_send(index):
+            sent_at.append(min(grads._seen.get(p, 0) for p in grads.buckets[index]))
+            send(index)
+        grads._send = recording_send
+        inputs, targets = trainer.corpus.train_batch(0, cfg.batch, cfg.model.seq_len, cfg.seed)
+        trainer.schedule.train_step(trainer.micro_batches(inputs, targets), trainer.normalizer)
+        assert len(sent_at) == len(grads.buckets)  # all sent by the hooks, before sync()
+        assert sent_at == [cfg.micro_batches] * len(grads.buckets)
+        grads.sync()
+        assert len(sent_at) == len(grads.buckets)  # sync() sent nothing more
+    finally:
+        trainer.close()

@@ -1,16 +1,20 @@
 """The gradients' way from the backward pass to the optimizer:
 
-1. tensor parallel: a replicated parameter (layer norms, embeddings, row-parallel biases, the
+1. data parallel: every gradient is averaged over the replicas, bucket by bucket, through
+   cclz.ddp's comm hooks with the dp codec (Qgrad with one error-feedback residual per bucket;
+   plain_hook without a codec). A bucket goes out as soon as the step's last backward has
+   accumulated all of its gradients, on the hook's own CUDA stream, so the rest of the backward
+   computes while it moves, as in DDP;
+2. tensor parallel: a replicated parameter (layer norms, embeddings, row-parallel biases, the
    output head) saw only this rank's sequence shard, so its gradient is summed over the
-   tensor-parallel group (plain: small, and exact);
-2. data parallel: every gradient is averaged over the replicas, bucket by bucket, through
-   cclz.ddp's comm hook with the dp codec (Qgrad with one error-feedback residual per bucket);
+   tensor-parallel group (plain: small, and exact), after the data-parallel average (both are
+   linear; the sum cannot come first without holding the buckets back until the backward ends);
 3. the global norm over all stages and shards, for clipping.
 
-Why the hook is called here instead of from torch's DistributedDataParallel: 1F1B interleaves the
-forwards and backwards of different micro-batches, and DDP's reducer expects each forward that
-syncs to be followed by its own backward. The step's gradients are complete after the last
-backward; then the same hook averages the same kind of buckets.
+Why the hooks are called here instead of from torch's DistributedDataParallel: 1F1B interleaves
+the forwards and backwards of different micro-batches, and DDP's reducer expects each forward
+that syncs to be followed by its own backward. A parameter's gradient is complete once it has
+been accumulated once per micro-batch: each parameter's post-accumulate hook counts.
 """
 import torch
 
@@ -31,14 +35,17 @@ class _Bucket:
 
 
 class GradSync:
-    """model: a GPTStage; groups: ParallelGroups; codec: the dp codec (None: a plain average)."""
+    """model: a GPTStage; groups: ParallelGroups; codec: the dp codec (None: a plain average);
+    micro_batches: backward passes per step (each parameter's gradient is complete after as
+    many accumulations)."""
 
-    def __init__(self, model, groups, codec=None, bucket_mb=25.0):
+    def __init__(self, model, groups, codec=None, bucket_mb=25.0, micro_batches=1):
         self.groups = groups
         self.params = [p for p in model.parameters() if p.requires_grad]
         names = {p: n for n, p in model.named_parameters()}
         self.replicated = [p for p in self.params if names[p] not in model.split_dims]
         self.tp = groups.tp
+        self.micro_batches = micro_batches
         # Buckets in reverse order of definition, as DDP makes them (the last layers' gradients
         # are ready first).
         self.buckets = []
@@ -52,8 +59,34 @@ class GradSync:
                 current, size = [], 0
         if current:
             self.buckets.append(current)
-        self.state = ddp.State(groups.dp_comm, codec) if groups.dp_comm is not None and \
-            codec is not None else None
+        self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
+        self.state, self.hook = None, None
+        if groups.dp_comm is not None:
+            self.state = ddp.State(groups.dp_comm, codec)
+            self.hook = ddp.plain_hook if codec is None else ddp.qgrad_hook
+            for p in self.params:
+                p.register_post_accumulate_grad_hook(self._accumulated)
+        self._new_step()
+
+    def _new_step(self):
+        self._seen = {}  # parameter -> accumulations so far this step
+        self._missing = [len(bucket) for bucket in self.buckets]  # gradients not yet complete
+        self._sent = {}  # bucket index -> (its flat gradients, the hook's future)
+
+    def _accumulated(self, p):
+        seen = self._seen.get(p, 0) + 1
+        self._seen[p] = seen
+        if seen == self.micro_batches:
+            index = self.bucket_of[p]
+            self._missing[index] -= 1
+            if self._missing[index] == 0:
+                self._send(index)
+
+    def _send(self, index):
+        """Starts bucket `index`'s average (every rank reaches its buckets in the same order: the
+        same model and schedule)."""
+        flat = self._flat(self.buckets[index])
+        self._sent[index] = (flat, self.hook(self.state, _Bucket(index, flat)))
 
     @staticmethod
     def _flat(params):
@@ -68,24 +101,25 @@ class GradSync:
             offset += n
 
     def sync(self):
+        """After the step's last backward: the buckets' averages (those no hook sent yet first,
+        in order), then the tensor-parallel sums."""
         for p in self.params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
+        if self.state is not None:
+            for index in range(len(self.buckets)):
+                if index not in self._sent:  # a parameter without a gradient in some backward
+                    self._send(index)
+            for index, params in enumerate(self.buckets):
+                _, done = self._sent[index]
+                # On CUDA: the current stream waits for the call's stream (no host wait).
+                self._unflat(params, done.wait())
+        self._new_step()
         tp_comm = self.groups.tp_comm
         if tp_comm is not None and self.replicated:
             flat = self._flat(self.replicated)
             tp_comm.all_reduce(flat, op="sum")
             self._unflat(self.replicated, flat)
-        dp_comm = self.groups.dp_comm
-        if dp_comm is None:
-            return
-        for index, params in enumerate(self.buckets):
-            flat = self._flat(params)
-            if self.state is None:
-                dp_comm.all_reduce(flat, op="avg")
-            else:
-                flat = ddp.qgrad_hook(self.state, _Bucket(index, flat)).wait()
-            self._unflat(params, flat)
 
     def clip(self, max_norm):
         """Scales the gradients so their global norm is at most max_norm (0: no clipping);

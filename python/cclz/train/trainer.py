@@ -68,7 +68,7 @@ class Trainer:
             if self.bf16 else contextlib.nullcontext
         self.schedule = PipelineSchedule(self.model, g, self.policy.pp, autocast=autocast,
                                          boundary_dtype=half or torch.float32)
-        self.grads = GradSync(self.model, g, self.policy.dp, cfg.bucket_mb)
+        self.grads = GradSync(self.model, g, self.policy.dp, cfg.bucket_mb, cfg.micro_batches)
         decay = [p for p in self.model.parameters() if p.dim() >= 2]
         no_decay = [p for p in self.model.parameters() if p.dim() < 2]
         self.optimizer = torch.optim.AdamW(
