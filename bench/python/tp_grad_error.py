@@ -41,7 +41,7 @@ def run(cfg, device, state, step):
             with torch.no_grad():
                 for n, p in trainer.model.named_parameters():
                     p.copy_(state[n])
-        trainer.optimizer.zero_grad(set_to_none=True)
+        trainer.optimizer.zero_grad(set_to_none=False)
         share = trainer.forward_backward(step)
         loss = trainer.groups.world_sum([share.item()])[0]
         grads = {n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()}

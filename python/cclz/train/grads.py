@@ -60,6 +60,18 @@ class GradSync:
         if current:
             self.buckets.append(current)
         self.bucket_of = {p: i for i, bucket in enumerate(self.buckets) for p in bucket}
+        # Each bucket's gradients are views of one flat fp32 buffer (DDP's gradient_as_bucket_view):
+        # the backward accumulates straight into what the hook averages in place, with no copy and
+        # no second buffer alive while the buckets move. The optimizer must zero them in place.
+        self.flats = []
+        for bucket in self.buckets:
+            flat = torch.zeros(sum(p.numel() for p in bucket), dtype=torch.float32,
+                               device=bucket[0].device)
+            offset = 0
+            for p in bucket:
+                p.grad = flat[offset:offset + p.numel()].view_as(p)
+                offset += p.numel()
+            self.flats.append(flat)
         self.state, self.hook = None, None
         if groups.dp_comm is not None:
             self.state = ddp.State(groups.dp_comm, codec)
@@ -83,10 +95,16 @@ class GradSync:
                 self._send(index)
 
     def _send(self, index):
-        """Starts bucket `index`'s average (every rank reaches its buckets in the same order: the
-        same model and schedule)."""
-        flat = self._flat(self.buckets[index])
-        self._sent[index] = (flat, self.hook(self.state, _Bucket(index, flat)))
+        """Starts bucket `index`'s average, in place (every rank reaches its buckets in the same
+        order: the same model and schedule)."""
+        self._sent[index] = self.hook(self.state, _Bucket(index, self.flats[index]))
+
+    def _check_views(self):
+        for bucket, flat in zip(self.buckets, self.flats):
+            first = bucket[0].grad
+            if first is None or first.data_ptr() != flat.data_ptr():
+                raise RuntimeError("GradSync: the gradients must stay views of their bucket: "
+                                   "zero them in place (optimizer.zero_grad(set_to_none=False))")
 
     @staticmethod
     def _flat(params):
@@ -103,17 +121,16 @@ class GradSync:
     def sync(self):
         """After the step's last backward: the buckets' averages (those no hook sent yet first,
         in order), then the tensor-parallel sums."""
-        for p in self.params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
+        self._check_views()
         if self.state is not None:
             for index in range(len(self.buckets)):
                 if index not in self._sent:  # a parameter without a gradient in some backward
                     self._send(index)
-            for index, params in enumerate(self.buckets):
-                _, done = self._sent[index]
+            for index in range(len(self.buckets)):
                 # On CUDA: the current stream waits for the call's stream (no host wait).
-                self._unflat(params, done.wait())
+                averaged = self._sent[index].wait()
+                if averaged.data_ptr() != self.flats[index].data_ptr():
+                    self.flats[index].copy_(averaged)
         self._new_step()
         tp_comm = self.groups.tp_comm
         if tp_comm is not None and self.replicated:

@@ -105,7 +105,7 @@ class Trainer:
         share = self.forward_backward(step)
         norm = self.grads.clip(self.cfg.clip)
         self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=False)  # gradients are bucket views (grads.py)
         return share, norm
 
     def evaluate(self):
