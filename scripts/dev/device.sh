@@ -43,11 +43,11 @@
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
-#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather (CCLZ_FUSED=1): its tests
-#              (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4 ranks, each under a timeout
-#              (a hang in its barriers fails the stage), then the all-gather sweep 4 MiB - 1 GiB
-#              over NVLink, nccl-tests' timing: fused, and the codec's pipeline, each beside plain
-#              NCCL; a short table (plain, pipeline, fused) last. Without build among the stages
+#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter
+#              (CCLZ_FUSED=1): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
+#              ranks, each under a timeout (a hang in its barriers fails the stage), then each
+#              op's sweep 4 MiB - 1 GiB over NVLink, nccl-tests' timing: fused, and the codec's
+#              pipeline, each beside plain NCCL; a short table per op (plain, pipeline, fused). Without build among the stages
 #              it builds only nccl_fused_tests and cclz-perf.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
@@ -697,34 +697,39 @@ if has fused; then
     rm -f "$OUT/fused.tmp"
   done
   fusedparts=$(mktemp -d)
-  for setting in pipeline fused; do
-    launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
-              -x NCCL_NVLS_ENABLE)
-    extra=()
-    [ $setting = fused ] && extra=(--fused)
-    bench fused "allgather_fp8_$setting" --op allgather --codec fp8 --device gpu -b 4M -e 1G -f 4 \
-      -n 20 -w 5 --batch --adaptive off "${extra[@]}"
-    cp "$(ls "$parts"/[0-9]*_fused__allgather_fp8_$setting.json | tail -1)" "$fusedparts/$setting.json" 2>/dev/null
+  for op in allgather reducescatter; do
+    for setting in pipeline fused; do
+      launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+                -x NCCL_NVLS_ENABLE)
+      extra=()
+      [ $setting = fused ] && extra=(--fused)
+      bench fused "${op}_fp8_$setting" --op $op --codec fp8 --device gpu -b 4M -e 1G -f 4 \
+        -n 20 -w 5 --batch --adaptive off "${extra[@]}"
+      cp "$(ls "$parts"/[0-9]*_fused__${op}_fp8_$setting.json | tail -1)" \
+        "$fusedparts/${op}_$setting.json" 2>/dev/null
+    done
   done
   launcher=()
-  # The short table: per size, plain NCCL's time (the fused run's baseline), the pipeline's and
-  # the fused path's, and their speedups over plain NCCL, from the two runs' JSON.
+  # The short tables: per op and size, plain NCCL's time (the fused run's baseline), the
+  # pipeline's and the fused path's, and their speedups over plain NCCL, from the runs' JSON.
   python3 - "$fusedparts" >>"$OUT/bench.log" 2>&1 <<'PY'
 import json, os, sys
 d = sys.argv[1]
-runs = {}
-for s in ("pipeline", "fused"):
-    p = os.path.join(d, s + ".json")
-    runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
-print("# fused: fp8 all-gather over NVLink, per call (us), speedup over plain NCCL of the same run")
-# NOTE: no line starts with "#   ": the script's end prints bench.log without those.
-print("#size(B)%7s %10s %10s %8s %10s %8s %7s" % ("", "nccl", "pipeline", "x", "fused", "x", "wrong"))
-for size in sorted(set(runs["pipeline"]) | set(runs["fused"])):
-    p, f = runs["pipeline"].get(size), runs["fused"].get(size)
-    base = (f or p)["baseline_time_us"]
-    cell = lambda r: ("%10.1f %8.2f" % (r["time_us"], r["speedup"])) if r else "%10s %8s" % ("-", "-")
-    wrong = f.get("wrong") if f else None
-    print("  %12d %10.1f %s %s %7s" % (size, base, cell(p), cell(f), "-" if wrong is None else wrong))
+for op in ("allgather", "reducescatter"):
+    runs = {}
+    for s in ("pipeline", "fused"):
+        p = os.path.join(d, f"{op}_{s}.json")
+        runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
+    print(f"# fused: fp8 {op} over NVLink, per call (us), speedup over plain NCCL of the same run")
+    # NOTE: no line starts with "#   ": the script's end prints bench.log without those.
+    print("#size(B)%7s %10s %10s %8s %10s %8s %7s" % ("", "nccl", "pipeline", "x", "fused", "x",
+                                                      "wrong"))
+    for size in sorted(set(runs["pipeline"]) | set(runs["fused"])):
+        p, f = runs["pipeline"].get(size), runs["fused"].get(size)
+        base = (f or p)["baseline_time_us"]
+        cell = lambda r: ("%10.1f %8.2f" % (r["time_us"], r["speedup"])) if r else "%10s %8s" % ("-", "-")
+        wrong = f.get("wrong") if f else None
+        print("  %12d %10.1f %s %s %7s" % (size, base, cell(p), cell(f), "-" if wrong is None else wrong))
 PY
   rm -rf "$fusedparts"
 fi

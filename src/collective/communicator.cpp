@@ -98,7 +98,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   // A host communicator has no NVLink to fuse over: CCLZ_FUSED leaves it as it is.
   if (settings_.fused && transport_->memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_NCCL
-    fused_ = makeFusedGather(*transport_);
+    fused_ = makeFusedNvlink(*transport_);
 #else
     CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED=1 needs a build with NCCL");
 #endif

@@ -13,7 +13,7 @@
 #include "collective/descriptor.h"
 #include "collective/done_events.h"
 #include "collective/engine.h"
-#include "collective/fused_gather.h"
+#include "collective/fused_nvlink.h"
 #include "collective/proxy.h"
 #include "transport/transport.h"
 #include "tune/tuner.h"
@@ -56,7 +56,7 @@ struct CommSettings {
   // (tune/tuner.h; cclzCommConfig_t.adaptive, else CCLZ_ADAPTIVE=0|1; on by default). Not with
   // async: a queued call's time is known too late to choose the next one's path.
   bool adaptive = true;
-  // Device communicators: the fused NVLink paths (CCLZ_FUSED=1; collective/fused_gather.h), made
+  // Device communicators: the fused NVLink paths (CCLZ_FUSED=1; collective/fused_nvlink.h), made
   // at creation (a collective: NCCL's device communicator). Off by default: not yet run on GPUs
   // (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
@@ -92,8 +92,8 @@ class Communicator {
   void setJobError(cclzResult_t code, const std::string& message);
   const CommSettings& settings() const { return settings_; }
   // The fused NVLink paths: NULL unless settings().fused on a device communicator. The data part
-  // of a call it takes (FusedGather::takes) runs there instead of through the pipeline.
-  FusedGather* fused() { return fused_.get(); }
+  // of a call it takes (FusedNvlink::takes) runs there instead of through the pipeline.
+  FusedNvlink* fused() { return fused_.get(); }
   // The adaptive choice of path: NULL when the communicator is not adaptive.
   Tuner* tuner() { return tuner_.get(); }
   // How the last call that reached its data part ran (cclzCommGetLastPath).
@@ -135,7 +135,7 @@ class Communicator {
 
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
-  std::unique_ptr<FusedGather> fused_;  // uses the transport's NCCL communicator
+  std::unique_ptr<FusedNvlink> fused_;  // uses the transport's NCCL communicator
   DoneEvents doneEvents_;  // outlives the proxy: its jobs publish here
   std::unique_ptr<DeferredChecks> deferred_;        // uses the transport's mesh
   std::unique_ptr<CheckExchange> callerExchange_;  // exchangeOnCaller's

@@ -1,7 +1,7 @@
-// The fused NVLink all-gather (CCLZ_FUSED=1; docs/collectives.md, "Fused NVLink paths"), one
-// process per GPU under mpirun: its output must be the very bytes of the codec's pipeline (the
-// same fp8 frames, decoded) on a device communicator without it, and of the host path (the CPU
-// reference over MPI). Ragged counts per rank (1, 7, 4097, 1000001: several pieces of
+// The fused NVLink all-gather and reduce-scatter (CCLZ_FUSED=1; docs/collectives.md, "Fused
+// NVLink paths"), one process per GPU under mpirun: their output must be the very bytes of the
+// codec's pipeline (the same fp8 frames, decoded, summed in rank order) on a device communicator
+// without it, and of the host path (the CPU reference over MPI). Ragged counts per rank (1, 7, 4097, 1000001: several pieces of
 // CCLZ_PIECE_BYTES=1M, and outputs at offsets that are not 16-byte aligned), bf16 and fp32, the
 // E4M3 default and the rotated INT8 grid (the decoder's two paths), three calls queued back to
 // back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
@@ -158,6 +158,74 @@ TEST_P(NcclFused, BackToBackCallsEqualThePipelineAndTheHostPath) {
           << cclzGetLastError(comms().host);
       EXPECT_EQ(firstMismatch(fused.data(), host.data(), fused.size()), SIZE_MAX)
           << "rank " << me << ": the fused output differs from the host path's";
+    }
+  }
+  cudaStreamDestroy(stream);
+}
+
+std::vector<uint8_t> reduceInputOf(const FusedCase& c, int call) {
+  return makeData(DataKind::kGauss1, c.dtype, c.count * worldSize(), 0,
+                  mixSeed(0xF05ED5, worldRank(), c.count * 8 + c.dtype, call));
+}
+
+cclzRedOp_t redOpOf(int call) { return call % 2 ? cclzAvg : cclzSum; }
+
+// The codec's pipeline on the reference device communicator, waited for.
+std::vector<uint8_t> referenceReduceScatter(const FusedCase& c, const std::vector<uint8_t>& in,
+                                            cclzRedOp_t op) {
+  const size_t es = elementSize(c.dtype);
+  const cclzCodecConfig_t codec = fp8Config(c.format);
+  Device send(in.size()), recv(c.count * es);
+  send.upload(in, comms().stream);
+  EXPECT_EQ(cclzReduceScatter(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
+                              op, comms().device, &codec,
+                              reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  EXPECT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  return recv.download();
+}
+
+// The reduce-scatter likewise: three calls back to back (sum, average, sum), each rank's block of
+// the sum in fp32 over the n frames in rank order, as the pipeline and the host path sum.
+TEST_P(NcclFused, BackToBackReduceScattersEqualThePipelineAndTheHostPath) {
+  const FusedCase& c = GetParam();
+  const int me = worldRank();
+  const size_t es = elementSize(c.dtype);
+  const cclzCodecConfig_t codec = fp8Config(c.format);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  constexpr int kCalls = 3;
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<std::unique_ptr<Device>> sends, recvs;
+  for (int i = 0; i < kCalls; ++i) {
+    inputs.push_back(reduceInputOf(c, i));
+    sends.push_back(std::make_unique<Device>(inputs[i].size()));
+    recvs.push_back(std::make_unique<Device>(c.count * es));
+    sends[i]->upload(inputs[i], stream);
+  }
+  for (int i = 0; i < kCalls; ++i)
+    ASSERT_EQ(cclzReduceScatter(sends[i]->ptr, recvs[i]->ptr, c.count,
+                                static_cast<cclzDataType_t>(c.dtype), redOpOf(i), fusedComm(),
+                                &codec, reinterpret_cast<cclzStream_t>(stream)),
+              cclzSuccess)
+        << "rank " << me << " call " << i << ": " << cclzGetLastError(fusedComm());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  expectNoAsyncError(fusedComm());
+  for (int i = 0; i < kCalls; ++i) {
+    const std::vector<uint8_t> fused = recvs[i]->download();
+    const std::vector<uint8_t> reference = referenceReduceScatter(c, inputs[i], redOpOf(i));
+    EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
+        << "rank " << me << " call " << i << ": the fused sum differs from the pipeline's";
+    if (i < 2) {
+      std::vector<uint8_t> host(c.count * es, 0xA5);
+      ASSERT_EQ(cclzReduceScatter(inputs[i].data(), host.data(), c.count,
+                                  static_cast<cclzDataType_t>(c.dtype), redOpOf(i), comms().host,
+                                  &codec, nullptr),
+                cclzSuccess)
+          << cclzGetLastError(comms().host);
+      EXPECT_EQ(firstMismatch(fused.data(), host.data(), fused.size()), SIZE_MAX)
+          << "rank " << me << " call " << i << ": the fused sum differs from the host path's";
     }
   }
   cudaStreamDestroy(stream);

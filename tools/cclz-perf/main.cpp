@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--fused", opt.fused,
                "collectives on the GPU: CCLZ_FUSED=1 for cclz's communicator (the fused NVLink "
-               "fp8 all-gather where it applies); also on when CCLZ_FUSED=1 is set");
+               "fp8 all-gather and reduce-scatter where they apply); also on when CCLZ_FUSED=1 is set");
   app.add_flag("--batch", opt.batch,
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
                "(one event pair) at the end (nccl-tests' timing), 5 rounds, median; default: "

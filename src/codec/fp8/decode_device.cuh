@@ -1,6 +1,6 @@
 // The device side of the fp8 decode (decode_kernel.cu), as functions a kernel calls: decodeFrame
 // decodes one frame with the whole grid. The decode kernel is one caller; the fused NVLink
-// all-gather (collective/fused_gather.cu) is another, decoding its peers' frames in place.
+// paths (collective/fused_nvlink_kernel.cu) are another, decoding the frames their peers pushed.
 // The decode and decode-and-accumulate take one pass. Frames without rotation or
 // smoothing (the E4M3/E5M2 default) take 512-value tiles a warp (decodePlain): 16 consecutive
 // codes a lane where bf16 or fp16 is stored; where fp32 is (the decode into fp32, decode-and-

@@ -1,6 +1,6 @@
 // NCCL's device API on a communicator (NCCL 2.28's nccl_device.h): a device communicator with
 // LSA barriers, and one symmetric window, for kernels that load their peers' memory over NVLink
-// themselves (the fused paths, collective/fused_gather.h). docs/collectives.md, "Fused NVLink
+// themselves (the fused paths, collective/fused_nvlink.h). docs/collectives.md, "Fused NVLink
 // paths", states what of NCCL's headers this relies on.
 #pragma once
 

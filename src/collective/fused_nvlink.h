@@ -1,9 +1,9 @@
-// The fused NVLink all-gather of the fp8 codec (docs/collectives.md, "Fused NVLink paths"): no
-// NCCL kernel on the data path. Each piece's frame is encoded into this rank's slot of an NCCL
-// symmetric window; a kernel stores it into the same slot of every peer's window over NVLink and
-// meets the peers at an LSA barrier; the frames are decoded from local memory; a closing barrier
-// frees the slots for the next piece. Opt-in (CCLZ_FUSED=1 at communicator creation); only where
-// every rank is in one LSA team.
+// The fused NVLink paths of the fp8 codec, all-gather and reduce-scatter (docs/collectives.md,
+// "Fused NVLink paths"): no NCCL kernel on the data path. Each piece's frames are encoded locally;
+// a kernel stores each into its peer's slot of an NCCL symmetric window over NVLink and meets the
+// peers at an LSA barrier; the frames are decoded (and, for a reduce-scatter, summed in rank
+// order) from local memory; a closing barrier frees the slots for the next piece. Opt-in
+// (CCLZ_FUSED=1 at communicator creation); only where every rank is in one LSA team.
 #pragma once
 
 #include <memory>
@@ -17,10 +17,11 @@ class Transport;
 struct CollArgs;
 struct Plan;
 
-class FusedGather {
+class FusedNvlink {
  public:
-  virtual ~FusedGather() = default;
-  // Whether this call takes the fused path: an fp8 all-gather with elements to move, on a
+  virtual ~FusedNvlink() = default;
+  // Whether this call takes the fused path: an fp8 all-gather or reduce-scatter (without error
+  // feedback) with elements to move, on a
   // communicator whose ranks all share one LSA team. The same answer on every rank for the same
   // call (nothing in it is local).
   virtual bool takes(const CollArgs& a, const Plan& plan) const = 0;
@@ -41,6 +42,6 @@ class FusedGather {
 // NCCL's device API (2.28 or later). Throws cclzNotSupported otherwise. Where the ranks are not
 // all in one LSA team the object exists and takes no call (every rank alike), and the reason is
 // traced (CCLZ_TRACE).
-std::unique_ptr<FusedGather> makeFusedGather(Transport& transport);
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport);
 
 }  // namespace cclz

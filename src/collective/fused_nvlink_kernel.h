@@ -1,4 +1,4 @@
-// The fused NVLink all-gather's kernels (fused_gather.cpp runs them; docs/collectives.md, "Fused
+// The fused NVLink all-gather's kernels (fused_nvlink.cpp runs them; docs/collectives.md, "Fused
 // NVLink paths"): a C++17 CUDA unit apart from the host code (C++20), with nothing of the
 // collective layer's headers.
 #pragma once
@@ -26,20 +26,22 @@ constexpr int kPushThreads = 512;
 unsigned fusedPushGrid();
 unsigned fusedDecodeGrid(uint64_t count);
 
-// A piece, three launches on `stream` after this rank's frame was encoded into its slot:
-// 1. launchFusedPush: this rank's frame (`bytes`, a multiple of 16, at offset `slot` of the
-//    window, the same offset on every rank) stored into the same slot of every peer's window,
-//    then an LSA barrier per CTA. Once it has ended, every peer's frame is in this rank's window.
-// 2. launchFusedDecode: the n frames at base + r * slotStride (this rank's window, local memory)
-//    decoded into out + r * rankStride (16-byte aligned), count values of dtype each; status:
-//    the decode's error word.
+// A piece, after this rank's frames were encoded:
+// 1. launchFusedPush: peer d's frame (`bytes`, a multiple of 16, at frames + d * srcStride in
+//    this rank's device memory; srcStride 0: the same frame for every peer) stored into peer d's
+//    window at offset `slot` (this rank's slot, the same offset on every rank), then an LSA
+//    barrier per CTA. Once it has ended, every peer's frame is in this rank's window.
+// 2. The frames decoded from local memory: launchFusedDecode for an all-gather (the n frames at
+//    base + r * slotStride decoded into out + r * rankStride, 16-byte aligned, count values of
+//    dtype each; status: the decode's error word); the codec's own decode-and-reduce steps for a
+//    reduce-scatter.
 // 3. launchFusedClose: one CTA's LSA barrier; once it has ended, no peer reads its slots any
 //    more, and the next piece may be pushed.
 // abortFlag (host-mapped memory, as a device pointer): once the host sets it non-zero, a kernel
 // waiting in a barrier gives up and ends (the output is then undefined).
 void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                     ncclWindow_t window, uint64_t slot, uint64_t bytes,
-                     const volatile uint32_t* abortFlag);
+                     ncclWindow_t window, const uint8_t* frames, uint64_t srcStride,
+                     uint64_t slot, uint64_t bytes, const volatile uint32_t* abortFlag);
 void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint8_t* base,
                        uint64_t slotStride, uint64_t frameBytes, uint64_t count, int me, int n,
                        uint8_t* out, uint64_t rankStride, DeviceStatus* status);

@@ -1,7 +1,7 @@
-// The fused NVLink all-gather's kernels (fused_gather_kernel.h). The barriers and the peers'
+// The fused NVLink all-gather's kernels (fused_nvlink_kernel.h). The barriers and the peers'
 // pointers are NCCL's device API (nccl_device.h); the decode is the fp8 decoder's own device
 // function (codec/fp8/decode_device.cuh), so the bytes are the decode kernel's.
-#include "collective/fused_gather_kernel.h"
+#include "collective/fused_nvlink_kernel.h"
 
 #ifdef CCLZ_HAVE_NCCL_DEVICE_API
 
@@ -64,25 +64,28 @@ __device__ __forceinline__ bool waitOrAbort(ncclLsaBarrierSession<ncclCoopCta>& 
 #endif
 }
 
-// Pushes this rank's frame (`bytes`, a multiple of 16, at `slot` of its window) into the same
-// slot of every peer's window with 16-byte stores over NVLink, peers me+1, me+2, ... in turn (so
-// that at any moment the ranks write to different peers), then meets every peer at CTA i's LSA
-// barrier: once the whole kernel has ended on a rank, each CTA's wait has acquired what the same
-// CTA of every peer released, so every peer's frame is in this rank's window.
+// Pushes a frame (`bytes`, a multiple of 16) into every peer's window at offset `slot` with
+// 16-byte stores over NVLink, peers me+1, me+2, ... in turn (so that at any moment the ranks
+// write to different peers): peer d's frame is at src + d * srcStride in this rank's memory
+// (srcStride 0: one frame for all). Then every CTA meets the same CTA of every peer at an LSA
+// barrier: once the whole kernel has ended on a rank, each CTA's wait has acquired what the
+// same CTA of every peer released, so every peer's frame is in this rank's window.
 // NOTE: stores, not loads, cross NVLink: a store needs no round trip, so a few CTAs keep the
 // links busy, and the frames are then decoded from local memory.
 __global__ void __launch_bounds__(kPushThreads)
-    pushFrameKernel(ncclDevComm comm, ncclWindow_t window, uint64_t slot, uint64_t bytes,
+    pushFrameKernel(ncclDevComm comm, ncclWindow_t window, const uint8_t* frames,
+                    uint64_t srcStride, uint64_t slot, uint64_t bytes,
                     const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
   ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, blockIdx.x);
   const int n = comm.nRanks, me = comm.rank;
-  const auto* src = static_cast<const uint4*>(ncclGetLocalPointer(window, slot));
   const uint64_t words = bytes / 16, stride = uint64_t(gridDim.x) * blockDim.x;
   constexpr int kUnroll = 4;  // loads in flight per thread before its stores
   for (int k = 1; k < n; ++k) {
+    const int peer = (me + k) % n;
+    const auto* src = reinterpret_cast<const uint4*>(frames + peer * srcStride);
     // The LSA team is the whole communicator: the peer's world rank is its LSA rank.
-    auto* dst = static_cast<uint4*>(ncclGetPeerPointer(window, slot, (me + k) % n));
+    auto* dst = static_cast<uint4*>(ncclGetPeerPointer(window, slot, peer));
     uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     for (; i + (kUnroll - 1) * stride < words; i += kUnroll * stride) {
       uint4 v[kUnroll];
@@ -134,11 +137,14 @@ unsigned fusedPushGrid() {
 }
 
 void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                     ncclWindow_t window, uint64_t slot, uint64_t bytes,
-                     const volatile uint32_t* abortFlag) {
-  CCLZ_REQUIRE(bytes % 16 == 0 && slot % 16 == 0 && grid <= unsigned(kFusedMaxCtas),
-               cclzInternalError, "fused push: slots and frames are whole 16-byte words");
-  pushFrameKernel<<<grid, kPushThreads, 0, stream>>>(comm, window, slot, bytes, abortFlag);
+                     ncclWindow_t window, const uint8_t* frames, uint64_t srcStride,
+                     uint64_t slot, uint64_t bytes, const volatile uint32_t* abortFlag) {
+  CCLZ_REQUIRE(bytes % 16 == 0 && slot % 16 == 0 && srcStride % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(frames) % 16 == 0 &&
+                   grid <= unsigned(kFusedMaxCtas),
+               cclzInternalError, "fused push: frames and slots are whole 16-byte words");
+  pushFrameKernel<<<grid, kPushThreads, 0, stream>>>(comm, window, frames, srcStride, slot,
+                                                      bytes, abortFlag);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 
