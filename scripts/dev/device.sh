@@ -236,7 +236,7 @@ fi
 # CCLZ_TRAIN_LOG_EVERY (5) set the length: tokens/s is the median of the logged intervals after
 # the first (warm-up, the adaptive trials). CCLZ_TRAIN_DEVICE=cpu runs the same commands on CPU
 # ranks with the tiny model (a dry run of the stage's logic: bash scripts/dev/device.sh train with
-# OUT and CCLZ_LIBRARY set). CCLZ_CHECK_CALLS and CCLZ_ADAPTIVE pass through when set.
+# OUT and CCLZ_LIBRARY set). CCLZ_CHECK_CALLS, CCLZ_ADAPTIVE and CCLZ_FUSED pass through when set.
 if has train || has trainsmoke || has trainlong; then
   tdev=${CCLZ_TRAIN_DEVICE:-cuda}
   export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
@@ -262,6 +262,7 @@ if has train || has trainsmoke || has trainlong; then
     local wrap=() envs=(-x NCCL_NVLS_ENABLE -x PYTHONPATH -x CCLZ_LIBRARY)
     [ -n "${CCLZ_CHECK_CALLS:-}" ] && envs+=(-x CCLZ_CHECK_CALLS)
     [ -n "${CCLZ_ADAPTIVE:-}" ] && envs+=(-x CCLZ_ADAPTIVE)
+    [ -n "${CCLZ_FUSED:-}" ] && envs+=(-x CCLZ_FUSED)
     [ "$net" = nodes ] && wrap=(bench/python/two_nodes.sh) &&
       envs+=(-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)
     local cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ranks" "${envs[@]}"
