@@ -365,6 +365,17 @@ if has train || has trainsmoke || has trainlong; then
     else
       echo "trainlong: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
     fi
+    # One step's gradient error per TP codec on the GPUs (bf16 autocast, so no bf16 row; the
+    # CPU runs have it): bench/python/tp_grad_error.py, 12 layers of 768, TP2.
+    if [ "$tdev" = cuda ] && [ "$tgpus" -ge 2 ]; then
+      timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 \
+        -x NCCL_NVLS_ENABLE -x PYTHONPATH -x CCLZ_LIBRARY python3 bench/python/tp_grad_error.py \
+        --layers 12 --hidden 768 --heads 12 --seq-len 1024 --batch 8 --warm-steps 200 \
+        --precision bf16 --codecs fp8,fp8-int8,lossless --json "$tdir/tp_grad_error.json" \
+        >"$tdir/tp_grad_error.log" 2>&1
+      echo "trainlong tp_grad_error (2 GPUs): exit $?" | tee -a "$summary"
+      grep '^|' "$tdir/tp_grad_error.log" | tee -a "$summary"
+    fi
   fi
   # Each pair's comparison (python -m cclz.train compare, in one process), then the table.
   printf '%s\n' "${trows[@]}" >"$tdir/launches.txt"
