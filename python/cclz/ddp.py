@@ -69,7 +69,7 @@ def _average(state, bucket, codec):
         state.comm.all_reduce(buffer, op="avg", codec=codec)
         # NOTE: a CUDA-aware future records an event on the current stream (this one) when its
         # result is set; whoever waits on it makes its own stream wait for that event. The
-        # buffer is the caller's and outlives the call (DDP's bucket, GradSync's flat copy).
+        # buffer is the caller's and outlives the call (DDP's bucket, GradSync's bucket).
         done = torch.futures.Future(devices=[buffer.device])
         done.set_result(buffer)
     return done

@@ -83,7 +83,7 @@ class GradSync:
     def _new_step(self):
         self._seen = {}  # parameter -> accumulations so far this step
         self._missing = [len(bucket) for bucket in self.buckets]  # gradients not yet complete
-        self._sent = {}  # bucket index -> (its flat gradients, the hook's future)
+        self._sent = {}  # bucket index -> the hook's future (its average, in place)
 
     def _accumulated(self, p):
         seen = self._seen.get(p, 0) + 1
