@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,36 +118,66 @@ void expectNoAsyncError(cclzComm_t comm) {
   EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
 }
 
+// Inputs for calls queued back to back, each in its own device buffer with its own output, on a
+// stream of their own: the second and third calls reuse the fused path's slots while nothing
+// waits on the host.
+struct BackToBack {
+  static constexpr int kCalls = 3;
+  BackToBack(const std::function<std::vector<uint8_t>(int)>& inputOfCall, size_t outBytes) {
+    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+    for (int i = 0; i < kCalls; ++i) {
+      inputs.push_back(inputOfCall(i));
+      sends.push_back(std::make_unique<Device>(inputs[i].size()));
+      recvs.push_back(std::make_unique<Device>(outBytes));
+      sends[i]->upload(inputs[i], stream);
+    }
+  }
+  ~BackToBack() { cudaStreamDestroy(stream); }
+  cclzStream_t cclzStream() const { return reinterpret_cast<cclzStream_t>(stream); }
+
+  // Queues call(i) for every call on the fused communicator, then waits for the stream; false
+  // (with the failure reported) when a call or the wait failed or an asynchronous error is left.
+  bool queueAndWait(const std::function<cclzResult_t(int)>& call) const {
+    for (int i = 0; i < kCalls; ++i) {
+      const cclzResult_t r = call(i);
+      if (r != cclzSuccess) {
+        ADD_FAILURE() << "rank " << worldRank() << " call " << i << ": "
+                      << cclzGetLastError(fusedComm());
+        return false;
+      }
+    }
+    if (cudaStreamSynchronize(stream) != cudaSuccess) {
+      ADD_FAILURE() << "rank " << worldRank() << ": the stream failed";
+      return false;
+    }
+    cclzResult_t async = cclzInternalError;
+    EXPECT_EQ(cclzCommGetAsyncError(fusedComm(), &async), cclzSuccess);
+    EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(fusedComm());
+    return async == cclzSuccess;
+  }
+
+  cudaStream_t stream = nullptr;
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<std::unique_ptr<Device>> sends, recvs;
+};
+
 class NcclFused : public ::testing::TestWithParam<FusedCase> {};
 
-// Three calls queued back to back on one stream, each on its own input and output: the second
-// and third reuse the window's slot while nothing waits on the host.
+// Three all-gathers queued back to back, each on its own input and output.
 TEST_P(NcclFused, BackToBackCallsEqualThePipelineAndTheHostPath) {
   const FusedCase& c = GetParam();
   const int n = worldSize(), me = worldRank();
   const size_t es = elementSize(c.dtype);
   const cclzCodecConfig_t codec = fp8Config(c.format);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  constexpr int kCalls = 3;
-  std::vector<std::vector<uint8_t>> inputs;
-  std::vector<std::unique_ptr<Device>> sends, recvs;
-  for (int i = 0; i < kCalls; ++i) {
-    inputs.push_back(inputOf(c, i));
-    sends.push_back(std::make_unique<Device>(inputs[i].size()));
-    recvs.push_back(std::make_unique<Device>(c.count * n * es));
-    sends[i]->upload(inputs[i], stream);
-  }
-  for (int i = 0; i < kCalls; ++i)
-    ASSERT_EQ(
-        cclzAllGather(sends[i]->ptr, recvs[i]->ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
-                      fusedComm(), &codec, reinterpret_cast<cclzStream_t>(stream)),
-        cclzSuccess)
-        << "rank " << me << " call " << i << ": " << cclzGetLastError(fusedComm());
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  expectNoAsyncError(fusedComm());
-  for (int i = 0; i < kCalls; ++i) {
-    const std::vector<uint8_t> fused = recvs[i]->download();
+  BackToBack calls([&](int i) { return inputOf(c, i); }, c.count * n * es);
+  ASSERT_TRUE(calls.queueAndWait([&](int i) {
+    return cclzAllGather(calls.sends[i]->ptr, calls.recvs[i]->ptr, c.count,
+                         static_cast<cclzDataType_t>(c.dtype), fusedComm(), &codec,
+                         calls.cclzStream());
+  }));
+  const auto& inputs = calls.inputs;
+  for (int i = 0; i < BackToBack::kCalls; ++i) {
+    const std::vector<uint8_t> fused = calls.recvs[i]->download();
     const std::vector<uint8_t> reference = referenceGather(c, inputs[i]);
     EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
         << "rank " << me << " call " << i << ": the fused output differs from the pipeline's";
@@ -160,7 +191,6 @@ TEST_P(NcclFused, BackToBackCallsEqualThePipelineAndTheHostPath) {
           << "rank " << me << ": the fused output differs from the host path's";
     }
   }
-  cudaStreamDestroy(stream);
 }
 
 std::vector<uint8_t> reduceInputOf(const FusedCase& c, int call) {
@@ -193,27 +223,15 @@ TEST_P(NcclFused, BackToBackReduceScattersEqualThePipelineAndTheHostPath) {
   const int me = worldRank();
   const size_t es = elementSize(c.dtype);
   const cclzCodecConfig_t codec = fp8Config(c.format);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  constexpr int kCalls = 3;
-  std::vector<std::vector<uint8_t>> inputs;
-  std::vector<std::unique_ptr<Device>> sends, recvs;
-  for (int i = 0; i < kCalls; ++i) {
-    inputs.push_back(reduceInputOf(c, i));
-    sends.push_back(std::make_unique<Device>(inputs[i].size()));
-    recvs.push_back(std::make_unique<Device>(c.count * es));
-    sends[i]->upload(inputs[i], stream);
-  }
-  for (int i = 0; i < kCalls; ++i)
-    ASSERT_EQ(cclzReduceScatter(sends[i]->ptr, recvs[i]->ptr, c.count,
-                                static_cast<cclzDataType_t>(c.dtype), redOpOf(i), fusedComm(),
-                                &codec, reinterpret_cast<cclzStream_t>(stream)),
-              cclzSuccess)
-        << "rank " << me << " call " << i << ": " << cclzGetLastError(fusedComm());
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  expectNoAsyncError(fusedComm());
-  for (int i = 0; i < kCalls; ++i) {
-    const std::vector<uint8_t> fused = recvs[i]->download();
+  BackToBack calls([&](int i) { return reduceInputOf(c, i); }, c.count * es);
+  ASSERT_TRUE(calls.queueAndWait([&](int i) {
+    return cclzReduceScatter(calls.sends[i]->ptr, calls.recvs[i]->ptr, c.count,
+                             static_cast<cclzDataType_t>(c.dtype), redOpOf(i), fusedComm(),
+                             &codec, calls.cclzStream());
+  }));
+  const auto& inputs = calls.inputs;
+  for (int i = 0; i < BackToBack::kCalls; ++i) {
+    const std::vector<uint8_t> fused = calls.recvs[i]->download();
     const std::vector<uint8_t> reference = referenceReduceScatter(c, inputs[i], redOpOf(i));
     EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
         << "rank " << me << " call " << i << ": the fused sum differs from the pipeline's";
@@ -228,7 +246,6 @@ TEST_P(NcclFused, BackToBackReduceScattersEqualThePipelineAndTheHostPath) {
           << "rank " << me << " call " << i << ": the fused sum differs from the host path's";
     }
   }
-  cudaStreamDestroy(stream);
 }
 
 // A driver function by name, through the runtime (the test does not link libcuda: it must load,
