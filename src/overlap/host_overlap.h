@@ -1,0 +1,48 @@
+// The overlapped tensor-parallel GEMMs on host memory, over any host transport (MPI, loopback):
+// the schedules of overlap/schedule.h run step by step, each step's transfer (a group of one
+// send and one receive) beside its GEMM (overlap/host_gemm.h). A host transport completes a group
+// before it returns, so nothing overlaps here: this path is what CPU ranks run and what the
+// device path's results are compared with (docs/overlap.md).
+#pragma once
+
+#include <cstdint>
+
+#include "cclz/cclz.h"
+
+namespace cclz {
+
+class Codec;
+class Transport;
+
+namespace overlap {
+
+// One call. Row-major; op(B) as in GemmArgs (transB: B is n x k, a Linear's weight).
+//   allGatherMatmul: a holds this rank's m rows (m x k) of the gathered matrix (ranks x m rows);
+//     c (ranks * m x n) = gathered * op(B); gathered (may be NULL) receives the gathered matrix,
+//     which a backward pass needs for the weight's gradient.
+//   matmulReduceScatter: a holds ranks * m rows (ranks * m x k); c (m x n) = rows
+//     [rank * m, (rank + 1) * m) of the sum over the ranks of a * op(B) (divided by the ranks for
+//     cclzAvg), each rank's partial rounded to the dtype as a GEMM stores it, summed in fp32 in
+//     rank order.
+// codec NULL: plain rows move; else each chunk (m rows) is one frame of `config`, encoded once:
+// an all-gather forwards frames unchanged around the ring and every rank decodes every chunk,
+// its own included, so all ranks multiply the same gathered matrix; a reduce-scatter encodes
+// every partial, its own included (the collectives' rule: quantized once, reduced once).
+struct OverlapCall {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  void* gathered = nullptr;
+  uint64_t m = 0, n = 0, k = 0;
+  bool transB = true;
+  int dtype = cclzBfloat16;
+  int redOp = cclzSum;
+  const Codec* codec = nullptr;
+  cclzCodecConfig_t config{};
+};
+
+void allGatherMatmulHost(Transport& t, const OverlapCall& call);
+void matmulReduceScatterHost(Transport& t, const OverlapCall& call);
+
+}  // namespace overlap
+}  // namespace cclz
