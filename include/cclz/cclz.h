@@ -550,6 +550,36 @@ CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtyp
                                cclzComm_t comm, const cclzCodecConfig_t* codec,
                                cclzStream_t stream);
 
+/* ---- Tensor-parallel GEMMs with their communication in peer-to-peer steps ------------------ */
+
+/* The GEMMs of tensor + sequence parallelism with their all-gather or reduce-scatter decomposed
+ * into peer-to-peer steps scheduled against row chunks of the GEMM (docs/overlap.md). Row-major;
+ * op(B) = B^T with B n x k (a Linear's weight: torch's layout, y = x W^T) when transB is non-zero,
+ * else B k x n. a, b, c (and gathered) hold dtype: bf16, fp16 or fp32; products are summed in
+ * fp32. codec: NULL (plain) or fp8: each rank's chunk travels as one frame, encoded once.
+ * Every rank passes the same m, n, k, transB, dtype and codec (checked: a mismatch fails the call
+ * on every rank). Host communicators; a device communicator returns cclzNotSupported (its path
+ * is not built yet).
+ *
+ * cclzAllGatherMatmul (column-parallel): a is this rank's m x k rows of the gathered matrix (the
+ * ranks' rows in rank order, size * m x k); c (size * m x n) = gathered * op(B); gathered (may be
+ * NULL) receives the gathered matrix, which the backward pass needs for the weight's gradient.
+ * With fp8 every rank decodes every chunk, its own too, so all multiply the same matrix. */
+CCLZ_API cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, void* c, void* gathered,
+                                          size_t m, size_t n, size_t k, int transB,
+                                          cclzDataType_t dtype, cclzComm_t comm,
+                                          const cclzCodecConfig_t* codec, cclzStream_t stream);
+
+/* cclzMatmulReduceScatter (row-parallel): a is size * m x k; c (m x n) = rows [rank * m,
+ * (rank + 1) * m) of the sum over the ranks of a * op(B), divided by the ranks for cclzAvg: each
+ * rank's partial rounded to dtype as a GEMM stores it (and through its frame with fp8, its own
+ * too), summed in fp32 in rank order. */
+CCLZ_API cclzResult_t cclzMatmulReduceScatter(const void* a, const void* b, void* c, size_t m,
+                                              size_t n, size_t k, int transB,
+                                              cclzDataType_t dtype, cclzRedOp_t op,
+                                              cclzComm_t comm, const cclzCodecConfig_t* codec,
+                                              cclzStream_t stream);
+
 typedef struct {
   size_t size; /* set by the caller: sizeof(cclzFrameInfo_t) */
   cclzCodecType_t codec;

@@ -228,6 +228,61 @@ class Communicator:
         self._call("cclzRecv", _ptr(tensor), tensor.numel(), _dtype(tensor), src, self.handle,
                    config, self._stream(tensor))
 
+    # ---- tensor-parallel GEMMs with their communication in peer-to-peer steps ---------------
+    def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
+                          transpose_weight=True):
+        """output = (the ranks' input rows gathered in rank order) @ weight.T: input is this
+        rank's m x k rows, weight n x k (a Linear's; transpose_weight=False: k x n), output
+        size * m x n. The gather runs in peer-to-peer steps against row chunks of the product
+        (docs/overlap.md). gathered (size * m x k), if given, receives the gathered input. codec:
+        None or cclz.Fp8() (each rank's rows one frame, decoded by every rank)."""
+        tensors = (output, input, weight) + (() if gathered is None else (gathered,))
+        self._check_tensors(*tensors)
+        m, k, n = self._matmul_shape("all_gather_matmul", input, weight, transpose_weight)
+        self._check_shape("all_gather_matmul: output", output, (self.size * m, n))
+        if gathered is not None:
+            self._check_shape("all_gather_matmul: gathered", gathered, (self.size * m, k))
+        config = self._codec(codec, input.dtype, feedback_ok=False)
+        self._call("cclzAllGatherMatmul", _ptr(input), _ptr(weight), _ptr(output),
+                   None if gathered is None else _ptr(gathered), m, n, k,
+                   1 if transpose_weight else 0, _dtype(input), self.handle, config,
+                   self._stream(input))
+
+    def matmul_reduce_scatter(self, output, input, weight, op="sum", codec=None,
+                              transpose_weight=True):
+        """output = this rank's m rows of the sum over the ranks of input @ weight.T: input is
+        size * m x k, weight n x k (transpose_weight=False: k x n), output m x n; op "sum" or
+        "avg". Each destination's rows are computed and sent in turn, this rank's own last
+        (docs/overlap.md). codec: None or cclz.Fp8() (each partial one frame)."""
+        self._check_tensors(output, input, weight)
+        rows, k, n = self._matmul_shape("matmul_reduce_scatter", input, weight, transpose_weight)
+        if rows % self.size:
+            raise ValueError(f"matmul_reduce_scatter: input has {rows} rows, not a multiple of "
+                             f"{self.size} ranks")
+        m = rows // self.size
+        self._check_shape("matmul_reduce_scatter: output", output, (m, n))
+        config = self._codec(codec, input.dtype, feedback_ok=False)
+        self._call("cclzMatmulReduceScatter", _ptr(input), _ptr(weight), _ptr(output), m, n, k,
+                   1 if transpose_weight else 0, _dtype(input), _op(op), self.handle, config,
+                   self._stream(input))
+
+    @staticmethod
+    def _matmul_shape(name, input, weight, transpose_weight):
+        """(rows of input, k, n) of input @ op(weight), or ValueError."""
+        if input.dim() != 2 or weight.dim() != 2:
+            raise ValueError(f"{name}: input and weight must be 2-D (got {input.dim()}-D and "
+                             f"{weight.dim()}-D; reshape the input to rows x features)")
+        n, wk = weight.shape if transpose_weight else (weight.shape[1], weight.shape[0])
+        if wk != input.shape[1]:
+            raise ValueError(f"{name}: input has {input.shape[1]} columns, the weight "
+                             f"{'n x k' if transpose_weight else 'k x n'} has k = {wk}")
+        return input.shape[0], input.shape[1], n
+
+    @staticmethod
+    def _check_shape(name, t, shape):
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)}")
+
     # ---- checks ---------------------------------------------------------------------------
     def _check_tensors(self, *tensors):
         # On every call's path: kept to cheap attribute reads (docs/python.md, "Call overhead").

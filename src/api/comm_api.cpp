@@ -9,8 +9,10 @@
 #include "api/guard.h"
 #include "collective/collectives.h"
 #include "collective/communicator.h"
+#include "collective/descriptor.h"
 #include "collective/pipeline.h"
 #include "common/error.h"
+#include "overlap/overlap_call.h"
 
 #ifdef CCLZ_HAVE_MPI
 #include "transport/mpi/mpi_transport.h"
@@ -257,6 +259,33 @@ cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t 
   a.op = CollOp::AllReduce, a.send = sendbuff, a.recv = recvbuff, a.count = count;
   a.dtype = dtype, a.redOp = op, a.codec = codec, a.stream = stream;
   return collective(feedback ? "cclzAllReduceFeedback" : "cclzAllReduce", comm, a, feedback);
+}
+
+cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, void* c, void* gathered, size_t m,
+                                 size_t n, size_t k, int transB, cclzDataType_t dtype,
+                                 cclzComm_t comm, const cclzCodecConfig_t* codec,
+                                 cclzStream_t stream) {
+  (void)stream;  // host communicators only so far: the call is complete when it returns
+  return guardedComm(__func__, comm, [&] {
+    overlap::OverlapCall call;
+    call.a = a, call.b = b, call.c = c, call.gathered = gathered;
+    call.m = m, call.n = n, call.k = k, call.transB = transB != 0, call.dtype = dtype;
+    overlap::runOverlapCall(implOf(comm), CollOp::AllGatherMatmul, call, codec);
+  });
+}
+
+cclzResult_t cclzMatmulReduceScatter(const void* a, const void* b, void* c, size_t m, size_t n,
+                                     size_t k, int transB, cclzDataType_t dtype, cclzRedOp_t op,
+                                     cclzComm_t comm, const cclzCodecConfig_t* codec,
+                                     cclzStream_t stream) {
+  (void)stream;
+  return guardedComm(__func__, comm, [&] {
+    overlap::OverlapCall call;
+    call.a = a, call.b = b, call.c = c;
+    call.m = m, call.n = n, call.k = k, call.transB = transB != 0, call.dtype = dtype;
+    call.redOp = op;
+    overlap::runOverlapCall(implOf(comm), CollOp::MatmulReduceScatter, call, codec);
+  });
 }
 
 cclzResult_t cclzAllToAll(const void* sendbuff, void* recvbuff, size_t count,

@@ -56,6 +56,12 @@ std::string firstDifference(const CallDescriptor& a, int ra, const CallDescripto
     return at("codec configuration (cclzCodecConfig_t fields)", "one", "another");
   if (a.feedback != b.feedback)
     return at("error feedback", a.feedback ? "on" : "off", b.feedback ? "on" : "off");
+  if (a.gemmCols != b.gemmCols || a.gemmInner != b.gemmInner || a.gemmTransB != b.gemmTransB)
+    return at("matrix shape (n, k, transB)",
+              std::to_string(a.gemmCols) + ", " + std::to_string(a.gemmInner) + ", " +
+                  std::to_string(a.gemmTransB),
+              std::to_string(b.gemmCols) + ", " + std::to_string(b.gemmInner) + ", " +
+                  std::to_string(b.gemmTransB));
   if (a.pieceElems != b.pieceElems)
     return at("pipeline piece (CCLZ_PIECE_BYTES)", std::to_string(a.pieceElems),
               std::to_string(b.pieceElems));
@@ -78,6 +84,10 @@ const char* collOpName(CollOp op) {
       return "send";
     case CollOp::Recv:
       return "recv";
+    case CollOp::AllGatherMatmul:
+      return "all-gather + matmul";
+    case CollOp::MatmulReduceScatter:
+      return "matmul + reduce-scatter";
   }
   return "unknown";
 }

@@ -12,7 +12,16 @@
 
 namespace cclz {
 
-enum class CollOp : uint8_t { AllGather = 1, ReduceScatter, AllReduce, AllToAll, Send, Recv };
+enum class CollOp : uint8_t {
+  AllGather = 1,
+  ReduceScatter,
+  AllReduce,
+  AllToAll,
+  Send,
+  Recv,
+  AllGatherMatmul,      // src/overlap
+  MatmulReduceScatter,  // src/overlap
+};
 const char* collOpName(CollOp op);
 
 struct CallDescriptor {
@@ -30,7 +39,9 @@ struct CallDescriptor {
   uint64_t count;      // as passed (per rank for all-gather/reduce-scatter/all-to-all)
   uint64_t pieceElems; // the pipeline's piece size
   uint64_t configHash; // the codec configuration's fields that must agree (configHash())
-  uint8_t reserved[16];
+  uint64_t gemmCols;   // the overlapped GEMMs' n; 0 for the collectives
+  uint32_t gemmInner;  // their k
+  uint32_t gemmTransB; // their transB (0 or 1)
 };
 static_assert(sizeof(CallDescriptor) == 64, "the descriptor is 64 bytes");
 

@@ -120,6 +120,9 @@ Plan makePlan(Communicator& comm, const CollArgs& a) {
       plan.chunks.assign(n, Span{0, 0});
       plan.chunks[a.peer] = {0, count};
       break;
+    case CollOp::AllGatherMatmul:
+    case CollOp::MatmulReduceScatter:
+      CCLZ_FAIL(cclzInternalError, "the overlapped GEMMs are not collectives (src/overlap)");
   }
   checkBuffer(t, a.send, plan.sendElems, plan.elemBytes, "sendbuff");
   checkBuffer(t, a.recv, plan.recvElems, plan.elemBytes, "recvbuff");
@@ -311,6 +314,9 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
     case CollOp::Recv:
       recvPieces(p, a.recv, a.count, a.peer);
       break;
+    case CollOp::AllGatherMatmul:
+    case CollOp::MatmulReduceScatter:
+      CCLZ_FAIL(cclzInternalError, "the overlapped GEMMs are not collectives (src/overlap)");
   }
 }
 

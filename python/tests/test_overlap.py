@@ -1,0 +1,61 @@
+"""Communicator.all_gather_matmul and matmul_reduce_scatter (docs/overlap.md) against the
+collectives and torch's matmul: the gathered input exactly the all-gather's, the products within
+fp32 summation order (torch sums in its own order), fp8 within its error; bad shapes raise
+ValueError before anything moves. Host communicators so far: skipped on GPUs."""
+import pytest
+import torch
+
+import cclz
+from conftest import DEVICE, generator, nmse, randn
+
+pytestmark = pytest.mark.skipif(DEVICE.type == "cuda",
+                                reason="the overlapped GEMMs run on host communicators so far")
+
+M, K, N = 16, 64, 128
+
+
+@pytest.mark.parametrize("codec", [None, cclz.Fp8(row_elems=64)], ids=["none", "fp8"])
+def test_all_gather_matmul_is_the_gather_then_the_product(comm, codec):
+    g = generator(11 + comm.rank)
+    x, w = randn(M, K, generator=g), randn(N, K, generator=g)
+    out = torch.empty(comm.size * M, N)
+    gathered = torch.empty(comm.size * M, K)
+    comm.all_gather_matmul(out, x, w, gathered=gathered, codec=codec)
+    want = torch.empty(comm.size * M, K)
+    comm.all_gather_into_tensor(want, x, codec=codec)
+    if codec is None:
+        assert torch.equal(gathered, want)
+    else:
+        assert nmse(gathered, want) < 1e-3  # the same codec, in frames of other sizes
+    assert torch.allclose(out, gathered @ w.t(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("codec", [None, cclz.Fp8(row_elems=128)], ids=["none", "fp8"])
+def test_matmul_reduce_scatter_is_the_product_then_the_reduce_scatter(comm, codec):
+    g = generator(21 + comm.rank)
+    x, w = randn(comm.size * M, K, generator=g), randn(N, K, generator=g)
+    out = torch.empty(M, N)
+    comm.matmul_reduce_scatter(out, x, w, op="avg", codec=codec)
+    want = torch.empty(M, N)
+    comm.reduce_scatter_tensor(want, (x @ w.t()).contiguous(), op="avg")
+    if codec is None:
+        assert torch.allclose(out, want, rtol=1e-4, atol=1e-4)
+    else:
+        assert nmse(out, want) < 2e-3
+
+
+def test_bad_shapes_raise_before_anything_moves(comm):
+    x, w = torch.ones(M, K), torch.ones(N, K)
+    out = torch.full((comm.size * M, N), 7.0)
+    with pytest.raises(ValueError, match="columns"):
+        comm.all_gather_matmul(out, x, torch.ones(N, K + 1))
+    with pytest.raises(ValueError, match="shape"):
+        comm.all_gather_matmul(torch.empty(M, N), x, w)
+    with pytest.raises(ValueError, match="2-D"):
+        comm.matmul_reduce_scatter(torch.empty(M, N), x.view(2, M // 2, K), w)
+    assert torch.equal(out, torch.full((comm.size * M, N), 7.0))
+
+
+def test_overlap_needs_sequence_parallelism(comm):
+    with pytest.raises(ValueError, match="sequence_parallel"):
+        cclz.ColumnParallelLinear(K, comm.size * 8, comm, sequence_parallel=False, overlap=True)

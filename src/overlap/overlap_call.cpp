@@ -1,0 +1,101 @@
+#include "overlap/overlap_call.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+#include "collective/communicator.h"
+#include "collective/descriptor.h"
+#include "collective/plan.h"
+#include "common/error.h"
+
+namespace cclz::overlap {
+namespace {
+
+// The call's own checks, before the peers': what this rank can tell alone.
+void validate(Transport& t, CollOp op, const OverlapCall& call, const cclzCodecConfig_t* codec) {
+  CCLZ_REQUIRE(call.a && call.b && call.c, cclzInvalidArgument, "a, b and c must not be NULL");
+  CCLZ_REQUIRE(call.m > 0 && call.n > 0 && call.k > 0, cclzInvalidArgument,
+               "m, n and k must be above zero");
+  CCLZ_REQUIRE(call.dtype == cclzBfloat16 || call.dtype == cclzFloat16 ||
+                   call.dtype == cclzFloat32,
+               cclzInvalidArgument, "dtype: the overlapped GEMMs take bf16, fp16 or fp32");
+  CCLZ_REQUIRE(op != CollOp::MatmulReduceScatter || call.redOp == cclzSum ||
+                   call.redOp == cclzAvg,
+               cclzInvalidArgument, "op: cclzSum or cclzAvg");
+  CCLZ_REQUIRE(!codec || codec->codec == cclzCodecNone || codec->codec == cclzCodecFp8,
+               cclzInvalidArgument, "codec: NULL, none or fp8 (activations' codec)");
+  const uint64_t limit = UINT64_MAX / 16 / static_cast<uint64_t>(t.size());
+  CCLZ_REQUIRE(call.m < limit / call.k && call.m < limit / call.n && call.n < limit / call.k,
+               cclzInvalidArgument, "m, n and k are too large for this communicator");
+}
+
+CallDescriptor describe(Transport& t, CollOp op, const OverlapCall& call,
+                        const cclzCodecConfig_t& config, bool rejected) {
+  CallDescriptor d{};
+  d.magic = kDescriptorMagic;
+  d.version = kDescriptorVersion;
+  d.op = static_cast<uint8_t>(op);
+  d.dtype = static_cast<uint8_t>(call.dtype);
+  d.redOp = op == CollOp::MatmulReduceScatter ? static_cast<uint8_t>(call.redOp + 1) : 0;
+  d.codec = static_cast<uint8_t>(config.codec);
+  d.rejected = rejected;
+  d.memory = static_cast<uint8_t>(t.memory());
+  d.peer = -1;
+  d.ranks = t.size();
+  d.count = call.m;
+  d.configHash = configHash(config);
+  d.gemmCols = call.n;
+  d.gemmInner = static_cast<uint32_t>(std::min<uint64_t>(call.k, UINT32_MAX));
+  d.gemmTransB = call.transB ? 1 : 0;
+  return d;
+}
+
+}  // namespace
+
+void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
+                    const cclzCodecConfig_t* codec) {
+  const std::lock_guard<std::timed_mutex> lock(comm.callMutex());
+  comm.throwIfCheckFailed();
+  Transport& t = comm.transport();
+  CCLZ_REQUIRE(t.memory() == MemoryKind::Host, cclzNotSupported,
+               "the overlapped GEMMs run on host communicators so far (docs/overlap.md)");
+  const cclzCodecConfig_t config = codec ? *codec : noneConfig();
+  std::exception_ptr rejected;
+  try {
+    validate(t, op, call, codec);
+    if (config.codec == cclzCodecFp8) {
+      call.codec = &codecFor(cclzCodecFp8);
+      call.codec->validateConfig(config);
+      rejectForeignFields(config);
+      call.config = config;
+    }
+  } catch (...) {
+    rejected = std::current_exception();
+  }
+  // Every rank sends its descriptor, a rank that rejected its arguments too, so that its peers
+  // fail instead of waiting for its data (as the collectives' check does).
+  const CallDescriptor mine = describe(t, op, call, config, rejected != nullptr);
+  const int n = t.size(), me = t.rank();
+  std::vector<int> peers;
+  for (int r = 0; r < n; ++r)
+    if (r != me) peers.push_back(r);
+  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
+  if (rejected) std::rethrow_exception(rejected);
+  std::vector<CallDescriptor> all(n);
+  std::memcpy(all.data(), bytes.data(), bytes.size());
+  std::vector<int> ranks(n);
+  for (int r = 0; r < n; ++r) ranks[r] = r;
+  const std::string verdict = compareDescriptors(all, ranks);
+  CCLZ_REQUIRE(verdict.empty(), cclzInvalidUsage, std::string(collOpName(op)) + ": " + verdict);
+  if (op == CollOp::AllGatherMatmul)
+    allGatherMatmulHost(t, call);
+  else
+    matmulReduceScatterHost(t, call);
+}
+
+}  // namespace cclz::overlap

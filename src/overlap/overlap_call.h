@@ -1,0 +1,20 @@
+// The overlapped GEMMs' entry from the C API (cclzAllGatherMatmul, cclzMatmulReduceScatter): the
+// call's arguments checked here and against every peer's, then its path (host_overlap.h).
+#pragma once
+
+#include "overlap/host_overlap.h"
+
+namespace cclz {
+
+class Communicator;
+enum class CollOp : uint8_t;
+
+namespace overlap {
+
+// op: CollOp::AllGatherMatmul or CollOp::MatmulReduceScatter; codec: the caller's (NULL: plain).
+// Throws cclz::Error; on a host communicator the call is complete when it returns.
+void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
+                    const cclzCodecConfig_t* codec);
+
+}  // namespace overlap
+}  // namespace cclz

@@ -1,0 +1,140 @@
+// The overlapped GEMMs through the C API on a host communicator over MPI, one process per rank
+// (ctest: 2, 3 and 4 ranks, label mpi): cclzAllGatherMatmul against cclzAllGather then the same
+// GEMM, cclzMatmulReduceScatter against every rank's partial for this rank's rows summed in rank
+// order (both bit for bit, plain; the fp8 path's bytes are tested on loopback ranks), and
+// arguments that differ between ranks failing every rank with a message, not a hang.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "collective/reduce.h"
+#include "overlap/host_gemm.h"
+#include "support/data.h"
+
+namespace cclz::test {
+namespace {
+
+int worldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int worldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+cclzComm_t theComm() {
+  static cclzComm_t comm = [] {
+    MPI_Comm world = MPI_COMM_WORLD;
+    cclzComm_t c = nullptr;
+    if (cclzCommInitFromMpi(&c, &world) != cclzSuccess) {
+      fprintf(stderr, "cclzCommInitFromMpi: %s\n", cclzGetLastError(nullptr));
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return c;
+  }();
+  return comm;
+}
+
+constexpr size_t kM = 16, kN = 24, kK = 48;
+
+std::vector<uint8_t> gemm(const uint8_t* a, const uint8_t* b, size_t rows) {
+  std::vector<uint8_t> c(rows * kN * 2);
+  overlap::GemmArgs g;
+  g.a = a, g.b = b, g.c = c.data(), g.m = rows, g.n = kN, g.k = kK, g.transB = true;
+  g.dtype = cclzBfloat16, g.lda = kK, g.ldb = kK, g.ldc = kN;
+  overlap::gemmHost(g);
+  return c;
+}
+
+TEST(MpiOverlap, AllGatherMatmulIsTheAllGatherThenTheProduct) {
+  const int n = worldSize(), me = worldRank();
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, kM * kK, 0, 10 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 20 + me);
+  std::vector<uint8_t> c(n * kM * kN * 2, 0xA5), gathered(n * kM * kK * 2, 0xA5);
+  ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), c.data(), gathered.data(), kM, kN, kK, 1,
+                                cclzBfloat16, theComm(), nullptr, nullptr),
+            cclzSuccess)
+      << cclzGetLastError(theComm());
+  std::vector<uint8_t> want(gathered.size());
+  ASSERT_EQ(cclzAllGather(a.data(), want.data(), kM * kK, cclzBfloat16, theComm(), nullptr,
+                          nullptr),
+            cclzSuccess);
+  EXPECT_EQ(gathered, want);
+  EXPECT_EQ(c, gemm(want.data(), b.data(), n * kM));
+}
+
+TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedInRankOrder) {
+  const int n = worldSize(), me = worldRank();
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * kM * kK, 0, 30 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 40 + me);
+  std::vector<uint8_t> c(kM * kN * 2, 0xA5);
+  ASSERT_EQ(cclzMatmulReduceScatter(a.data(), b.data(), c.data(), kM, kN, kK, 1, cclzBfloat16,
+                                    cclzAvg, theComm(), nullptr, nullptr),
+            cclzSuccess)
+      << cclzGetLastError(theComm());
+  // Every rank's whole partial product, gathered, then this rank's rows summed in rank order.
+  const std::vector<uint8_t> mine = gemm(a.data(), b.data(), n * kM);
+  std::vector<uint8_t> all(n * mine.size());
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
+  std::vector<float> sum(kM * kN, 0.0f);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < kM * kN; ++i)
+      reduce::accumulateElement(sum.data(), i, all.data() + r * mine.size() + me * kM * kN * 2,
+                                cclzBfloat16);
+  std::vector<uint8_t> want(c.size());
+  for (size_t i = 0; i < kM * kN; ++i)
+    reduce::storeElement(sum.data(), i, static_cast<float>(n), cclzBfloat16, want.data());
+  EXPECT_EQ(c, want);
+}
+
+// The last rank passes another k: every rank fails and names the field; then rank 0 passes a NULL
+// matrix: it reports its own argument, its peers that rank 0 rejected; the communicator still works.
+TEST(MpiOverlap, MismatchedOrRejectedCallsFailEveryRank) {
+  const int n = worldSize(), me = worldRank();
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * kM * kK, 0, 50 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 60 + me);
+  std::vector<uint8_t> c(n * kM * kN * 2);
+  const size_t k = me == n - 1 ? kK - 8 : kK;
+  EXPECT_EQ(cclzAllGatherMatmul(a.data(), b.data(), c.data(), nullptr, kM, kN, k, 1, cclzBfloat16,
+                                theComm(), nullptr, nullptr),
+            cclzInvalidUsage);
+  EXPECT_NE(std::string(cclzGetLastError(theComm())).find("matrix shape"), std::string::npos)
+      << cclzGetLastError(theComm());
+  const cclzResult_t r = cclzMatmulReduceScatter(me == 0 ? nullptr : a.data(), b.data(), c.data(),
+                                                 kM, kN, kK, 1, cclzBfloat16, cclzSum, theComm(),
+                                                 nullptr, nullptr);
+  const std::string error = cclzGetLastError(theComm());
+  if (me == 0) {
+    EXPECT_EQ(r, cclzInvalidArgument) << error;
+  } else {
+    EXPECT_EQ(r, cclzInvalidUsage) << error;
+    EXPECT_NE(error.find("rank 0 rejected"), std::string::npos) << error;
+  }
+  EXPECT_EQ(cclzMatmulReduceScatter(a.data(), b.data(), c.data(), kM, kN, kK, 1, cclzBfloat16,
+                                    cclzSum, theComm(), nullptr, nullptr),
+            cclzSuccess)
+      << cclzGetLastError(theComm());
+}
+
+}  // namespace
+}  // namespace cclz::test
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
+  int result = RUN_ALL_TESTS();
+  int ok = result == 0, all = 0;  // a failure on any rank fails the run on every rank
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  cclzCommDestroy(cclz::test::theComm());
+  MPI_Finalize();
+  return all ? 0 : 1;
+}
