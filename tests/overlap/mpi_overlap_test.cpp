@@ -10,24 +10,13 @@
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "collective/mpi_world.h"
 #include "collective/reduce.h"
 #include "overlap/host_gemm.h"
 #include "support/data.h"
 
 namespace cclz::test {
 namespace {
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 cclzComm_t theComm() {
   static cclzComm_t comm = [] {
@@ -131,10 +120,9 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
-  int result = RUN_ALL_TESTS();
-  int ok = result == 0, all = 0;  // a failure on any rank fails the run on every rank
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // A failure on any rank fails the run on every rank.
+  const int result = cclz::test::allRanks(RUN_ALL_TESTS() == 0) ? 0 : 1;
   cclzCommDestroy(cclz::test::theComm());
   MPI_Finalize();
-  return all ? 0 : 1;
+  return result;
 }
