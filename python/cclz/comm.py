@@ -44,6 +44,9 @@ def _dtype(t):
 
 
 def _op(op):
+    code = _OPS.get(op) if isinstance(op, str) else None
+    if code is not None:
+        return code
     name = getattr(op, "name", op)  # torch.distributed.ReduceOp.SUM or "sum"
     key = str(name).lower().replace("reduceop.", "")
     if key not in _OPS:
@@ -165,68 +168,71 @@ class Communicator:
     def all_gather_into_tensor(self, output, input, codec=None):
         """output (size x input's elements, rank r's at [r * n, (r + 1) * n)) = every rank's
         input, in rank order."""
-        self._check_tensors(output, input)
-        if output.numel() != input.numel() * self.size:
+        dtype = self._check_tensors(output, input)
+        n = input.numel()
+        if output.numel() != n * self.size:
             raise ValueError(f"all_gather_into_tensor: output has {output.numel()} elements, "
-                             f"expected {self.size} x {input.numel()}")
-        config = self._codec(codec, input.dtype, feedback_ok=False)
-        self._call("cclzAllGather", _ptr(input), _ptr(output), input.numel(), _dtype(input),
-                   self.handle, config, self._stream(input))
+                             f"expected {self.size} x {n}")
+        config = None if codec is None else self._codec(codec, input.dtype, feedback_ok=False)
+        code = _capi.lib.cclzAllGather(input.data_ptr(), output.data_ptr(), n, dtype,
+                                       self._handle, config, self._stream())
+        if code:
+            self._raise("cclzAllGather", code)
 
     def reduce_scatter_tensor(self, output, input, op="sum", codec=None):
         """output = block `rank` of the element-wise reduction of every rank's input (input has
         size x output's elements). With Qgrad(feedback=...), the residual covers input."""
-        self._check_tensors(output, input)
-        if input.numel() != output.numel() * self.size:
+        dtype = self._check_tensors(output, input)
+        n = output.numel()
+        if input.numel() != n * self.size:
             raise ValueError(f"reduce_scatter_tensor: input has {input.numel()} elements, "
-                             f"expected {self.size} x {output.numel()}")
+                             f"expected {self.size} x {n}")
         config, feedback = self._codec_and_feedback(codec, input)
-        args = (_ptr(input), _ptr(output), output.numel(), _dtype(input), _op(op), self.handle,
-                config)
+        args = (input.data_ptr(), output.data_ptr(), n, dtype, _op(op), self._handle, config)
         if feedback is None:
-            self._call("cclzReduceScatter", *args, self._stream(input))
+            self._call("cclzReduceScatter", *args, self._stream())
         else:
-            self._call("cclzReduceScatterFeedback", *args, feedback, self._stream(input))
+            self._call("cclzReduceScatterFeedback", *args, feedback, self._stream())
 
     def all_reduce(self, tensor, op="sum", codec=None):
         """tensor = the element-wise reduction of every rank's tensor, in place; every rank gets
         the same bits. With Qgrad(feedback=...), the residual covers tensor."""
-        self._check_tensors(tensor)
+        dtype = self._check_tensors(tensor)
         config, feedback = self._codec_and_feedback(codec, tensor)
-        args = (_ptr(tensor), _ptr(tensor), tensor.numel(), _dtype(tensor), _op(op), self.handle,
-                config)
+        data = tensor.data_ptr()
+        args = (data, data, tensor.numel(), dtype, _op(op), self._handle, config)
         if feedback is None:
-            self._call("cclzAllReduce", *args, self._stream(tensor))
+            self._call("cclzAllReduce", *args, self._stream())
         else:
-            self._call("cclzAllReduceFeedback", *args, feedback, self._stream(tensor))
+            self._call("cclzAllReduceFeedback", *args, feedback, self._stream())
 
     def all_to_all_single(self, output, input, codec=None):
         """Equal splits: block p of input (input.numel() / size elements) goes to rank p, and
         block p of output comes from rank p."""
-        self._check_tensors(output, input)
+        dtype = self._check_tensors(output, input)
         if input.numel() != output.numel() or input.numel() % self.size:
             raise ValueError(f"all_to_all_single: input and output must have the same number of "
                              f"elements, a multiple of {self.size} (got {input.numel()} and "
                              f"{output.numel()})")
         config = self._codec(codec, input.dtype, feedback_ok=False)
-        self._call("cclzAllToAll", _ptr(input), _ptr(output), input.numel() // self.size,
-                   _dtype(input), self.handle, config, self._stream(input))
+        self._call("cclzAllToAll", input.data_ptr(), output.data_ptr(),
+                   input.numel() // self.size, dtype, self._handle, config, self._stream())
 
     def send(self, tensor, dst, codec=None):
         """Sends tensor to rank dst, which calls recv with a tensor of the same size and dtype."""
-        self._check_tensors(tensor)
+        dtype = self._check_tensors(tensor)
         self._check_peer(dst)
         config = self._codec(codec, tensor.dtype, feedback_ok=False)
-        self._call("cclzSend", _ptr(tensor), tensor.numel(), _dtype(tensor), dst, self.handle,
-                   config, self._stream(tensor))
+        self._call("cclzSend", tensor.data_ptr(), tensor.numel(), dtype, dst, self._handle,
+                   config, self._stream())
 
     def recv(self, tensor, src, codec=None):
         """Receives into tensor what rank src sends."""
-        self._check_tensors(tensor)
+        dtype = self._check_tensors(tensor)
         self._check_peer(src)
         config = self._codec(codec, tensor.dtype, feedback_ok=False)
-        self._call("cclzRecv", _ptr(tensor), tensor.numel(), _dtype(tensor), src, self.handle,
-                   config, self._stream(tensor))
+        self._call("cclzRecv", tensor.data_ptr(), tensor.numel(), dtype, src, self._handle,
+                   config, self._stream())
 
     # ---- tensor-parallel GEMMs with their communication in peer-to-peer steps ---------------
     def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
@@ -237,16 +243,15 @@ class Communicator:
         (docs/overlap.md). gathered (size * m x k), if given, receives the gathered input. codec:
         None or cclz.Fp8() (each rank's rows one frame, decoded by every rank)."""
         tensors = (output, input, weight) + (() if gathered is None else (gathered,))
-        self._check_tensors(*tensors)
+        dtype = self._check_tensors(*tensors)
         m, k, n = self._matmul_shape("all_gather_matmul", input, weight, transpose_weight)
         self._check_shape("all_gather_matmul: output", output, (self.size * m, n))
         if gathered is not None:
             self._check_shape("all_gather_matmul: gathered", gathered, (self.size * m, k))
         config = self._codec(codec, input.dtype, feedback_ok=False)
-        self._call("cclzAllGatherMatmul", _ptr(input), _ptr(weight), _ptr(output),
-                   None if gathered is None else _ptr(gathered), m, n, k,
-                   1 if transpose_weight else 0, _dtype(input), self.handle, config,
-                   self._stream(input))
+        self._call("cclzAllGatherMatmul", input.data_ptr(), weight.data_ptr(), output.data_ptr(),
+                   None if gathered is None else gathered.data_ptr(), m, n, k,
+                   1 if transpose_weight else 0, dtype, self._handle, config, self._stream())
 
     def matmul_reduce_scatter(self, output, input, weight, op="sum", codec=None,
                               transpose_weight=True):
@@ -254,7 +259,7 @@ class Communicator:
         size * m x k, weight n x k (transpose_weight=False: k x n), output m x n; op "sum" or
         "avg". Each destination's rows are computed and sent in turn, this rank's own last
         (docs/overlap.md). codec: None or cclz.Fp8() (each partial one frame)."""
-        self._check_tensors(output, input, weight)
+        dtype = self._check_tensors(output, input, weight)
         rows, k, n = self._matmul_shape("matmul_reduce_scatter", input, weight, transpose_weight)
         if rows % self.size:
             raise ValueError(f"matmul_reduce_scatter: input has {rows} rows, not a multiple of "
@@ -262,9 +267,10 @@ class Communicator:
         m = rows // self.size
         self._check_shape("matmul_reduce_scatter: output", output, (m, n))
         config = self._codec(codec, input.dtype, feedback_ok=False)
-        self._call("cclzMatmulReduceScatter", _ptr(input), _ptr(weight), _ptr(output), m, n, k,
-                   1 if transpose_weight else 0, _dtype(input), _op(op), self.handle, config,
-                   self._stream(input))
+        self._call("cclzMatmulReduceScatter", input.data_ptr(), weight.data_ptr(),
+                   output.data_ptr(), m, n, k,
+                   1 if transpose_weight else 0, dtype, _op(op), self._handle, config,
+                   self._stream())
 
     @staticmethod
     def _matmul_shape(name, input, weight, transpose_weight):
@@ -285,24 +291,36 @@ class Communicator:
 
     # ---- checks ---------------------------------------------------------------------------
     def _check_tensors(self, *tensors):
-        # On every call's path: kept to cheap attribute reads (docs/python.md, "Call overhead").
+        """The tensors' cclzDataType_t, once they are checked to be contiguous tensors of one
+        supported dtype on the communicator's device. On every call's path, so kept to cheap
+        attribute reads (docs/python.md, "Call overhead"): no isinstance, no tensor.device
+        objects; a non-tensor fails on its first attribute read."""
         if self._handle is None:
             raise ValueError("the communicator is closed")
-        dtype = None
-        for t in tensors:
-            if not isinstance(t, torch.Tensor):
-                raise ValueError(f"expected a torch.Tensor, got {type(t).__name__}")
-            if not t.is_contiguous():
-                raise ValueError("tensors must be contiguous (call .contiguous() first)")
-            if dtype is None:
-                dtype = t.dtype
-                if dtype not in _DTYPES:
-                    _dtype(t)  # raises, naming the supported dtypes
-            elif t.dtype is not dtype:
-                raise ValueError(f"tensors of different dtypes: {dtype} and {t.dtype}")
-            if not (t.is_cpu if self._device_index < 0 else
-                    t.is_cuda and t.get_device() == self._device_index):
-                raise ValueError(f"tensor on {t.device}, the communicator is on {self.device}")
+        index = self._device_index
+        try:
+            dtype = tensors[0].dtype
+            for t in tensors:
+                # get_device() is -1 on the CPU (and for meta tensors: is_cpu tells them apart).
+                if (t.dtype is not dtype or not t.is_contiguous() or t.get_device() != index
+                        or (index < 0 and not t.is_cpu)):
+                    self._tensor_error(t, dtype)
+        except AttributeError:
+            bad = next((t for t in tensors if not isinstance(t, torch.Tensor)), None)
+            if bad is None:
+                raise
+            raise ValueError(f"expected a torch.Tensor, got {type(bad).__name__}") from None
+        code = _DTYPES.get(dtype)
+        if code is None:
+            _dtype(tensors[0])  # raises, naming the supported dtypes
+        return code
+
+    def _tensor_error(self, t, dtype):
+        if t.dtype is not dtype:
+            raise ValueError(f"tensors of different dtypes: {dtype} and {t.dtype}")
+        if not t.is_contiguous():
+            raise ValueError("tensors must be contiguous (call .contiguous() first)")
+        raise ValueError(f"tensor on {t.device}, the communicator is on {self.device}")
 
     def _check_peer(self, peer):
         if not 0 <= peer < self.size or peer == self.rank:
@@ -352,7 +370,7 @@ class Communicator:
             raise ValueError("Qgrad feedback must live where the data does (Feedback(device=...))")
         return config, feedback.handle
 
-    def _stream(self, t):
+    def _stream(self):
         """The current CUDA stream of the communicator's device, as the address ctypes passes."""
         if self._device_index < 0:
             return None
@@ -363,11 +381,10 @@ class Communicator:
     def _call(self, name, *args):
         code = getattr(_capi.lib, name)(*args)
         if code != _capi.SUCCESS:
-            raise _capi.CclzError(name, code, _capi.last_error(self._handle))
+            self._raise(name, code)
 
-
-def _ptr(t):
-    return t.data_ptr()  # an int: ctypes converts it for the c_void_p argument
+    def _raise(self, name, code):
+        raise _capi.CclzError(name, code, _capi.last_error(self._handle))
 
 
 def _resolve_adaptive(adaptive):
