@@ -61,8 +61,10 @@ def main():
     ap.add_argument("--warm-steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--codecs", default="bf16,fp8,fp8-int8,fp8-e5m2",
-                    help="tp codec names (cclz.train's), and bf16: no codec, bf16 autocast "
-                         "against the fp32 run (the precision the codecs are to be judged by)")
+                    help="tp codec names (cclz.train's), GATHERS/REDUCTIONS for one codec on "
+                         "the all-gathers and another on the reductions (fp8-int8/none), and "
+                         "bf16: no codec, bf16 autocast against the fp32 run (the precision the "
+                         "codecs are to be judged by)")
     ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
                     help="the runs' precision (bf16: autocast, as on GPUs; then no bf16 row)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -87,14 +89,18 @@ def main():
         if name == "bf16":  # the yardstick: bf16 autocast, uncompressed, against fp32
             cfg = dataclasses.replace(base, precision="bf16")
         else:
-            cfg = dataclasses.replace(base, codecs=(("tp", name), ("dp", "none"), ("pp", "none")))
+            gathers, _, reductions = name.partition("/")
+            cfg = dataclasses.replace(base, codecs=(("tp", gathers), ("dp", "none"),
+                                                    ("pp", "none"),
+                                                    ("tp_reduce", reductions or gathers)))
         loss, grads, _ = run(cfg, device, state, args.warm_steps)
         errors = {n: nmse(grads[n], grads0[n]) for n in grads0}
         # Every rank's worst and median over its own parameters, the worst rank's reported.
         emb = [v for n, v in errors.items() if "embed" in n or "wte" in n]
         local = [max(errors.values()), statistics.median(errors.values()),
                  max(emb) if emb else float("nan")]
-        worst = torch.tensor(local, dtype=torch.float64)
+        # On the device: an NCCL group reduces device tensors only.
+        worst = torch.tensor(local, dtype=torch.float64, device=device)
         torch.distributed.all_reduce(worst, op=torch.distributed.ReduceOp.MAX)
         rows.append({"codec": name, "loss": loss, "loss_rel_change": (loss - loss0) / loss0,
                      "grad_nmse_max": worst[0].item(), "grad_nmse_median": worst[1].item(),

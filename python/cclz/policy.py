@@ -11,10 +11,18 @@ from .codecs import Fp8, Lossless, Qgrad
 class Policy:
     """tp: tensor-parallel activations and their gradients; dp: data-parallel gradients (a Qgrad
     with feedback=True gets one error-feedback state per bucket from the DDP hook); pp: the
-    activations and gradients at pipeline-stage boundaries. None: plain data."""
+    activations and gradients at pipeline-stage boundaries. None: plain data.
+    tp_reduce: tensor parallelism's reductions alone (the row-parallel partial sums forward, the
+    column-parallel input gradients backward); ... (the default): tp's codec."""
     tp: Optional[object] = None
     dp: Optional[object] = None
     pp: Optional[object] = None
+    tp_reduce: Optional[object] = ...
+
+    @property
+    def tp_reduce_codec(self):
+        """The codec of tensor parallelism's reductions, tp_reduce resolved."""
+        return self.tp if self.tp_reduce is ... else self.tp_reduce
 
     @classmethod
     def default(cls):

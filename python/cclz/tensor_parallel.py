@@ -10,6 +10,12 @@ tensor-parallel group holds sequence / size rows of the layer norms' and dropout
 `codec` compresses the forward communication, `grad_codec` the backward one (default: the same).
 An Fp8 codec without a row length takes the tensor's last dimension (its hidden size) when that
 is a multiple of 64.
+
+The layers take `codec` for their all-gathers (the column-parallel input forward, the
+row-parallel output gradient backward) and `reduce_codec` for their reductions (the
+row-parallel partial sums forward, the column-parallel input gradient backward), by default the
+same: the gathers carry values each rank uses as they are, the reductions sums whose every
+term is quantized (docs/train.md, "Choosing the activations' codec").
 """
 import dataclasses
 import functools
@@ -193,7 +199,7 @@ class ColumnParallelLinear(torch.nn.Module):
     communicators so far)."""
 
     def __init__(self, in_features, out_features, comm, bias=True, sequence_parallel=True,
-                 codec=None, dtype=None, device=None, overlap=False):
+                 codec=None, dtype=None, device=None, overlap=False, reduce_codec=...):
         super().__init__()
         if out_features % comm.size:
             raise ValueError(f"out_features ({out_features}) must be a multiple of the "
@@ -202,6 +208,7 @@ class ColumnParallelLinear(torch.nn.Module):
             raise ValueError("overlap=True decomposes the sequence all-gather: it needs "
                              "sequence_parallel=True")
         self.comm, self.sequence_parallel, self.codec = comm, sequence_parallel, codec
+        self.reduce_codec = codec if reduce_codec is ... else reduce_codec
         self.overlap = overlap
         self.weight = torch.nn.Parameter(torch.empty(out_features // comm.size, in_features,
                                                      dtype=dtype, device=device))
@@ -211,12 +218,13 @@ class ColumnParallelLinear(torch.nn.Module):
 
     def forward(self, x):
         if self.overlap:
-            y = _AllGatherMatmul.apply(x, self.weight, self.comm, self.codec, self.codec)
+            y = _AllGatherMatmul.apply(x, self.weight, self.comm, self.codec,
+                                       self.reduce_codec)
             return y + self.bias if self.bias is not None else y
         if self.sequence_parallel:
-            x = gather_from_sequence_parallel(x, self.comm, self.codec)
+            x = gather_from_sequence_parallel(x, self.comm, self.codec, self.reduce_codec)
         else:
-            x = copy_to_tensor_parallel(x, self.comm, self.codec)
+            x = copy_to_tensor_parallel(x, self.comm, self.reduce_codec)
         return torch.nn.functional.linear(x, self.weight, self.bias)
 
 
@@ -229,7 +237,7 @@ class RowParallelLinear(torch.nn.Module):
     destination's rows computed and sent in turn (docs/overlap.md; host communicators so far)."""
 
     def __init__(self, in_features, out_features, comm, bias=True, sequence_parallel=True,
-                 codec=None, dtype=None, device=None, overlap=False):
+                 codec=None, dtype=None, device=None, overlap=False, reduce_codec=...):
         super().__init__()
         if in_features % comm.size:
             raise ValueError(f"in_features ({in_features}) must be a multiple of the "
@@ -238,6 +246,7 @@ class RowParallelLinear(torch.nn.Module):
             raise ValueError("overlap=True decomposes the sequence reduce-scatter: it needs "
                              "sequence_parallel=True")
         self.comm, self.sequence_parallel, self.codec = comm, sequence_parallel, codec
+        self.reduce_codec = codec if reduce_codec is ... else reduce_codec
         self.overlap = overlap
         self.weight = torch.nn.Parameter(torch.empty(out_features, in_features // comm.size,
                                                      dtype=dtype, device=device))
@@ -247,11 +256,13 @@ class RowParallelLinear(torch.nn.Module):
 
     def forward(self, x):
         if self.overlap:
-            y = _MatmulReduceScatter.apply(x, self.weight, self.comm, self.codec, self.codec)
+            y = _MatmulReduceScatter.apply(x, self.weight, self.comm, self.reduce_codec,
+                                           self.codec)
             return y + self.bias if self.bias is not None else y
         partial = torch.nn.functional.linear(x, self.weight)
         if self.sequence_parallel:
-            y = reduce_scatter_to_sequence_parallel(partial, self.comm, self.codec)
+            y = reduce_scatter_to_sequence_parallel(partial, self.comm, self.reduce_codec,
+                                                    self.codec)
         else:
-            y = reduce_from_tensor_parallel(partial, self.comm, self.codec)
+            y = reduce_from_tensor_parallel(partial, self.comm, self.reduce_codec)
         return y + self.bias if self.bias is not None else y

@@ -68,6 +68,59 @@ def test_mlp_matches_single_process(comm, codec, sequence_parallel, overlap):
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max()
 
 
+class _Recorder:
+    """A communicator that notes which codec each collective was called with."""
+    GATHERS = ("all_gather_into_tensor", "all_gather_matmul")
+    REDUCTIONS = ("reduce_scatter_tensor", "all_reduce", "matmul_reduce_scatter")
+
+    def __init__(self, comm):
+        self._comm, self.calls = comm, []
+
+    def __getattr__(self, name):
+        method = getattr(self._comm, name)
+        if name not in self.GATHERS + self.REDUCTIONS:
+            return method
+
+        def call(*args, codec=None, **kwargs):
+            self.calls.append((name, codec))
+            return method(*args, codec=codec, **kwargs)
+        return call
+
+
+@pytest.mark.parametrize("sequence_parallel,overlap", [(True, False), (False, False),
+                                                       (True, True)], ids=["sp", "tp", "overlap"])
+def test_layers_take_one_codec_for_gathers_another_for_reductions(comm, sequence_parallel,
+                                                                   overlap):
+    n, r = comm.size, comm.rank
+    if SEQ % n or FFN % n:
+        pytest.skip(f"the shapes do not split over {n} ranks")
+    if overlap and DEVICE.type == "cuda":
+        pytest.skip("the overlapped GEMMs run on host communicators so far")
+    rec = _Recorder(comm)
+    gather = cclz.Fp8(format="int8")
+    col = cclz.ColumnParallelLinear(HIDDEN, FFN, rec, bias=False,
+                                    sequence_parallel=sequence_parallel, codec=gather,
+                                    reduce_codec=None, overlap=overlap)
+    row = cclz.RowParallelLinear(FFN, HIDDEN, rec, bias=False,
+                                 sequence_parallel=sequence_parallel, codec=gather,
+                                 reduce_codec=None, overlap=overlap)
+    x, _, _, probe = full_model()
+    s = SEQ // n
+    rows = slice(r * s, (r + 1) * s) if sequence_parallel else slice(None)
+    x_in = x[rows].clone().requires_grad_()
+    (row(torch.nn.functional.gelu(col(x_in))) * probe[rows]).sum().backward()
+
+    gathers = [c for name, c in rec.calls if name in _Recorder.GATHERS]
+    reductions = [c for name, c in rec.calls if name in _Recorder.REDUCTIONS]
+    # Forward and backward: two gathers and two reductions with sequence parallelism (the
+    # non-sequence-parallel layout gathers nothing: its input is replicated).
+    assert len(reductions) == 2 and len(gathers) == (2 if sequence_parallel else 0), rec.calls
+    assert all(isinstance(c, cclz.Fp8) and c.format == "int8" for c in gathers), rec.calls
+    assert all(c is None for c in reductions), rec.calls
+    # The default: the reductions take the gathers' codec.
+    assert cclz.RowParallelLinear(FFN, HIDDEN, comm, codec=gather).reduce_codec is gather
+
+
 def test_gather_backward_sums_every_ranks_gradient(comm):
     """gather_from_sequence_parallel's backward is the reduce-scatter of the ranks' gradients."""
     n, r = comm.size, comm.rank
@@ -95,6 +148,8 @@ def test_policy_defaults():
     assert isinstance(p.tp, cclz.Fp8) and p.tp.format == "int8" and isinstance(p.pp, cclz.Lossless)
     assert isinstance(p.dp, cclz.Qgrad) and p.dp.bits == 4 and p.dp.feedback is True
     assert cclz.Policy.none() == cclz.Policy(None, None, None)
+    assert p.tp_reduce_codec is p.tp
+    assert cclz.Policy(tp=p.tp, tp_reduce=None).tp_reduce_codec is None
 
 
 def test_policy_feedback_request_is_not_a_state(comm):

@@ -10,6 +10,7 @@ from cclz.train import ConfigError, from_args
 from cclz.train.cli import main
 from cclz.train.config import configs_from_args
 from cclz.train.data import Corpus, is_validation
+from cclz.train.policy import make_policy
 
 
 def bad_cases(n):
@@ -66,7 +67,14 @@ def test_a_good_command_line_is_accepted(comm):
     cfg = from_args(["--policy", "all", "--dp-codec", "qgrad8", "--batch", str(4 * comm.size)],
                     comm.size)
     assert cfg.dp == comm.size and \
-        cfg.codec_names == {"tp": "fp8-int8", "dp": "qgrad8", "pp": "fp8-int8"}
+        cfg.codec_names == {"tp": "fp8-int8", "tp_reduce": "fp8-int8", "dp": "qgrad8",
+                            "pp": "fp8-int8"}
+    split = from_args(["--policy", "all", "--tp-codec", "fp8", "--tp-reduce-codec", "none",
+                       "--batch", str(4 * comm.size)], comm.size)
+    assert (split.codec_names["tp"], split.codec_names["tp_reduce"]) == ("fp8", "none")
+    assert make_policy(split.codec_names, 64).tp_reduce is None
+    with pytest.raises(ConfigError, match="--tp-reduce-codec qgrad4: qgrad is for"):
+        from_args(["--tp-reduce-codec", "qgrad4"], comm.size)
 
 
 def test_several_policies_are_runs_of_the_same_tokens(comm):
@@ -74,8 +82,9 @@ def test_several_policies_are_runs_of_the_same_tokens(comm):
     none, every = configs_from_args(args + ["--out", "runs/x"], comm.size)
     assert (none.policy_name, every.policy_name) == ("none", "all")
     assert (none.out, every.out) == (os.path.join("runs/x", "none"), os.path.join("runs/x", "all"))
-    assert none.codec_names == {"tp": "none", "dp": "none", "pp": "none"}
-    assert every.codec_names == {"tp": "fp8-int8", "dp": "qgrad4", "pp": "fp8-int8"}
+    assert none.codec_names == {"tp": "none", "tp_reduce": "none", "dp": "none", "pp": "none"}
+    assert every.codec_names == {"tp": "fp8-int8", "tp_reduce": "fp8-int8", "dp": "qgrad4",
+                                 "pp": "fp8-int8"}
     assert dataclass_without(none, "codecs", "policy_name", "out") == \
         dataclass_without(every, "codecs", "policy_name", "out")
     with pytest.raises(ConfigError, match="several policies"):

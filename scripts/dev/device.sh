@@ -29,7 +29,9 @@
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 1,200 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
-#              TP with E4M3 (~8 minutes); CCLZ_TRAIN_STEPS sets the length.
+#              TP with E4M3, and on 2 GPUs TP's codec on its gathers alone and on its reductions
+#              alone (~12 minutes); CCLZ_TRAIN_STEPS sets the length, CCLZ_TRAINLONG_ONLY="NAME
+#              ..." runs only the launches named (long-tp2, long-tp2-gathers, ...).
 #              Both after build: bash scripts/dev/device.sh build trainsmoke, then
 #              bash scripts/dev/device.sh train in a call of its own.
 #   codec      the three codecs' speed on Gaussian data and the real tensors, 4-256 MiB.
@@ -354,14 +356,25 @@ if has train || has trainsmoke || has trainlong; then
     [ "$tdev" = cpu ] && steps=${CCLZ_TRAIN_STEPS:-40}
     long=("${small[@]}" --steps "$steps" --batch 16 --log-every 50 --eval-every 200
           --eval-batches 4 --adaptive off)
+    # longlaunch: trainlaunch for the launches named in CCLZ_TRAINLONG_ONLY (default: all).
+    longlaunch() {
+      [ -z "${CCLZ_TRAINLONG_ONLY:-}" ] || [[ " $CCLZ_TRAINLONG_ONLY " == *" $1 "* ]] || return 0
+      trainlaunch "$@"
+    }
     if [ "$tdev" = cpu ] || [ "$tgpus" -ge 4 ]; then
-      trainlaunch long-tp2dp2 nvlink 4 "$secs" "${long[@]}" --tp 2 --dp 2 --policy none,all
-      trainlaunch long-tp2pp2 nvlink 4 "$secs" "${long[@]}" --tp 2 --pp 2 --micro-batches 4 --policy none,all
-      trainlaunch long-tp2dp2-e4m3 nvlink 4 "$secs" "${long[@]}" --tp 2 --dp 2 --policy all --tp-codec fp8
+      longlaunch long-tp2dp2 nvlink 4 "$secs" "${long[@]}" --tp 2 --dp 2 --policy none,all
+      longlaunch long-tp2pp2 nvlink 4 "$secs" "${long[@]}" --tp 2 --pp 2 --micro-batches 4 --policy none,all
+      longlaunch long-tp2dp2-e4m3 nvlink 4 "$secs" "${long[@]}" --tp 2 --dp 2 --policy all --tp-codec fp8
     elif [ "$tgpus" -ge 2 ]; then
-      trainlaunch long-tp2 nvlink 2 "$secs" "${long[@]}" --tp 2 --policy none,tp-fp8
-      trainlaunch long-pp2 nvlink 2 "$secs" "${long[@]}" --pp 2 --micro-batches 4 --policy none,pp-fp8
-      trainlaunch long-tp2-e4m3 nvlink 2 "$secs" "${long[@]}" --tp 2 --policy tp-fp8 --tp-codec fp8
+      # TP's codec on its all-gathers alone and on its reductions alone beside both
+      # (docs/train.md, "Choosing the activations' codec").
+      longlaunch long-tp2 nvlink 2 "$secs" "${long[@]}" --tp 2 --policy none,tp-fp8
+      longlaunch long-tp2-gathers nvlink 2 "$secs" "${long[@]}" --tp 2 --policy none,tp-fp8 \
+        --tp-reduce-codec none
+      longlaunch long-tp2-reductions nvlink 2 "$secs" "${long[@]}" --tp 2 --policy tp-fp8 \
+        --tp-codec none --tp-reduce-codec fp8-int8
+      longlaunch long-pp2 nvlink 2 "$secs" "${long[@]}" --pp 2 --micro-batches 4 --policy none,pp-fp8
+      longlaunch long-tp2-e4m3 nvlink 2 "$secs" "${long[@]}" --tp 2 --policy tp-fp8 --tp-codec fp8
     else
       echo "trainlong: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
     fi
@@ -371,7 +384,8 @@ if has train || has trainsmoke || has trainlong; then
       timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2 \
         -x NCCL_NVLS_ENABLE -x PYTHONPATH -x CCLZ_LIBRARY python3 bench/python/tp_grad_error.py \
         --layers 12 --hidden 768 --heads 12 --seq-len 1024 --batch 8 --warm-steps 200 \
-        --precision bf16 --codecs fp8,fp8-int8,lossless --json "$tdir/tp_grad_error.json" \
+        --precision bf16 --codecs lossless,fp8,fp8-int8,fp8-int8/none,none/fp8-int8 \
+        --json "$tdir/tp_grad_error.json" \
         >"$tdir/tp_grad_error.log" 2>&1
       echo "trainlong tp_grad_error (2 GPUs): exit $?" | tee -a "$summary"
       grep '^|' "$tdir/tp_grad_error.log" | tee -a "$summary"

@@ -74,7 +74,7 @@ class TrainConfig:
     weight_decay: float = 0.1
     clip: float = 1.0
     seed: int = 0
-    codecs: tuple = (("tp", "none"), ("dp", "none"), ("pp", "none"))
+    codecs: tuple = (("tp", "none"), ("dp", "none"), ("pp", "none"), ("tp_reduce", "none"))
     policy_name: str = "none"
     log_every: int = 10
     eval_every: int = 50
@@ -181,10 +181,10 @@ def _policies_arg(text):
     return names
 
 
-def _codec_arg(dimension):
+def _codec_arg(dimension, flag=None):
     def parse(name):
         try:
-            policies.check_codec_name(name, dimension)
+            policies.check_codec_name(name, dimension, flag)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
         return name
@@ -227,6 +227,10 @@ def parser():
         g.add_argument(f"--{dim}-codec", type=_codec_arg(dim), metavar="CODEC",
                        help=f"override the policy's {dim} codec: "
                             f"{', '.join(policies.codecs_for(dim))}")
+    g.add_argument("--tp-reduce-codec", type=_codec_arg("tp", "--tp-reduce-codec"),
+                   metavar="CODEC",
+                   help="tp's reductions alone (partial sums forward, input gradients "
+                        "backward; default: the policy's, else --tp-codec)")
     g.add_argument("--adaptive", default="auto", choices=("auto", "on", "off"),
                    help="let cclz send plain data where that is faster (auto: on for GPUs; off "
                         "on CPU ranks, whose runs show the codecs' effect on the loss)")
@@ -290,7 +294,8 @@ def configs_from_args(argv, world_size):
     several = len(a.policy) > 1
     configs = []
     for policy in a.policy:
-        names = policies.codec_names(policy, a.tp_codec, a.dp_codec, a.pp_codec)
+        names = policies.codec_names(policy, a.tp_codec, a.dp_codec, a.pp_codec,
+                                      a.tp_reduce_codec)
         out = os.path.join(a.out or "runs", policy) if several or not a.out else a.out
         cfg = TrainConfig(
             model=model, preset=a.preset if model == base else f"{a.preset}-custom",

@@ -24,27 +24,36 @@ import torch.utils.checkpoint
 from ..tensor_parallel import ColumnParallelLinear, RowParallelLinear
 
 
-def _column(in_f, out_f, tp_comm, codec):
-    if tp_comm is None:
-        return torch.nn.Linear(in_f, out_f)
-    return ColumnParallelLinear(in_f, out_f, tp_comm, sequence_parallel=True, codec=codec)
+class Linears:
+    """Makes the blocks' linear layers: plain ones without tensor parallelism, else column- and
+    row-parallel ones with sequence parallelism, whose all-gathers take `codec` and whose
+    reductions take `reduce_codec`."""
 
+    def __init__(self, tp_comm, codec, reduce_codec):
+        self.tp_comm, self.codec, self.reduce_codec = tp_comm, codec, reduce_codec
 
-def _row(in_f, out_f, tp_comm, codec):
-    if tp_comm is None:
-        return torch.nn.Linear(in_f, out_f)
-    return RowParallelLinear(in_f, out_f, tp_comm, sequence_parallel=True, codec=codec)
+    def _make(self, layer, in_f, out_f):
+        if self.tp_comm is None:
+            return torch.nn.Linear(in_f, out_f)
+        return layer(in_f, out_f, self.tp_comm, sequence_parallel=True, codec=self.codec,
+                     reduce_codec=self.reduce_codec)
+
+    def column(self, in_f, out_f):
+        return self._make(ColumnParallelLinear, in_f, out_f)
+
+    def row(self, in_f, out_f):
+        return self._make(RowParallelLinear, in_f, out_f)
 
 
 class Attention(torch.nn.Module):
-    def __init__(self, cfg, tp, tp_comm, codec):
+    def __init__(self, cfg, tp, linears):
         super().__init__()
         self.local_heads = cfg.heads // tp
         self.head_dim = cfg.hidden // cfg.heads
         # QKV rows are head-major ([head][q|k|v][head_dim]) so that a contiguous split of the
         # output features gives each rank whole heads.
-        self.qkv = _column(cfg.hidden, 3 * cfg.hidden, tp_comm, codec)
-        self.proj = _row(cfg.hidden, cfg.hidden, tp_comm, codec)
+        self.qkv = linears.column(cfg.hidden, 3 * cfg.hidden)
+        self.proj = linears.row(cfg.hidden, cfg.hidden)
 
     def forward(self, x):
         h = self.qkv(x)  # [s, b, local_heads * 3 * head_dim], the full sequence
@@ -60,14 +69,14 @@ class Block(torch.nn.Module):
     cast to it before the sequence all-gather, so the gather moves what the GEMM reads (autocast
     would cast after it, and the gather would move fp32)."""
 
-    def __init__(self, cfg, tp, tp_comm, codec, act_dtype=None):
+    def __init__(self, cfg, tp, linears, act_dtype=None):
         super().__init__()
         self.act_dtype = act_dtype
         self.ln1 = torch.nn.LayerNorm(cfg.hidden)
-        self.attn = Attention(cfg, tp, tp_comm, codec)
+        self.attn = Attention(cfg, tp, linears)
         self.ln2 = torch.nn.LayerNorm(cfg.hidden)
-        self.fc = _column(cfg.hidden, cfg.ffn_size, tp_comm, codec)
-        self.out = _row(cfg.ffn_size, cfg.hidden, tp_comm, codec)
+        self.fc = linears.column(cfg.hidden, cfg.ffn_size)
+        self.out = linears.row(cfg.ffn_size, cfg.hidden)
 
     def _norm(self, ln, x):
         h = ln(x)
@@ -81,13 +90,14 @@ class Block(torch.nn.Module):
 class GPTStage(torch.nn.Module):
     """Layers [stage * L / stages, (stage + 1) * L / stages) of the GPT, plus the embeddings on
     the first stage and the final norm and output head on the last. tp_comm: the tensor-parallel
-    communicator (None: no tensor parallelism); codec: the tp codec; act_dtype: see Block;
+    communicator (None: no tensor parallelism); codec, reduce_codec: the tp codecs of the
+    all-gathers and of the reductions (default: codec's); act_dtype: see Block;
     recompute: keep only each block's input and recompute the block in the backward (less
     memory, one more forward and its collectives). Its parameters are made on torch's default
     device (the Trainer builds it under `with device:`), then init_weights draws them there."""
 
     def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None, act_dtype=None,
-                 recompute=False):
+                 recompute=False, reduce_codec=...):
         super().__init__()
         self.cfg, self.recompute = cfg, recompute
         self.tp = tp_comm.size if tp_comm is not None else 1
@@ -100,8 +110,9 @@ class GPTStage(torch.nn.Module):
             self.wte = torch.nn.Embedding(cfg.vocab, cfg.hidden)
             self.wpe = torch.nn.Embedding(cfg.seq_len, cfg.hidden)
         # Global layer numbers as names: a parameter is called the same on every layout.
+        linears = Linears(tp_comm, codec, codec if reduce_codec is ... else reduce_codec)
         self.blocks = torch.nn.ModuleDict(
-            {str(i): Block(cfg, self.tp, tp_comm, codec, act_dtype) for i in self.layer_ids})
+            {str(i): Block(cfg, self.tp, linears, act_dtype) for i in self.layer_ids})
         if self.last:
             self.ln_f = torch.nn.LayerNorm(cfg.hidden)
             self.head = torch.nn.Linear(cfg.hidden, cfg.vocab, bias=False)

@@ -2,6 +2,8 @@
 mapped onto cclz.Policy.
 
     tp: activations and their gradients inside a tensor-parallel group (all-gather/reduce-scatter)
+    tp_reduce: of those, the reductions alone (partial sums forward, input gradients backward);
+               the preset's, else tp's
     dp: gradients averaged over the data-parallel replicas (the DDP hook's all-reduce)
     pp: activations and gradients crossing a pipeline-stage boundary (send/recv)
 """
@@ -36,22 +38,34 @@ def codecs_for(dimension):
     return tuple(c for c in CODECS if dimension == "dp" or c not in _GRADIENT_ONLY)
 
 
-def check_codec_name(name, dimension):
-    """Raises ValueError naming the choices when name is not a codec for this dimension."""
+def check_codec_name(name, dimension, flag=None):
+    """Raises ValueError naming the choices when name is not a codec for this dimension (flag:
+    the option the name came from, default --DIMENSION-codec)."""
+    flag = flag or f"--{dimension}-codec"
     if name not in CODECS:
-        raise ValueError(f"--{dimension}-codec {name!r}: expected one of "
+        raise ValueError(f"{flag} {name!r}: expected one of "
                          f"{', '.join(codecs_for(dimension))}")
     if name in _GRADIENT_ONLY and dimension != "dp":
-        raise ValueError(f"--{dimension}-codec {name}: qgrad is for data-parallel gradients "
+        raise ValueError(f"{flag} {name}: qgrad is for data-parallel gradients "
                          f"(--dp-codec); use fp8 or lossless for {dimension} activations")
 
 
-def codec_names(policy, tp_codec=None, dp_codec=None, pp_codec=None):
-    """{'tp': name, 'dp': name, 'pp': name}: the preset's choice, overridden per dimension."""
+def codec_names(policy, tp_codec=None, dp_codec=None, pp_codec=None, tp_reduce_codec=None):
+    """{'tp': name, 'tp_reduce': name, 'dp': name, 'pp': name}: the preset's choice, overridden
+    per dimension; tp_codec overrides tp's gathers and reductions alike, tp_reduce_codec then the
+    reductions alone."""
     if policy not in POLICIES:
         raise ValueError(f"--policy {policy!r}: expected one of {', '.join(POLICIES)}")
-    names = {dim: POLICIES[policy].get(dim, "none") for dim in ("tp", "dp", "pp")}
-    for dim, override in (("tp", tp_codec), ("dp", dp_codec), ("pp", pp_codec)):
+    preset = POLICIES[policy]
+    names = {dim: preset.get(dim, "none") for dim in ("tp", "dp", "pp")}
+    names["tp_reduce"] = preset.get("tp_reduce", names["tp"])
+    if tp_codec is not None:
+        check_codec_name(tp_codec, "tp")
+        names["tp"] = names["tp_reduce"] = tp_codec
+    if tp_reduce_codec is not None:
+        check_codec_name(tp_reduce_codec, "tp", "--tp-reduce-codec")
+        names["tp_reduce"] = tp_reduce_codec
+    for dim, override in (("dp", dp_codec), ("pp", pp_codec)):
         if override is not None:
             check_codec_name(override, dim)
             names[dim] = override
@@ -76,9 +90,11 @@ def codec(name, dimension, hidden=0):
 
 
 def make_policy(names, hidden):
-    """cclz.Policy from {'tp': name, 'dp': name, 'pp': name}."""
-    return Policy(tp=codec(names["tp"], "tp", hidden), dp=codec(names["dp"], "dp", hidden),
-                  pp=codec(names["pp"], "pp", hidden))
+    """cclz.Policy from {'tp': name, 'dp': name, 'pp': name, 'tp_reduce': name (default: tp's)}."""
+    tp = codec(names["tp"], "tp", hidden)
+    reduce_name = names.get("tp_reduce", names["tp"])
+    return Policy(tp=tp, dp=codec(names["dp"], "dp", hidden), pp=codec(names["pp"], "pp", hidden),
+                  tp_reduce=... if reduce_name == names["tp"] else codec(reduce_name, "tp", hidden))
 
 
 def describe(policy):
@@ -91,4 +107,6 @@ def describe(policy):
         if isinstance(c, Fp8):
             return "fp8" if c.format == "e4m3" else f"fp8-{c.format}"
         return type(c).__name__.lower()
-    return " ".join(f"{f.name}={one(getattr(policy, f.name))}" for f in dataclasses.fields(policy))
+    shown = [f.name for f in dataclasses.fields(policy)
+             if f.name != "tp_reduce" or policy.tp_reduce is not ...]
+    return " ".join(f"{name}={one(getattr(policy, name))}" for name in shown)

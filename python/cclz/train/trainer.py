@@ -62,7 +62,8 @@ class Trainer:
         half = torch.bfloat16 if self.bf16 else None
         with self.device:
             self.model = GPTStage(cfg.model, g.pp_rank, g.pp, g.tp_comm, codec=self.policy.tp,
-                                  act_dtype=half, recompute=cfg.recompute)
+                                  reduce_codec=self.policy.tp_reduce_codec, act_dtype=half,
+                                  recompute=cfg.recompute)
         self.model.init_weights(cfg.seed)
         autocast = (lambda: torch.autocast(self.device.type, dtype=torch.bfloat16)) \
             if self.bf16 else contextlib.nullcontext
