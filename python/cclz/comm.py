@@ -8,6 +8,7 @@ mismatched shape or codec across ranks) is checked by cclz itself and raises Ccl
 rank instead of hanging.
 """
 import ctypes
+import functools
 import os
 
 import torch
@@ -30,6 +31,9 @@ _OPS = {"sum": 0, "avg": 4}
 # compressed or plain, whichever its trials found faster. Exact either way.
 _AUTO = Lossless()
 _LOSSLESS_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+# The plain all-gather, the call whose overhead is measured (bench/python/call_overhead.py),
+# looked up once.
+_all_gather = _capi.lib.cclzAllGather
 # The current stream's cudaStream_t as an int, without making a torch.cuda.Stream object (a few
 # microseconds a call); torch's private binding, so looked up, with the public one as fallback.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -65,6 +69,7 @@ class Communicator:
         self.adaptive = adaptive  # whether calls may run plain where that is faster
         self._device_index = self.device.index if self.device.type == "cuda" else -1
         self._configs = {}  # id(codec) -> (codec, its cclzCodecConfig_t), built once
+        self._stream = self._stream_function()
         n, r = ctypes.c_int(), ctypes.c_int()
         _capi.check("cclzCommCount", handle, ctypes.byref(n), comm=handle)
         _capi.check("cclzCommUserRank", handle, ctypes.byref(r), comm=handle)
@@ -174,8 +179,8 @@ class Communicator:
             raise ValueError(f"all_gather_into_tensor: output has {output.numel()} elements, "
                              f"expected {self.size} x {n}")
         config = None if codec is None else self._codec(codec, input.dtype, feedback_ok=False)
-        code = _capi.lib.cclzAllGather(input.data_ptr(), output.data_ptr(), n, dtype,
-                                       self._handle, config, self._stream())
+        code = _all_gather(input.data_ptr(), output.data_ptr(), n, dtype, self._handle, config,
+                           self._stream())
         if code:
             self._raise("cclzAllGather", code)
 
@@ -370,13 +375,15 @@ class Communicator:
             raise ValueError("Qgrad feedback must live where the data does (Feedback(device=...))")
         return config, feedback.handle
 
-    def _stream(self):
-        """The current CUDA stream of the communicator's device, as the address ctypes passes."""
+    def _stream_function(self):
+        """A function of no arguments giving the current CUDA stream of the communicator's
+        device as the address ctypes passes (None on the CPU). Made once: a call's path pays
+        one C call for it."""
         if self._device_index < 0:
-            return None
+            return _no_stream
         if _raw_stream is not None:
-            return _raw_stream(self._device_index)
-        return torch.cuda.current_stream(self.device).cuda_stream
+            return functools.partial(_raw_stream, self._device_index)
+        return lambda: torch.cuda.current_stream(self.device).cuda_stream
 
     def _call(self, name, *args):
         code = getattr(_capi.lib, name)(*args)
@@ -385,6 +392,10 @@ class Communicator:
 
     def _raise(self, name, code):
         raise _capi.CclzError(name, code, _capi.last_error(self._handle))
+
+
+def _no_stream():
+    return None
 
 
 def _resolve_adaptive(adaptive):
