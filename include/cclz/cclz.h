@@ -271,9 +271,10 @@ CCLZ_API cclzResult_t cclzDecodeAccumulateHost(cclzCodec_t codec, const void* sr
 
 /* ---- Error feedback (qgrad) ------------------------------------------------------------------ */
 
-/* The error-feedback state of one gradient bucket, kept by the caller from step to step: an fp32
- * residual (what quantization has not yet sent) and a step counter (which numbers the draws of
- * stochastic rounding). One state per bucket and rank; not shared between threads. */
+/* The error-feedback state of one gradient bucket, kept by the caller from step to step: a
+ * residual (what quantization has not yet sent; fp32, or bf16 for half the memory) and a step
+ * counter (which numbers the draws of stochastic rounding). One state per bucket and rank; not
+ * shared between threads. */
 typedef struct cclzFeedback* cclzFeedback_t;
 
 /* Creates the state of a bucket of count elements: the residual zeroed, the step 0. memory says
@@ -282,6 +283,14 @@ typedef struct cclzFeedback* cclzFeedback_t;
  */
 CCLZ_API cclzResult_t cclzFeedbackCreate(cclzFeedback_t* feedback, size_t count,
                                          cclzMemoryType_t memory);
+
+/* The same with the residual's dtype: cclzFloat32 (cclzFeedbackCreate's), or cclzBfloat16, which
+ * halves the state's memory (2 bytes per gradient element instead of 4). A bf16 residual is
+ * rounded to bf16 to nearest even each time it is written; what that rounding drops (a 2^-9
+ * relative part of what quantization dropped) is not sent later. */
+CCLZ_API cclzResult_t cclzFeedbackCreateWithDtype(cclzFeedback_t* feedback, size_t count,
+                                                  cclzMemoryType_t memory,
+                                                  cclzDataType_t residualDtype);
 
 /* Frees the state. Device work that uses it must have completed (cclzCodecSynchronize). */
 CCLZ_API cclzResult_t cclzFeedbackDestroy(cclzFeedback_t feedback);
@@ -295,9 +304,15 @@ CCLZ_API cclzResult_t cclzFeedbackReset(cclzFeedback_t feedback, cclzStream_t st
  * address (count floats in the state's memory, 16-byte aligned; the caller may read or overwrite it
  * between encodes), *count and *step (may be NULL) the element count and the next encode's step.
  * Asking for the residual's address makes the next plain adaptive call add the residual in even
- * if cclz knew it to be zero (the caller may have written it). */
+ * if cclz knew it to be zero (the caller may have written it). A bf16 residual's address is
+ * cclzFeedbackGetResidual's (asking for it here is cclzInvalidUsage). */
 CCLZ_API cclzResult_t cclzFeedbackGetState(cclzFeedback_t feedback, float** residual, size_t* count,
                                            uint64_t* step);
+
+/* The residual of any dtype: *residual its address (as cclzFeedbackGetState's), *dtype (may be
+ * NULL) cclzFloat32 or cclzBfloat16. */
+CCLZ_API cclzResult_t cclzFeedbackGetResidual(cclzFeedback_t feedback, void** residual,
+                                              cclzDataType_t* dtype);
 
 /* Sets the step of the next encode (to resume from a checkpoint). */
 CCLZ_API cclzResult_t cclzFeedbackSetStep(cclzFeedback_t feedback, uint64_t step);

@@ -139,6 +139,7 @@ _SIGNATURES = {
     "cclzSend": [_p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
     "cclzRecv": [_p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
     "cclzFeedbackCreate": [ctypes.POINTER(_p), _size, _int],
+    "cclzFeedbackCreateWithDtype": [ctypes.POINTER(_p), _size, _int, _int],
     "cclzFeedbackDestroy": [_p],
     "cclzFeedbackReset": [_p, _p],
 }

@@ -21,12 +21,15 @@ _LOSSLESS = Lossless()  # one object: a communicator keeps each codec's config b
 
 
 class State:
-    """The hook's state: the communicator, the codec and the buckets' residuals."""
+    """The hook's state: the communicator, the codec and the buckets' residuals (for a Qgrad with
+    feedback=True, one per bucket, of residual_dtype: bf16 by default, 2 bytes per gradient
+    element where fp32 takes 4, docs/python.md)."""
 
-    def __init__(self, comm, codec=None, overlap=True):
+    def __init__(self, comm, codec=None, overlap=True, residual_dtype=torch.bfloat16):
         self.comm = comm
         self.codec = Qgrad(4, feedback=True) if codec is None else codec
         self.overlap = overlap
+        self.residual_dtype = residual_dtype
         # bucket index -> its codec with its own Feedback (remade if the bucket's size changes)
         self._bucket_codecs = {}
         self._streams = {}  # CUDA device index -> the stream the calls run on
@@ -46,7 +49,7 @@ class State:
                 # DDP rebuilds its buckets after the first step: a new layout, new residuals.
                 if made is not None:
                     made.feedback.close()
-                fb = Feedback(tensor.numel(), device=tensor.device)
+                fb = Feedback(tensor.numel(), device=tensor.device, dtype=self.residual_dtype)
                 made = Qgrad(codec.bits, codec.block_elems, codec.rounding, codec.seed,
                              feedback=fb)
                 self._bucket_codecs[bucket_index] = made

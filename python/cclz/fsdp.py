@@ -54,11 +54,12 @@ class AllGather(_AllGatherBase):
 
 class ReduceScatter(_ReduceScatterBase):
     """FSDP2's gradient reduce-scatter through comm with codec (default: Qgrad int4 with error
-    feedback, one residual for this module's gradients)."""
+    feedback, one residual for this module's gradients, of residual_dtype: bf16 by default)."""
 
-    def __init__(self, comm, codec=None):
+    def __init__(self, comm, codec=None, residual_dtype=torch.bfloat16):
         self.comm = comm
         self.codec = Qgrad(4, feedback=True) if codec is None else codec
+        self.residual_dtype = residual_dtype
         self._with_feedback = None  # codec with this module's residual, made at first use
         self.calls = 0
 
@@ -83,7 +84,8 @@ class ReduceScatter(_ReduceScatterBase):
                     made.feedback.close()
                 made = self._with_feedback = Qgrad(
                     codec.bits, codec.block_elems, codec.rounding, codec.seed,
-                    feedback=Feedback(data.numel(), device=data.device))
+                    feedback=Feedback(data.numel(), device=data.device,
+                                      dtype=self.residual_dtype))
             return made
         return codec
 

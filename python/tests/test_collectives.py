@@ -97,12 +97,13 @@ def test_all_reduce_qgrad_within_bound_and_alike(comm, dtype):
     assert all(torch.equal(everyone[r * numel:(r + 1) * numel], t) for r in range(comm.size))
 
 
-def test_qgrad_error_feedback_keeps_what_it_drops(comm):
+@pytest.mark.parametrize("residual", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_qgrad_error_feedback_keeps_what_it_drops(comm, residual):
     """Summed over steps, all-reduces with error feedback track the exact sum far better than
-    without: what one call drops, the next one sends."""
+    without: what one call drops, the next one sends, with an fp32 or a bf16 residual."""
     numel, steps = 4096, 20
     grad = rank_input(comm.rank, numel, torch.float32, seed=7)
-    feedback = cclz.Feedback(numel, device=comm.device)
+    feedback = cclz.Feedback(numel, device=comm.device, dtype=residual)
     sums = {True: torch.zeros(numel, dtype=torch.float64), False: torch.zeros(numel,
                                                                             dtype=torch.float64)}
     for with_feedback in (True, False):

@@ -86,6 +86,11 @@ def test_bad_codec_parameters_raise(fresh_comm):
                                     codec=cclz.Lossless(chunk_elems=1000))
 
 
+def test_feedback_residual_dtype_must_be_fp32_or_bf16(comm):
+    with pytest.raises(ValueError, match="not a residual's"):
+        cclz.Feedback(10, device=comm.device, dtype=torch.float16)
+
+
 def test_feedback_of_the_wrong_size_raises(comm):
     fb = cclz.Feedback(10, device=comm.device)
     with pytest.raises(ValueError, match="feedback holds 10"):

@@ -65,7 +65,7 @@ void rejectForeignFields(const cclzCodecConfig_t& c) {
   }
 }
 
-uint64_t Codec::encodeFeedbackHost(const cclzCodecConfig_t&, int, const void*, uint64_t, float*,
+uint64_t Codec::encodeFeedbackHost(const cclzCodecConfig_t&, int, const void*, uint64_t, Residual,
                                    uint64_t, uint8_t*, uint64_t) const {
   CCLZ_FAIL(cclzNotSupported,
             std::string("the ") + name() + " codec has no error feedback (only qgrad has)");
@@ -102,7 +102,7 @@ void Codec::decodeReduceDevice(const cclzCodecConfig_t& config, const uint8_t* s
   decodeAccumulateDevice(config, src, srcBytes, dtype, count, step.acc, ws, stream);
 }
 
-void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uint64_t, float*,
+void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uint64_t, Residual,
                                  uint64_t, uint8_t*, uint64_t*, const DeviceWorkspace&,
                                  cudaStream_t) const {
   CCLZ_FAIL(cclzNotSupported,

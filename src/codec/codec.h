@@ -9,6 +9,7 @@
 
 #include "cclz/cclz.h"
 #include "codec/frame.h"
+#include "codec/residual.h"
 #include "common/error.h"
 
 #ifdef CCLZ_HAVE_CUDA
@@ -99,11 +100,12 @@ class Codec {
                                         float* acc) const;
 
   // Error feedback (cclzEncodeFeedbackHost): x = src + residual is encoded, residual becomes
-  // x - decoded x, with stochastic-rounding step `step`. Returns the frame's size. The default
-  // throws cclzNotSupported (only lossy codecs have a residual).
+  // x - decoded x (rounded to the residual's dtype), with stochastic-rounding step `step`.
+  // Returns the frame's size. The default throws cclzNotSupported (only lossy codecs have a
+  // residual).
   virtual uint64_t encodeFeedbackHost(const cclzCodecConfig_t& config, int dtype, const void* src,
-                                      uint64_t count, float* residual, uint64_t step, uint8_t* dst,
-                                      uint64_t capacity) const;
+                                      uint64_t count, Residual residual, uint64_t step,
+                                      uint8_t* dst, uint64_t capacity) const;
 
 #ifdef CCLZ_HAVE_CUDA
   // Device scratch one encode needs beyond the status word.
@@ -135,9 +137,9 @@ class Codec {
   // The device error-feedback encode (residual in device memory). A NaN or Inf sets
   // ws.status->encodeError. The default throws cclzNotSupported.
   virtual void encodeFeedbackDevice(const cclzCodecConfig_t& config, int dtype, const void* src,
-                                    uint64_t count, float* residual, uint64_t step, uint8_t* dst,
-                                    uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
-                                    cudaStream_t stream) const;
+                                    uint64_t count, Residual residual, uint64_t step,
+                                    uint8_t* dst, uint64_t* encodedBytesOut,
+                                    const DeviceWorkspace& ws, cudaStream_t stream) const;
 #endif
 };
 

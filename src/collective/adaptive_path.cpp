@@ -59,7 +59,7 @@ const void* addResidualForPlain(Communicator& comm, const CollArgs& a, const Pla
 void runPlainFeedback(Communicator& comm, const CollArgs& a, const Plan& plan, const void* send) {
   CollArgs run = a;
   run.codec = nullptr;
-  run.residual = nullptr;
+  run.residual = Residual{};
   run.step = nullptr;
   run.residualZero = nullptr;
   run.send = send;

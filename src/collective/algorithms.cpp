@@ -94,7 +94,7 @@ void gatherPieces(const Pipeline& p, const void* mine, void* out, const std::vec
         const Span own = pieceOf(chunks[me], p.pieceElems, k);
         if (own.count)
           p.e.encode(p.use, p.at(mine, own.offset), own.count, p.sendFrame(slot, 0), p.stride,
-                     &p.sizes(slot)[me], nullptr, 0);
+                     &p.sizes(slot)[me], Residual{}, 0);
       },
       [&](uint64_t, int slot) {
         uint64_t* sizes = p.sizes(slot);
@@ -128,7 +128,7 @@ void gatherPieces(const Pipeline& p, const void* mine, void* out, const std::vec
 // given) and sent to its owner; the owner decodes the n frames of its piece in rank order into an
 // fp32 accumulator and stores sum / divisor in the dtype.
 void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vector<Span>& chunks,
-                  float divisor, float* residual, uint64_t step) {
+                  float divisor, Residual residual, uint64_t step) {
   const int me = p.me;
   // The frames piece k sends and receives (the same lists for its announce and its move).
   auto traffic = [&](uint64_t k, int slot, std::vector<Outgoing>* sends,
@@ -157,7 +157,7 @@ void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vect
           if (!piece.count) continue;
           const uint64_t first = chunks[r].offset + piece.offset;
           p.e.encode(p.use, p.at(in, first), piece.count, p.sendFrame(slot, r), p.stride,
-                     &p.sizes(slot)[r], residual ? residual + first : nullptr, step);
+                     &p.sizes(slot)[r], residual.at(first), step);
         }
       },
       moveStep(announceSizes), moveStep(moveFrames),
@@ -197,7 +197,7 @@ void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count
         const Span piece = pieceOf(chunk, p.pieceElems, k);
         for (int r = 0; r < p.n; ++r)
           p.e.encode(p.use, p.at(in, r * count + piece.offset), piece.count, p.sendFrame(slot, r),
-                     p.stride, &p.sizes(slot)[r], nullptr, 0);
+                     p.stride, &p.sizes(slot)[r], Residual{}, 0);
       },
       moveStep(announceSizes), moveStep(moveFrames),
       [&](uint64_t k, int slot) {
@@ -222,7 +222,7 @@ void sendPieces(const Pipeline& p, const void* in, uint64_t count, int peer) {
       [&](uint64_t k, int slot) {
         const Span piece = pieceOf(all, p.pieceElems, k);
         p.e.encode(p.use, p.at(in, piece.offset), piece.count, p.sendFrame(slot, peer), p.stride,
-                   &p.sizes(slot)[peer], nullptr, 0);
+                   &p.sizes(slot)[peer], Residual{}, 0);
       },
       moveStep(announceSizes), moveStep(moveFrames),
       [](uint64_t, int) {});  // nothing to decode; the stage keeps the slot's bookkeeping uniform

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cclz/cclz.h"
+#include "codec/residual.h"
 #include "collective/communicator.h"
 #include "collective/descriptor.h"
 
@@ -22,10 +23,10 @@ struct CollArgs {
   int peer = -1;                             // send, recv
   const cclzCodecConfig_t* codec = nullptr;  // NULL: the none codec
 
-  // Error feedback (reduce-scatter, all-reduce): the state's residual (NULL when it has no
-  // elements), its size and memory, and its step (advanced by one when the call has queued its
-  // encodes). A non-NULL step is what marks a call with feedback.
-  float* residual = nullptr;
+  // Error feedback (reduce-scatter, all-reduce): the state's residual (no data when it has no
+  // elements; fp32 or bf16), its size and memory, and its step (advanced by one when the call has
+  // queued its encodes). A non-NULL step is what marks a call with feedback.
+  Residual residual;
   uint64_t residualCount = 0;
   cclzMemoryType_t residualMemory = cclzMemoryHost;
   uint64_t* step = nullptr;

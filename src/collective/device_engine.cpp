@@ -190,22 +190,26 @@ class DeviceEngine final : public Engine {
   cclzStream_t moveStream() const override { return reinterpret_cast<cclzStream_t>(move_); }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t,
-              uint64_t* sizeSlot, float* residual, uint64_t step) override {
+              uint64_t* sizeSlot, Residual residual, uint64_t step) override {
     const DeviceWorkspace ws = workspace();
     if (!residual) {
       c.codec->encodeDevice(c.config, c.dtype, src, count, dst, sizeSlot, ws, current_);
       return;
     }
-    // A residual at an offset that is not 32-byte aligned goes through an aligned copy.
-    const bool aligned = reinterpret_cast<uintptr_t>(residual) % 32 == 0;
-    float* r = aligned ? residual : reinterpret_cast<float*>(area(Area::Residual));
-    const uint64_t bytes = count * sizeof(float);
+    // A residual at an offset that is not aligned to a group of 8 values (32 bytes of fp32, 16
+    // of bf16) goes through an aligned copy (the area holds a piece of fp32, so either fits).
+    const uint64_t group = 8 * residual.elemBytes();
+    const bool aligned = reinterpret_cast<uintptr_t>(residual.data) % group == 0;
+    const Residual r = aligned ? residual : Residual{area(Area::Residual), residual.dtype};
+    const uint64_t bytes = count * residual.elemBytes();
     if (!aligned)
-      CCLZ_CUDA_CHECK(cudaMemcpyAsync(r, residual, bytes, cudaMemcpyDeviceToDevice, current_));
+      CCLZ_CUDA_CHECK(
+          cudaMemcpyAsync(r.data, residual.data, bytes, cudaMemcpyDeviceToDevice, current_));
     c.codec->encodeFeedbackDevice(c.config, c.dtype, src, count, r, step, dst, sizeSlot, ws,
                                   current_);
     if (!aligned)
-      CCLZ_CUDA_CHECK(cudaMemcpyAsync(residual, r, bytes, cudaMemcpyDeviceToDevice, current_));
+      CCLZ_CUDA_CHECK(
+          cudaMemcpyAsync(residual.data, r.data, bytes, cudaMemcpyDeviceToDevice, current_));
   }
 
   // An output that is not 16-byte aligned (a rank's part of the receive buffer at an odd offset)
@@ -269,12 +273,12 @@ class DeviceEngine final : public Engine {
     reduce::storeDevice(acc, count, divisor, dtype, dst, current_);
   }
 
-  void addResidual(void* dst, const void* src, float* residual, uint64_t count,
+  void addResidual(void* dst, const void* src, Residual residual, uint64_t count,
                    int dtype) override {
     reduce::addResidualDevice(dst, src, residual, count, dtype, current_);
   }
 
-  void foldError(float* residual, const void* intended, const void* got, uint64_t count,
+  void foldError(Residual residual, const void* intended, const void* got, uint64_t count,
                  int dtype, float factor) override {
     reduce::foldDevice(residual, intended, got, count, dtype, factor, current_);
   }

@@ -27,14 +27,14 @@ __global__ void accumulateKernel(float* acc, const void* src, uint64_t count, in
     accumulateElement(acc, i, src, dtype);
 }
 
-__global__ void foldKernel(float* residual, const void* intended, const void* got,
+__global__ void foldKernel(Residual residual, const void* intended, const void* got,
                            uint64_t count, int dtype, float factor) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < count;
        i += uint64_t{gridDim.x} * blockDim.x)
     foldElement(residual, i, intended, got, dtype, factor);
 }
 
-__global__ void addResidualKernel(void* dst, const void* src, float* residual, uint64_t count,
+__global__ void addResidualKernel(void* dst, const void* src, Residual residual, uint64_t count,
                                   int dtype) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < count;
        i += uint64_t{gridDim.x} * blockDim.x)
@@ -57,7 +57,7 @@ void accumulateDevice(float* acc, const void* src, uint64_t count, int dtype,
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 
-void foldDevice(float* residual, const void* intended, const void* got, uint64_t count,
+void foldDevice(Residual residual, const void* intended, const void* got, uint64_t count,
                 int dtype, float factor, cudaStream_t stream) {
   if (!count) return;
   foldKernel<<<gridFor(count), kThreads, 0, stream>>>(residual, intended, got, count, dtype,
@@ -65,7 +65,7 @@ void foldDevice(float* residual, const void* intended, const void* got, uint64_t
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 
-void addResidualDevice(void* dst, const void* src, float* residual, uint64_t count, int dtype,
+void addResidualDevice(void* dst, const void* src, Residual residual, uint64_t count, int dtype,
                        cudaStream_t stream) {
   if (!count) return;
   addResidualKernel<<<gridFor(count), kThreads, 0, stream>>>(dst, src, residual, count, dtype);

@@ -8,15 +8,17 @@
 
 #include <cstdint>
 
+#include "codec/residual.h"
+
 namespace cclz::reduce {
 
 void storeDevice(const float* acc, uint64_t count, float divisor, int dtype, void* dst,
                  cudaStream_t stream);
 void accumulateDevice(float* acc, const void* src, uint64_t count, int dtype,
                       cudaStream_t stream);
-void addResidualDevice(void* dst, const void* src, float* residual, uint64_t count, int dtype,
+void addResidualDevice(void* dst, const void* src, Residual residual, uint64_t count, int dtype,
                        cudaStream_t stream);
-void foldDevice(float* residual, const void* intended, const void* got, uint64_t count,
+void foldDevice(Residual residual, const void* intended, const void* got, uint64_t count,
                 int dtype, float factor, cudaStream_t stream);
 
 }  // namespace cclz::reduce

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cclz/cclz.h"
+#include "codec/residual.h"
 #include "codec/codec.h"
 #include "transport/transport.h"
 
@@ -34,8 +35,9 @@ constexpr int kNoSlot = -1;  // a stage with no slot buffers (a plain call's sin
 
 // Scratch areas, one per purpose, kept between calls. Decoded (device): one piece in its dtype,
 // for codecs without a fused decode-and-accumulate and for outputs that are not 16-byte aligned
-// (the device decoders store 16 bytes at a time). Residual (device): one piece of fp32 residual,
-// where the caller's is not 32-byte aligned (qgrad's encode loads 32 bytes at a time).
+// (the device decoders store 16 bytes at a time). Residual (device): one piece of residual, where
+// the caller's is not aligned to a group of 8 values (qgrad's encode loads 8 at a time: 32 bytes
+// of fp32, 16 of bf16).
 // CodecScratch: what a device encode asks for (Codec::encodeScratchBytes).
 enum class Area {
   SendFrames,
@@ -88,7 +90,8 @@ class Engine {
   // Host engine: a NaN/Inf (qgrad) or a corrupt frame does not stop the call, so that every rank
   // still sends and receives what its peers expect; end() reports it.
   virtual void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst,
-                      uint64_t capacity, uint64_t* sizeSlot, float* residual, uint64_t step) = 0;
+                      uint64_t capacity, uint64_t* sizeSlot, Residual residual,
+                      uint64_t step) = 0;
   virtual void decode(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
                       void* dst) = 0;
   virtual void decodeAccumulate(const CodecUse& c, const uint8_t* src, uint64_t srcBytes,
@@ -112,11 +115,12 @@ class Engine {
   virtual void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) = 0;
   // dst[i] = src[i] + residual[i], rounded to dtype, and residual[i] = 0: the error feedback
   // folded into a call that sends plain data (adaptive calls). In place too.
-  virtual void addResidual(void* dst, const void* src, float* residual, uint64_t count,
+  virtual void addResidual(void* dst, const void* src, Residual residual, uint64_t count,
                            int dtype) = 0;
-  // residual[i] += factor * (intended[i] - got[i]), intended and got of dtype: the all-reduce's
-  // second quantization folded into the error feedback of the shard this rank owns.
-  virtual void foldError(float* residual, const void* intended, const void* got, uint64_t count,
+  // residual[i] += factor * (intended[i] - got[i]) (rounded to the residual's dtype), intended
+  // and got of dtype: the all-reduce's second quantization folded into the error feedback of
+  // the shard this rank owns.
+  virtual void foldError(Residual residual, const void* intended, const void* got, uint64_t count,
                          int dtype, float factor) = 0;
 
   // Frame sizes on their way to the host without draining a stream: fetch queues a copy of

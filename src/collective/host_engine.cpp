@@ -70,7 +70,7 @@ class HostEngine final : public Engine {
   cclzStream_t moveStream() const override { return nullptr; }
 
   void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst, uint64_t capacity,
-              uint64_t* sizeSlot, float* residual, uint64_t step) override {
+              uint64_t* sizeSlot, Residual residual, uint64_t step) override {
     try {
       *sizeSlot = residual ? c.codec->encodeFeedbackHost(c.config, c.dtype, src, count, residual,
                                                          step, dst, capacity)
@@ -97,12 +97,12 @@ class HostEngine final : public Engine {
     for (uint64_t i = 0; i < count; ++i) reduce::storeElement(acc, i, divisor, dtype, dst);
   }
 
-  void addResidual(void* dst, const void* src, float* residual, uint64_t count,
+  void addResidual(void* dst, const void* src, Residual residual, uint64_t count,
                    int dtype) override {
     for (uint64_t i = 0; i < count; ++i) reduce::addResidualElement(dst, src, residual, i, dtype);
   }
 
-  void foldError(float* residual, const void* intended, const void* got, uint64_t count,
+  void foldError(Residual residual, const void* intended, const void* got, uint64_t count,
                  int dtype, float factor) override {
     for (uint64_t i = 0; i < count; ++i)
       reduce::foldElement(residual, i, intended, got, dtype, factor);

@@ -127,7 +127,7 @@ void runPieces(const Pipeline& p, uint64_t pieces, bool sizesAhead, Encode&& enc
 // output (gather) or the input (reduce, all-to-all).
 void gatherPieces(const Pipeline& p, const void* mine, void* out, const std::vector<Span>& chunks);
 void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vector<Span>& chunks,
-                  float divisor, float* residual, uint64_t step);
+                  float divisor, Residual residual, uint64_t step);
 void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count);
 void sendPieces(const Pipeline& p, const void* in, uint64_t count, int peer);
 void recvPieces(const Pipeline& p, void* out, uint64_t count, int peer);

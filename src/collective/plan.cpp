@@ -127,7 +127,7 @@ Plan makePlan(Communicator& comm, const CollArgs& a) {
   checkBuffer(t, a.send, plan.sendElems, plan.elemBytes, "sendbuff");
   checkBuffer(t, a.recv, plan.recvElems, plan.elemBytes, "recvbuff");
 
-  const bool feedback = a.residual != nullptr || a.step != nullptr;
+  const bool feedback = static_cast<bool>(a.residual) || a.step != nullptr;
   if (feedback) {
     CCLZ_REQUIRE(reduces(a.op), cclzInvalidArgument,
                  "error feedback is for reduce-scatter and all-reduce");
@@ -301,7 +301,7 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
       gatherPieces(p, shard, a.recv, plan.chunks);
       const Span own = plan.chunks[me];
       if (a.step && own.count)
-        e.foldError(a.residual + own.offset, shard, p.at(a.recv, own.offset), own.count, a.dtype,
+        e.foldError(a.residual.at(own.offset), shard, p.at(a.recv, own.offset), own.count, a.dtype,
                     divisor);
       break;
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cclz/cclz.h"
+#include "codec/residual.h"
 #include "common/float_bits.h"
 #include "common/float_rn.h"
 #include "common/hd.h"
@@ -26,18 +27,18 @@ CCLZ_HD void accumulateElement(float* acc, uint64_t i, const void* src, int dtyp
 
 // dst[i] = element i of src + residual[i], rounded to dtype; residual[i] = 0. In place (dst ==
 // src) too: element i is read before it is written.
-CCLZ_HD void addResidualElement(void* dst, const void* src, float* residual, uint64_t i,
+CCLZ_HD void addResidualElement(void* dst, const void* src, Residual residual, uint64_t i,
                                 int dtype) {
-  const float v = addRn(loadAsFloat(src, dtype, i), residual[i]);
-  residual[i] = 0.0f;
+  const float v = addRn(loadAsFloat(src, dtype, i), residual.load(i));
+  residual.store(i, 0.0f);
   storeFromFloat(dst, dtype, i, v);
 }
 
-// residual[i] += factor * (intended[i] - got[i]).
-CCLZ_HD void foldElement(float* residual, uint64_t i, const void* intended, const void* got,
+// residual[i] += factor * (intended[i] - got[i]), rounded to the residual's dtype.
+CCLZ_HD void foldElement(Residual residual, uint64_t i, const void* intended, const void* got,
                          int dtype, float factor) {
   const float e = subRn(loadAsFloat(intended, dtype, i), loadAsFloat(got, dtype, i));
-  residual[i] = addRn(residual[i], mulRn(factor, e));
+  residual.store(i, addRn(residual.load(i), mulRn(factor, e)));
 }
 
 }  // namespace cclz::reduce

@@ -61,6 +61,37 @@ TEST(QgradApi, Dtypes) {
             cclzInvalidArgument);
 }
 
+TEST(QgradApi, Bf16ResidualLifecycle) {
+  cclzFeedback_t f = nullptr;
+  EXPECT_EQ(cclzFeedbackCreateWithDtype(&f, 10, cclzMemoryHost, cclzFloat16), cclzNotSupported);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_NE(std::string(cclzGetLastError(nullptr)).find("cclzFloat32 or cclzBfloat16"),
+            std::string::npos);
+  ASSERT_EQ(cclzFeedbackCreateWithDtype(&f, 10, cclzMemoryHost, cclzBfloat16), cclzSuccess);
+  float* asFloats = nullptr;
+  EXPECT_EQ(cclzFeedbackGetState(f, &asFloats, nullptr, nullptr), cclzInvalidUsage);
+  EXPECT_EQ(asFloats, nullptr);
+  void* residual = nullptr;
+  cclzDataType_t dtype = cclzFloat32;
+  EXPECT_EQ(cclzFeedbackGetResidual(f, nullptr, &dtype), cclzInvalidArgument);
+  ASSERT_EQ(cclzFeedbackGetResidual(f, &residual, &dtype), cclzSuccess);
+  EXPECT_EQ(dtype, cclzBfloat16);
+  ASSERT_NE(residual, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(residual) % 16, 0u);
+  auto* r = static_cast<uint16_t*>(residual);
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(r[i], 0u);
+  r[3] = 0x3FC0;  // 1.5
+  EXPECT_EQ(cclzFeedbackReset(f, nullptr), cclzSuccess);
+  EXPECT_EQ(r[3], 0u);
+  EXPECT_EQ(cclzFeedbackDestroy(f), cclzSuccess);
+  // An fp32 state tells its dtype too.
+  ASSERT_EQ(cclzFeedbackCreate(&f, 4, cclzMemoryHost), cclzSuccess);
+  ASSERT_EQ(cclzFeedbackGetResidual(f, &residual, &dtype), cclzSuccess);
+  EXPECT_EQ(dtype, cclzFloat32);
+  EXPECT_EQ(cclzFeedbackDestroy(f), cclzSuccess);
+  EXPECT_EQ(cclzFeedbackGetResidual(nullptr, &residual, &dtype), cclzInvalidArgument);
+}
+
 TEST(QgradApi, FeedbackLifecycle) {
   cclzFeedback_t f = nullptr;
   EXPECT_EQ(cclzFeedbackCreate(nullptr, 10, cclzMemoryHost), cclzInvalidArgument);

@@ -4,7 +4,8 @@
 //   (1) cclzEncode gives the CPU frame byte for byte, from an aligned source and from one offset by
 //       one element (the scalar-load path), its size from cclzCodecSynchronize and the device size_t;
 //   (2) cclzEncodeFeedback, three steps from device state, gives the frames and the residuals of
-//       cclzEncodeFeedbackHost from host state, byte for byte, and advances the step;
+//       cclzEncodeFeedbackHost from host state, byte for byte, with fp32 and bf16 residuals, and
+//       advances the step;
 //   (3) cclzDecode and cclzDecodeAccumulate of the CPU frame give the CPU decode and the CPU
 //       accumulation byte for byte;
 //   (4) truncated, corrupt or mismatched frames are reported by cclzCodecSynchronize and write
@@ -117,41 +118,45 @@ TEST_P(QgradGpu, MatchesReference) {
     ASSERT_NO_FATAL_FAILURE(checkEncode(codec, dtype, input, count, cpu, 1, stream.get()));
   }
 
-  // (2) error feedback: device state against host state, three steps.
-  FeedbackPtr hostState = makeFeedback(count, cclzMemoryHost);
-  FeedbackPtr deviceState = makeFeedback(count, cclzMemoryDevice);
-  ASSERT_TRUE(hostState && deviceState);
-  float* deviceResidual = nullptr;
-  ASSERT_EQ(cclzFeedbackGetState(deviceState.get(), &deviceResidual, nullptr, nullptr),
-            cclzSuccess);
-  GuardedDeviceBuffer grad(std::max<size_t>(16, count * esize(dtype))), frame(cpu.size());
-  ASSERT_TRUE(grad.ok() && frame.ok());
-  for (uint64_t step = 0; step < 3; ++step) {
-    SCOPED_TRACE("feedback step " + std::to_string(step));
-    const std::vector<uint8_t> g = gradient(dtype, count, mixSeed(step, dtype, count, 5));
-    const std::vector<uint8_t> cpuFrame =
-        encodeFeedbackHost(codec.get(), hostState.get(), g.data(), count, type);
-    ASSERT_NO_FATAL_FAILURE(grad.upload(g.data(), g.size()));
-    frame.fill(0xEE);
-    ASSERT_EQ(cclzEncodeFeedback(codec.get(), deviceState.get(), grad.data(), count, type,
-                                 frame.data(), cpu.size(), nullptr, stream.get()),
-              cclzSuccess)
-        << cclzGetLastError(nullptr);
-    ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess) << cclzGetLastError(nullptr);
-    expectSame(frame.download(cpuFrame.size()), cpuFrame, "the GPU feedback frame");
-    std::vector<uint8_t> gpuResidual(count * 4);
-    if (count) {
-      ASSERT_EQ(cudaMemcpy(gpuResidual.data(), deviceResidual, count * 4, cudaMemcpyDeviceToHost),
-                cudaSuccess);
+  // (2) error feedback: device state against host state, three steps, with fp32 and bf16
+  // residuals.
+  for (cclzDataType_t rdtype : {cclzFloat32, cclzBfloat16}) {
+    SCOPED_TRACE(std::string("residual ") + dtypeLabel(rdtype));
+    const size_t rsize = rdtype == cclzBfloat16 ? 2 : 4;
+    FeedbackPtr hostState = makeFeedback(count, cclzMemoryHost, rdtype);
+    FeedbackPtr deviceState = makeFeedback(count, cclzMemoryDevice, rdtype);
+    ASSERT_TRUE(hostState && deviceState);
+    void* deviceResidual = residualBytesOf(deviceState);
+    GuardedDeviceBuffer grad(std::max<size_t>(16, count * esize(dtype))), frame(cpu.size());
+    ASSERT_TRUE(grad.ok() && frame.ok());
+    for (uint64_t step = 0; step < 3; ++step) {
+      SCOPED_TRACE("feedback step " + std::to_string(step));
+      const std::vector<uint8_t> g = gradient(dtype, count, mixSeed(step, dtype, count, 5));
+      const std::vector<uint8_t> cpuFrame =
+          encodeFeedbackHost(codec.get(), hostState.get(), g.data(), count, type);
+      ASSERT_NO_FATAL_FAILURE(grad.upload(g.data(), g.size()));
+      frame.fill(0xEE);
+      ASSERT_EQ(cclzEncodeFeedback(codec.get(), deviceState.get(), grad.data(), count, type,
+                                   frame.data(), cpu.size(), nullptr, stream.get()),
+                cclzSuccess)
+          << cclzGetLastError(nullptr);
+      ASSERT_EQ(cclzCodecSynchronize(codec.get(), nullptr), cclzSuccess)
+          << cclzGetLastError(nullptr);
+      expectSame(frame.download(cpuFrame.size()), cpuFrame, "the GPU feedback frame");
+      std::vector<uint8_t> gpuResidual(count * rsize);
+      if (count) {
+        ASSERT_EQ(cudaMemcpy(gpuResidual.data(), deviceResidual, count * rsize,
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+      }
+      const auto* hostResidual = static_cast<const uint8_t*>(residualBytesOf(hostState));
+      const std::vector<uint8_t> cpuResidual(hostResidual, hostResidual + count * rsize);
+      expectSame(gpuResidual, cpuResidual, "the GPU residual");
+      uint64_t next = 0;
+      ASSERT_EQ(cclzFeedbackGetState(deviceState.get(), nullptr, nullptr, &next), cclzSuccess);
+      EXPECT_EQ(next, step + 1);
+      EXPECT_TRUE(frame.guardsIntact());
     }
-    const float* hostResidual = residualOf(hostState);
-    const std::vector<uint8_t> cpuResidual(reinterpret_cast<const uint8_t*>(hostResidual),
-                                           reinterpret_cast<const uint8_t*>(hostResidual + count));
-    expectSame(gpuResidual, cpuResidual, "the GPU residual");
-    uint64_t next = 0;
-    ASSERT_EQ(cclzFeedbackGetState(deviceState.get(), nullptr, nullptr, &next), cclzSuccess);
-    EXPECT_EQ(next, step + 1);
-    EXPECT_TRUE(frame.guardsIntact());
   }
 
   // (3) decode and decode-and-accumulate of the CPU frame.

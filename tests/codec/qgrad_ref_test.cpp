@@ -153,6 +153,40 @@ TEST_P(QgradRef, ResidualIdentity) {
   EXPECT_EQ(fromReset, encodeHost(codec.get(), dtype, g, count).bytes);
 }
 
+// A bf16 residual: every step's frame and residual are those of the fp32 state with its residual
+// rounded to bf16 (to nearest even) after each step.
+TEST_P(QgradRef, Bf16ResidualIsTheRoundedFp32One) {
+  const auto& [dtype, count, bits, block, rounding] = GetParam();
+  const auto type = static_cast<cclzDataType_t>(dtype);
+  if (count > 100000) GTEST_SKIP() << "the small sizes cover it";
+  CodecPtr codec = makeCodec(qgradConfig(bits, block, rounding, 7));
+  ASSERT_TRUE(codec);
+  FeedbackPtr half = makeFeedback(count, cclzMemoryHost, cclzBfloat16);
+  FeedbackPtr full = makeFeedback(count);
+  ASSERT_TRUE(half && full);
+  cclzDataType_t got = cclzFloat32;
+  void* halfResidual = nullptr;
+  ASSERT_EQ(cclzFeedbackGetResidual(half.get(), &halfResidual, &got), cclzSuccess);
+  EXPECT_EQ(got, cclzBfloat16);
+  float* fullResidual = residualOf(full);
+  for (uint64_t step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const std::vector<uint8_t> g = gradient(dtype, count, mixSeed(step, dtype, count, bits));
+    const std::vector<uint8_t> fromHalf =
+        encodeFeedbackHost(codec.get(), half.get(), g.data(), count, type);
+    const std::vector<uint8_t> fromFull =
+        encodeFeedbackHost(codec.get(), full.get(), g.data(), count, type);
+    ASSERT_EQ(fromHalf, fromFull);
+    const auto* h = static_cast<const uint16_t*>(halfResidual);
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t want = floatToBf16(fullResidual[i]);
+      ASSERT_EQ(h[i], want) << "element " << i;
+      const uint32_t widened = uint32_t{want} << 16;  // the bf16 value as fp32, exactly
+      std::memcpy(&fullResidual[i], &widened, 4);
+    }
+  }
+}
+
 std::string refName(const testing::TestParamInfo<RefParam>& info) {
   const auto& [dtype, count, bits, block, rounding] = info.param;
   return std::string(dtypeLabel(dtype)) + "_n" + std::to_string(count) + "_" + "int" +

@@ -116,40 +116,46 @@ std::vector<CollCase> largeCases() {
 INSTANTIATE_TEST_SUITE_P(Cases, NcclLarge, ::testing::ValuesIn(largeCases()),
                          [](const auto& info) { return info.param.name(); });
 
-// Error feedback on the device: the same frames, outputs and residuals as on the host.
+// Error feedback on the device: the same frames, outputs and residuals as on the host, with fp32
+// and bf16 residuals (the shards at odd offsets take the engine's aligned copy of the residual).
 TEST(NcclFeedback, DeviceEqualsHost) {
   const int me = worldRank();
   const uint64_t count = 100003;
   cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
   config.codec = cclzCodecQgrad;
-  cclzFeedback_t onDevice = nullptr, onHost = nullptr;
-  ASSERT_EQ(cclzFeedbackCreate(&onDevice, count, cclzMemoryDevice), cclzSuccess);
-  ASSERT_EQ(cclzFeedbackCreate(&onHost, count, cclzMemoryHost), cclzSuccess);
-  for (int step = 0; step < 3; ++step) {
-    const std::vector<uint8_t> g =
-        makeData(DataKind::kGauss1, cclzFloat32, count, 0, mixSeed(5, me, step));
-    DeviceBytes send(g.size(), g.data()), recv(g.size());
-    std::vector<uint8_t> hostOut(g.size());
-    ASSERT_EQ(cclzAllReduceFeedback(send.ptr, recv.ptr, count, cclzFloat32, cclzAvg,
-                                    comms().device, &config, onDevice,
-                                    reinterpret_cast<cclzStream_t>(comms().stream)),
-              cclzSuccess)
-        << cclzGetLastError(comms().device);
-    ASSERT_EQ(cclzAllReduceFeedback(g.data(), hostOut.data(), count, cclzFloat32, cclzAvg,
-                                    comms().host, &config, onHost, nullptr),
-              cclzSuccess)
-        << cclzGetLastError(comms().host);
-    EXPECT_EQ(recv.download(), hostOut) << "step " << step;
-    float *dres = nullptr, *hres = nullptr;
-    cclzFeedbackGetState(onDevice, &dres, nullptr, nullptr);
-    cclzFeedbackGetState(onHost, &hres, nullptr, nullptr);
-    std::vector<float> deviceResidual(count);
-    ASSERT_EQ(cudaMemcpy(deviceResidual.data(), dres, count * 4, cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    EXPECT_EQ(firstMismatch(deviceResidual.data(), hres, count * 4), SIZE_MAX) << "step " << step;
+  for (cclzDataType_t rdtype : {cclzFloat32, cclzBfloat16}) {
+    SCOPED_TRACE(std::string("residual ") + dtypeLabel(rdtype));
+    const size_t rbytes = count * elementSize(rdtype);
+    cclzFeedback_t onDevice = nullptr, onHost = nullptr;
+    ASSERT_EQ(cclzFeedbackCreateWithDtype(&onDevice, count, cclzMemoryDevice, rdtype),
+              cclzSuccess);
+    ASSERT_EQ(cclzFeedbackCreateWithDtype(&onHost, count, cclzMemoryHost, rdtype), cclzSuccess);
+    void *dres = nullptr, *hres = nullptr;  // read through, not asked for again
+    cclzFeedbackGetResidual(onDevice, &dres, nullptr);
+    cclzFeedbackGetResidual(onHost, &hres, nullptr);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<uint8_t> g =
+          makeData(DataKind::kGauss1, cclzFloat32, count, 0, mixSeed(5, me, step));
+      DeviceBytes send(g.size(), g.data()), recv(g.size());
+      std::vector<uint8_t> hostOut(g.size());
+      ASSERT_EQ(cclzAllReduceFeedback(send.ptr, recv.ptr, count, cclzFloat32, cclzAvg,
+                                      comms().device, &config, onDevice,
+                                      reinterpret_cast<cclzStream_t>(comms().stream)),
+                cclzSuccess)
+          << cclzGetLastError(comms().device);
+      ASSERT_EQ(cclzAllReduceFeedback(g.data(), hostOut.data(), count, cclzFloat32, cclzAvg,
+                                      comms().host, &config, onHost, nullptr),
+                cclzSuccess)
+          << cclzGetLastError(comms().host);
+      EXPECT_EQ(recv.download(), hostOut) << "step " << step;
+      std::vector<uint8_t> deviceResidual(rbytes);
+      ASSERT_EQ(cudaMemcpy(deviceResidual.data(), dres, rbytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(firstMismatch(deviceResidual.data(), hres, rbytes), SIZE_MAX) << "step " << step;
+    }
+    cclzFeedbackDestroy(onDevice);
+    cclzFeedbackDestroy(onHost);
   }
-  cclzFeedbackDestroy(onDevice);
-  cclzFeedbackDestroy(onHost);
 }
 
 // A device communicator of the test's own, created with CCLZ_CHECK_CALLS=`check` (NULL: the

@@ -2,8 +2,8 @@
 // reference, the element operations of collective/reduce.h applied in a loop, as the host
 // engine applies them: the residual added into the data of a plain call with error feedback
 // (addResidualDevice) and the all-reduce's second quantization folded into the residual
-// (foldDevice). Byte for byte, on every float dtype, ragged counts, special values (NaN, Inf,
-// subnormals) and in place; no write outside the buffers.
+// (foldDevice). Byte for byte, on every float dtype, fp32 and bf16 residuals, ragged counts,
+// special values (NaN, Inf, subnormals) and in place; no write outside the buffers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,12 +53,6 @@ void expectSameFloats(int dtype, const std::vector<uint8_t>& got, const std::vec
   }
 }
 
-std::vector<uint8_t> floatBytes(const std::vector<float>& v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 class ReduceKernels : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -67,66 +61,84 @@ class ReduceKernels : public ::testing::Test {
   TestStream stream;
 };
 
+// The residual in its dtype (fp32, or bf16 rounded to nearest even), as bytes.
+std::vector<uint8_t> residualBytes(const std::vector<float>& v, int dtype) {
+  std::vector<uint8_t> b(v.size() * elementSize(dtype));
+  for (size_t i = 0; i < v.size(); ++i) storeFromFloat(b.data(), dtype, i, v[i]);
+  return b;
+}
+
+constexpr int kResidualDtypes[] = {cclzFloat32, cclzBfloat16};
+
 TEST_F(ReduceKernels, AddResidualMatchesTheHost) {
-  for (int dtype : kDtypes)
-    for (size_t count : kCounts)
-      for (bool inPlace : {false, true}) {
-        const std::string what = std::string(dtypeLabel(dtype)) + " n" + std::to_string(count) +
-                                 (inPlace ? " in place" : "");
-        SCOPED_TRACE(what);
-        const size_t esize = elementSize(dtype);
-        const std::vector<uint8_t> data =
-            makeData(DataKind::kSpecial, dtype, count, 4096, 7 + count);
-        const std::vector<float> residual = residualValues(count, 11 + count);
+  for (int rdtype : kResidualDtypes)
+    for (int dtype : kDtypes)
+      for (size_t count : kCounts)
+        for (bool inPlace : {false, true}) {
+          const std::string what = std::string(dtypeLabel(dtype)) + " n" +
+                                   std::to_string(count) + (inPlace ? " in place" : "") +
+                                   " residual " + dtypeLabel(rdtype);
+          SCOPED_TRACE(what);
+          const size_t esize = elementSize(dtype), rsize = elementSize(rdtype);
+          const std::vector<uint8_t> data =
+              makeData(DataKind::kSpecial, dtype, count, 4096, 7 + count);
+          const std::vector<uint8_t> residual =
+              residualBytes(residualValues(count, 11 + count), rdtype);
 
-        std::vector<uint8_t> wantOut(count * esize, 0x5A);
-        std::vector<float> wantResidual = residual;
-        std::vector<uint8_t> hostIn = data;
-        void* hostDst = inPlace ? static_cast<void*>(hostIn.data()) : wantOut.data();
-        for (size_t i = 0; i < count; ++i)
-          reduce::addResidualElement(hostDst, hostIn.data(), wantResidual.data(), i, dtype);
-        if (inPlace) wantOut = hostIn;
+          std::vector<uint8_t> wantOut(count * esize, 0x5A);
+          std::vector<uint8_t> wantResidual = residual;
+          std::vector<uint8_t> hostIn = data;
+          void* hostDst = inPlace ? static_cast<void*>(hostIn.data()) : wantOut.data();
+          for (size_t i = 0; i < count; ++i)
+            reduce::addResidualElement(hostDst, hostIn.data(),
+                                       Residual{wantResidual.data(), rdtype}, i, dtype);
+          if (inPlace) wantOut = hostIn;
 
-        GuardedDeviceBuffer in(count * esize), out(count * esize), res(count * 4);
-        ASSERT_TRUE(in.ok() && out.ok() && res.ok());
-        in.upload(data.data(), data.size());
-        out.fill(0x5A);
-        res.upload(residual.data(), count * 4);
-        void* dst = inPlace ? in.data() : out.data();
-        reduce::addResidualDevice(dst, in.data(), reinterpret_cast<float*>(res.data()), count,
-                                  dtype, stream.s);
-        ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
-        expectSameFloats(dtype, (inPlace ? in : out).download(count * esize), wantOut, "output");
-        EXPECT_EQ(res.download(count * 4), floatBytes(wantResidual)) << "residual";
-        EXPECT_EQ(floatBytes(wantResidual), std::vector<uint8_t>(count * 4, 0));
-        EXPECT_TRUE(in.guardsIntact() && out.guardsIntact() && res.guardsIntact());
-      }
+          GuardedDeviceBuffer in(count * esize), out(count * esize), res(count * rsize);
+          ASSERT_TRUE(in.ok() && out.ok() && res.ok());
+          in.upload(data.data(), data.size());
+          out.fill(0x5A);
+          res.upload(residual.data(), residual.size());
+          void* dst = inPlace ? in.data() : out.data();
+          reduce::addResidualDevice(dst, in.data(), Residual{res.data(), rdtype}, count, dtype,
+                                    stream.s);
+          ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+          expectSameFloats(dtype, (inPlace ? in : out).download(count * esize), wantOut,
+                           "output");
+          EXPECT_EQ(res.download(count * rsize), wantResidual) << "residual";
+          EXPECT_EQ(wantResidual, std::vector<uint8_t>(count * rsize, 0));
+          EXPECT_TRUE(in.guardsIntact() && out.guardsIntact() && res.guardsIntact());
+        }
 }
 
 TEST_F(ReduceKernels, FoldMatchesTheHost) {
-  for (int dtype : kDtypes)
-    for (size_t count : kCounts) {
-      SCOPED_TRACE(std::string(dtypeLabel(dtype)) + " n" + std::to_string(count));
-      const size_t esize = elementSize(dtype);
-      const std::vector<uint8_t> intended = makeData(DataKind::kSpecial, dtype, count, 4096, 3);
-      const std::vector<uint8_t> got = makeData(DataKind::kGauss1, dtype, count, 4096, 5);
-      const std::vector<float> residual = residualValues(count, 13 + count);
-      const float factor = 4.0f;  // an average over 4 ranks
-      std::vector<float> want = residual;
-      for (size_t i = 0; i < count; ++i)
-        reduce::foldElement(want.data(), i, intended.data(), got.data(), dtype, factor);
+  for (int rdtype : kResidualDtypes)
+    for (int dtype : kDtypes)
+      for (size_t count : kCounts) {
+        SCOPED_TRACE(std::string(dtypeLabel(dtype)) + " n" + std::to_string(count) +
+                     " residual " + dtypeLabel(rdtype));
+        const size_t esize = elementSize(dtype), rsize = elementSize(rdtype);
+        const std::vector<uint8_t> intended = makeData(DataKind::kSpecial, dtype, count, 4096, 3);
+        const std::vector<uint8_t> got = makeData(DataKind::kGauss1, dtype, count, 4096, 5);
+        const std::vector<uint8_t> residual =
+            residualBytes(residualValues(count, 13 + count), rdtype);
+        const float factor = 4.0f;  // an average over 4 ranks
+        std::vector<uint8_t> want = residual;
+        for (size_t i = 0; i < count; ++i)
+          reduce::foldElement(Residual{want.data(), rdtype}, i, intended.data(), got.data(),
+                              dtype, factor);
 
-      GuardedDeviceBuffer dIntended(count * esize), dGot(count * esize), res(count * 4);
-      ASSERT_TRUE(dIntended.ok() && dGot.ok() && res.ok());
-      dIntended.upload(intended.data(), intended.size());
-      dGot.upload(got.data(), got.size());
-      res.upload(residual.data(), count * 4);
-      reduce::foldDevice(reinterpret_cast<float*>(res.data()), dIntended.data(), dGot.data(),
-                         count, dtype, factor, stream.s);
-      ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
-      expectSameFloats(cclzFloat32, res.download(count * 4), floatBytes(want), "residual");
-      EXPECT_TRUE(dIntended.guardsIntact() && dGot.guardsIntact() && res.guardsIntact());
-    }
+        GuardedDeviceBuffer dIntended(count * esize), dGot(count * esize), res(count * rsize);
+        ASSERT_TRUE(dIntended.ok() && dGot.ok() && res.ok());
+        dIntended.upload(intended.data(), intended.size());
+        dGot.upload(got.data(), got.size());
+        res.upload(residual.data(), residual.size());
+        reduce::foldDevice(Residual{res.data(), rdtype}, dIntended.data(), dGot.data(), count,
+                           dtype, factor, stream.s);
+        ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+        expectSameFloats(rdtype, res.download(count * rsize), want, "residual");
+        EXPECT_TRUE(dIntended.guardsIntact() && dGot.guardsIntact() && res.guardsIntact());
+      }
 }
 
 }  // namespace

@@ -29,10 +29,19 @@ struct FeedbackDeleter {
 };
 using FeedbackPtr = std::unique_ptr<cclzFeedback, FeedbackDeleter>;
 
-inline FeedbackPtr makeFeedback(size_t count, cclzMemoryType_t memory = cclzMemoryHost) {
+inline FeedbackPtr makeFeedback(size_t count, cclzMemoryType_t memory = cclzMemoryHost,
+                                cclzDataType_t residualDtype = cclzFloat32) {
   cclzFeedback_t raw = nullptr;
-  EXPECT_EQ(cclzFeedbackCreate(&raw, count, memory), cclzSuccess) << cclzGetLastError(nullptr);
+  EXPECT_EQ(cclzFeedbackCreateWithDtype(&raw, count, memory, residualDtype), cclzSuccess)
+      << cclzGetLastError(nullptr);
   return FeedbackPtr(raw);
+}
+
+// The residual's address, whatever its dtype.
+inline void* residualBytesOf(const FeedbackPtr& f) {
+  void* r = nullptr;
+  EXPECT_EQ(cclzFeedbackGetResidual(f.get(), &r, nullptr), cclzSuccess);
+  return r;
 }
 
 inline float* residualOf(const FeedbackPtr& f) {

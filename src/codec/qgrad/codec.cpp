@@ -34,13 +34,13 @@ std::string valueText(float v) {
 // Names the first element whose encoded value (gradient, plus residual with feedback) is not
 // finite. The residual of a non-finite block is left as it was, so it can still be read here.
 [[noreturn]] void throwNonFinite(const qgrad::EncodeResult& r, int dtype, const void* src,
-                                 const float* residual) {
+                                 Residual residual) {
   const uint64_t i = r.firstNonFinite;
   const float g = loadAsFloat(src, dtype, i);
   std::string message = "element " + std::to_string(i) + " of the gradient is " + valueText(g);
   if (residual)
     message = "element " + std::to_string(i) + ": gradient + residual is not finite (gradient " +
-              valueText(g) + ", residual " + valueText(residual[i]) + ")";
+              valueText(g) + ", residual " + valueText(residual.load(i)) + ")";
   throw NonFiniteInput(message + "; its block was encoded as NaN and kept its residual (the frame "
                                  "is complete)",
                        r.frameBytes);
@@ -82,13 +82,13 @@ class QgradCodec final : public Codec {
   uint64_t encodeHost(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                       uint8_t* dst, uint64_t capacity) const override {
     const qgrad::EncodeResult r =
-        qgrad::encodeRef(qgradParams(c), dtype, src, count, nullptr, 0, dst, capacity);
-    if (r.firstNonFinite != qgrad::kNoNonFinite) throwNonFinite(r, dtype, src, nullptr);
+        qgrad::encodeRef(qgradParams(c), dtype, src, count, Residual{}, 0, dst, capacity);
+    if (r.firstNonFinite != qgrad::kNoNonFinite) throwNonFinite(r, dtype, src, Residual{});
     return r.frameBytes;
   }
 
   uint64_t encodeFeedbackHost(const cclzCodecConfig_t& c, int dtype, const void* src,
-                              uint64_t count, float* residual, uint64_t step, uint8_t* dst,
+                              uint64_t count, Residual residual, uint64_t step, uint8_t* dst,
                               uint64_t capacity) const override {
     CCLZ_REQUIRE(count == 0 || residual, cclzInvalidArgument, "residual is NULL");
     const qgrad::EncodeResult r =
@@ -112,12 +112,12 @@ class QgradCodec final : public Codec {
   void encodeDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
                     uint8_t* dst, uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {
-    qgrad::encodeDevice(qgradParams(c), dtype, src, count, nullptr, 0, dst, encodedBytesOut,
+    qgrad::encodeDevice(qgradParams(c), dtype, src, count, Residual{}, 0, dst, encodedBytesOut,
                         ws.status, stream);
   }
 
   void encodeFeedbackDevice(const cclzCodecConfig_t& c, int dtype, const void* src, uint64_t count,
-                            float* residual, uint64_t step, uint8_t* dst,
+                            Residual residual, uint64_t step, uint8_t* dst,
                             uint64_t* encodedBytesOut, const DeviceWorkspace& ws,
                             cudaStream_t stream) const override {
     qgrad::encodeDevice(qgradParams(c), dtype, src, count, residual, step, dst, encodedBytesOut,

@@ -10,12 +10,14 @@
 
 #include "codec/device.h"
 #include "codec/qgrad/format.h"
+#include "codec/residual.h"
 
 namespace cclz::qgrad {
 
-// Encodes count elements of src (fp32 or bf16) into dst; residual: NULL (plain encode) or count
-// device floats, read and rewritten in the same pass. A NaN or Inf sets status->encodeError.
-void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, float* residual,
+// Encodes count elements of src (fp32 or bf16) into dst; residual: none (plain encode) or count
+// device values (fp32 or bf16, 16-byte aligned), read and rewritten in the same pass. A NaN or
+// Inf sets status->encodeError.
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, Residual residual,
                   uint64_t step, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
                   cudaStream_t stream);
 

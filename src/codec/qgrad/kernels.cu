@@ -23,7 +23,7 @@ constexpr int kThreads = 256;
 
 struct EncodeArgs {
   const void* src;
-  float* residual;  // NULL: plain encode
+  Residual residual;  // none: plain encode
   uint8_t* dst;
   uint64_t count;
   uint64_t key;  // drawKey(seed, step)
@@ -48,9 +48,10 @@ __device__ __forceinline__ void loadGroup(const void* src, uint64_t i0, uint64_t
     x[j] = i0 + j < count ? loadAsFloat(src, dtype, i0 + j) : 0.0f;
 }
 
-// The residual is ours (cudaMalloc'd by cclzFeedbackCreate), so a full group is 32-byte aligned.
-__device__ __forceinline__ void loadResidual(const float* r, uint64_t i0, uint64_t count,
-                                             float (&x)[kGroupElems]) {
+// 8 fp32 values from element i0, 32-byte aligned (0 past count): the fp32 accumulator, and an
+// fp32 residual (ours, cudaMalloc'd by cclzFeedbackCreate, or an aligned copy of a piece of it).
+__device__ __forceinline__ void loadFloats(const float* r, uint64_t i0, uint64_t count,
+                                           float (&x)[kGroupElems]) {
   if (i0 + kGroupElems <= count) {
     const float4 a = reinterpret_cast<const float4*>(r + i0)[0];
     const float4 b = reinterpret_cast<const float4*>(r + i0)[1];
@@ -112,8 +113,25 @@ __device__ void writeFrameEdges(const EncodeArgs& a, int bits) {
   a.status->encodedBytes = a.layout.frameBytes;
 }
 
-template <int kBits, typename In, bool kFeedback>
+// Residual kinds of the encode kernel: none (a plain encode), fp32, bf16.
+constexpr int kNoResidual = 0, kFp32Residual = 1, kBf16Residual = 2;
+
+template <int kResidual>
+__device__ __forceinline__ void loadResidual(const Residual& r, uint64_t i0, uint64_t count,
+                                             float (&x)[kGroupElems]) {
+  if constexpr (kResidual == kFp32Residual)
+    loadFloats(static_cast<const float*>(r.data), i0, count, x);
+  else  // a group of 8 bf16 is one 16-byte word (the residual is 16-byte aligned)
+    loadGroup<uint16_t>(r.data, i0, count, true, x);
+}
+
+template <int kResidual>
+__device__ __forceinline__ void storeResidual(const Residual& r, uint64_t i0, uint64_t count,
+                                              const float (&v)[kGroupElems]);
+
+template <int kBits, typename In, int kResidual>
 __global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
+  constexpr bool kFeedback = kResidual != kNoResidual;
   if (blockIdx.x == 0 && threadIdx.x == 0) writeFrameEdges(a, kBits);
   const uint64_t group = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const uint64_t i0 = group * kGroupElems;
@@ -123,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
   loadGroup<In>(a.src, i0, a.count, a.srcAligned, x);
   if constexpr (kFeedback) {
     float r[kGroupElems];
-    loadResidual(a.residual, i0, a.count, r);
+    loadResidual<kResidual>(a.residual, i0, a.count, r);
     for (int j = 0; j < kGroupElems; ++j) x[j] = addRn(x[j], r[j]);
   }
   float m = 0.0f;
@@ -159,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) encodeKernel(const EncodeArgs a) {
     rest[j] = subRn(x[j], dequantize(q, s));
   }
   storeCodes<kBits>(codes, i0, packed);
-  if constexpr (kFeedback) storeFloats(a.residual, i0, a.count, rest);
+  if constexpr (kFeedback) storeResidual<kResidual>(a.residual, i0, a.count, rest);
 }
 
 struct DecodeArgs {
@@ -197,6 +215,15 @@ __device__ __forceinline__ void storeValues(void* dst, uint64_t i0, uint64_t cou
         if (i0 + j < count) out[i0 + j] = floatToBf16(y[j]);
     }
   }
+}
+
+template <int kResidual>
+__device__ __forceinline__ void storeResidual(const Residual& r, uint64_t i0, uint64_t count,
+                                              const float (&v)[kGroupElems]) {
+  if constexpr (kResidual == kFp32Residual)
+    storeFloats(static_cast<float*>(r.data), i0, count, v);
+  else  // rounded to bf16 to nearest even, as the reference's Residual::store
+    storeValues<uint16_t>(r.data, i0, count, v);
 }
 
 // Every CUDA block checks the header before it touches the output, so a bad frame writes nothing.
@@ -237,14 +264,14 @@ __global__ void __launch_bounds__(kThreads) decodeKernel(const DecodeArgs a) {
   if constexpr (kMode == kAccumulate) {
     float* acc = static_cast<float*>(a.dst);
     float old[kGroupElems];
-    loadResidual(acc, i0, a.count, old);  // same shape: 8 floats, 32-byte aligned, 0 past count
+    loadFloats(acc, i0, a.count, old);
     for (int j = 0; j < kGroupElems; ++j) y[j] = addRn(old[j], y[j]);
     storeFloats(acc, i0, a.count, y);
   } else if constexpr (kMode == kReduce) {
     // The bits of zero, decode-and-accumulate and store (collective/reduce.h) taken apart.
     float* acc = a.reduce.acc;
     float old[kGroupElems] = {};
-    if (!a.reduce.fromZero) loadResidual(acc, i0, a.count, old);
+    if (!a.reduce.fromZero) loadFloats(acc, i0, a.count, old);
     for (int j = 0; j < kGroupElems; ++j) y[j] = addRn(old[j], y[j]);
     if (!a.reduce.store) {
       storeFloats(acc, i0, a.count, y);
@@ -262,14 +289,26 @@ unsigned gridFor(uint64_t count) {
   return static_cast<unsigned>(std::max<uint64_t>((groups + kThreads - 1) / kThreads, 1));
 }
 
+template <int kBits, typename In>
+void launchEncodeOf(const EncodeArgs& a, int residual, unsigned grid, cudaStream_t stream) {
+  if (residual == kFp32Residual)
+    encodeKernel<kBits, In, kFp32Residual><<<grid, kThreads, 0, stream>>>(a);
+  else if (residual == kBf16Residual)
+    encodeKernel<kBits, In, kBf16Residual><<<grid, kThreads, 0, stream>>>(a);
+  else
+    encodeKernel<kBits, In, kNoResidual><<<grid, kThreads, 0, stream>>>(a);
+}
+
 template <int kBits>
 void launchEncode(const EncodeArgs& a, int dtype, cudaStream_t stream) {
   const unsigned grid = gridFor(a.count);
-  const bool fp32 = dtype == cclzFloat32, feedback = a.residual != nullptr;
-  if (fp32 && feedback) encodeKernel<kBits, float, true><<<grid, kThreads, 0, stream>>>(a);
-  if (fp32 && !feedback) encodeKernel<kBits, float, false><<<grid, kThreads, 0, stream>>>(a);
-  if (!fp32 && feedback) encodeKernel<kBits, uint16_t, true><<<grid, kThreads, 0, stream>>>(a);
-  if (!fp32 && !feedback) encodeKernel<kBits, uint16_t, false><<<grid, kThreads, 0, stream>>>(a);
+  const int residual = !a.residual                        ? kNoResidual
+                       : a.residual.dtype == cclzBfloat16 ? kBf16Residual
+                                                          : kFp32Residual;
+  if (dtype == cclzFloat32)
+    launchEncodeOf<kBits, float>(a, residual, grid, stream);
+  else
+    launchEncodeOf<kBits, uint16_t>(a, residual, grid, stream);
 }
 
 template <int kBits>
@@ -290,12 +329,12 @@ void launchDecode(const DecodeArgs& a, int mode, cudaStream_t stream) {
 
 }  // namespace
 
-void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, float* residual,
+void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, Residual residual,
                   uint64_t step, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
                   cudaStream_t stream) {
   EncodeArgs a{};
   a.src = src;
-  a.residual = count ? residual : nullptr;
+  a.residual = count ? residual : Residual{};
   a.dst = dst;
   a.count = count;
   a.key = drawKey(p.seed, step);

@@ -36,7 +36,7 @@ uint64_t maxEncodedBytes(const Params& p, uint64_t count) {
 }
 
 EncodeResult encodeRef(const Params& p, int dtype, const void* src, uint64_t count,
-                       float* residual, uint64_t step, uint8_t* dst, uint64_t capacity) {
+                       Residual residual, uint64_t step, uint8_t* dst, uint64_t capacity) {
   CCLZ_REQUIRE(validParams(p), cclzInvalidArgument, "invalid qgrad parameters");
   CCLZ_REQUIRE(isSupportedDtype(dtype), cclzNotSupported, "qgrad takes fp32 or bf16");
   CCLZ_REQUIRE(count <= kMaxCount, cclzInvalidArgument, "element count too large");
@@ -61,7 +61,7 @@ EncodeResult encodeRef(const Params& p, int dtype, const void* src, uint64_t cou
     float m = 0;
     for (uint64_t j = 0; j < n; ++j) {
       const float g = loadAsFloat(src, dtype, begin + j);
-      x[j] = residual ? addRn(g, residual[begin + j]) : g;
+      x[j] = residual ? addRn(g, residual.load(begin + j)) : g;
       m = std::max(m, magnitudeOrInf(x[j]));
     }
     const uint16_t scale = scaleFor(m, qmax);
@@ -81,7 +81,7 @@ EncodeResult encodeRef(const Params& p, int dtype, const void* src, uint64_t cou
       const int q = quantize(x[j], rs, qmax, static_cast<int>(p.rounding), draw);
       const uint64_t bit = i * p.bits;
       codes[bit / 8] |= static_cast<uint8_t>(codeBits(q, p.bits) << (bit % 8));
-      if (residual) residual[i] = subRn(x[j], dequantize(q, s));
+      if (residual) residual.store(i, subRn(x[j], dequantize(q, s)));
     }
   }
   return result;

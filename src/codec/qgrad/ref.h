@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "codec/qgrad/format.h"
+#include "codec/residual.h"
 
 namespace cclz::qgrad {
 
@@ -21,12 +22,13 @@ struct EncodeResult {
 uint64_t maxEncodedBytes(const Params& params, uint64_t count);
 
 // Encodes count elements of src (fp32 or bf16) into dst (capacity >= maxEncodedBytes).
-// residual: NULL for a plain encode; else count floats, read as r and overwritten with the new
-// residual (x - dequantized x, where x = src + r), except in non-finite blocks, which keep theirs.
+// residual: none for a plain encode; else count values (fp32 or bf16), read as r and overwritten
+// with the new residual (x - dequantized x, where x = src + r, rounded to the residual's dtype
+// to nearest even), except in non-finite blocks, which keep theirs.
 // step: the stochastic-rounding step (0 for a plain encode). Throws cclz::Error on invalid
 // arguments; a non-finite input is not an error here, it is reported in the result.
 EncodeResult encodeRef(const Params& params, int dtype, const void* src, uint64_t count,
-                       float* residual, uint64_t step, uint8_t* dst, uint64_t capacity);
+                       Residual residual, uint64_t step, uint8_t* dst, uint64_t capacity);
 
 // Validates the frame (any block size and bit width it declares) and decodes it into count
 // elements of dtype (the frame's). Returns kFrameOk or the FrameError that made it reject the
