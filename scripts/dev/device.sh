@@ -51,7 +51,8 @@
 #              (CCLZ_FUSED=1): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
 #              op's sweep 4 MiB - 1 GiB over NVLink, nccl-tests' timing: fused, and the codec's
-#              pipeline, each beside plain NCCL; a short table per op (plain, pipeline, fused). Without build among the stages
+#              pipeline, each beside plain NCCL; a short table per op (plain, pipeline, fused);
+#              then each op's timeline at 64 MiB (CCLZ_TIMELINE=1). Without build among the stages
 #              it builds only nccl_fused_tests and cclz-perf.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
@@ -760,6 +761,15 @@ for op in ("allgather", "reducescatter"):
         print("  %12d %10.1f %s %s %7s" % (size, base, cell(p), cell(f), "-" if wrong is None else wrong))
 PY
   rm -rf "$fusedparts"
+  # Where a fused call's time goes: each piece's encode, push and decode spans at 64 MiB
+  # (CCLZ_TIMELINE=1; one rank's last calls; docs/collectives.md, "Fused NVLink paths").
+  for op in allgather reducescatter; do
+    echo "== fused timeline: $op fp8 64 MiB, rank 0" >>"$OUT/bench.log"
+    timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" \
+      -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 $perf --op $op --codec fp8 --device gpu -b 64M \
+      -e 64M -n 2 -w 1 --batch --adaptive off --fused 2>&1 | grep '^cclz-timeline' |
+      awk '!first { first = $3 } $3 == first' | tail -40 >>"$OUT/bench.log"
+  done
 fi
 
 # bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.

@@ -1,19 +1,24 @@
 // The fused NVLink paths of the fp8 codec (fused_nvlink.h; docs/collectives.md, "Fused NVLink
-// paths"). Per piece, on the caller's stream:
-//   1. the codec's own encode (Codec::encodeDevice: its sampling kernels and its encode kernel):
-//      an all-gather's one frame into this rank's own slot of its symmetric window; a
+// paths"). Piece k takes slot set k % kSlotSets of the window and runs in four steps, each on a
+// stream of its own so that the steps of consecutive pieces overlap (E(k+1) and P(k+1) while
+// D(k) decodes):
+//   E encode stream: the codec's own encode (Codec::encodeDevice: its sampling kernels and its
+//      encode kernel): an all-gather's one frame into this rank's own slot of its window; a
 //      reduce-scatter's frame per destination into a local area. The host path's bytes;
-//   2. pushFrameKernel stores peer d's frame into slot `me` of peer d's window over NVLink, then
-//      meets the peers at an LSA barrier per CTA: after it, every peer's frame is in this rank's
-//      window;
-//   3. the frames decoded from local memory: decodeFramesKernel for the all-gather (own first);
-//      the codec's decode-and-reduce steps in rank order for the reduce-scatter;
-//   4. closeKernel, one CTA's LSA barrier: after it no peer still reads its window, so the next
-//      piece may be pushed into the slots.
-// The encode stays its own launches because its choices (row length, smoothing) are made from
-// the whole frame's data before any value is written: a grid-wide step that a kernel cannot
-// take without a grid sync. The pieces are the host path's (plan.pieceElems), so the frames and
-// the outputs are the same bytes as the pipeline's.
+//   P push stream: pushFrameKernel stores peer d's frame into slot `me` of peer d's window over
+//      NVLink, then meets the peers at an LSA barrier per CTA: after it, every peer's frame of
+//      the piece is in this rank's window;
+//   D decode stream: the frames decoded from local memory: decodeFramesKernel for the all-gather
+//      (own first); the codec's decode-and-reduce steps in rank order for the reduce-scatter;
+//   C decode stream, after D: closeKernel, one CTA's LSA barrier: after it no peer still reads
+//      the slot set, so piece k + kSlotSets may be pushed into it.
+// Events order them: P(k) after E(k) and C(k - kSlotSets); D(k) after P(k); E(k) after
+// D(k - kSlotSets) (which read what E overwrites). Only P and C wait for peers, and they never
+// fill the GPU (kFusedPushCtas CTAs, one CTA), so the encodes and decodes that peers wait for
+// always find room to run. The encode stays its own launches because its choices (row length,
+// smoothing) are made from the whole frame's data before any value is written: a grid-wide step
+// that a kernel cannot take without a grid sync. The pieces are the host path's
+// (plan.pieceElems), so the frames and the outputs are the same bytes as the pipeline's.
 #include "collective/fused_nvlink.h"
 
 #include <cuda_runtime_api.h>
@@ -22,6 +27,7 @@
 #include <string>
 
 #include "collective/plan.h"
+#include "collective/timeline.h"
 #include "common/error.h"
 #include "common/trace.h"
 #include "transport/nccl/nccl_symmetric.h"
@@ -68,13 +74,20 @@ class LocalArea {
 
 class NcclFusedNvlink final : public FusedNvlink {
  public:
-  explicit NcclFusedNvlink(NcclTransport& t) : t_(t), symmetric_(t.commHandle(), kFusedMaxCtas) {
+  explicit NcclFusedNvlink(NcclTransport& t) : t_(t), symmetric_(t.commHandle(), kFusedBarriers) {
     if (!symmetric_.wholeTeam())
       CCLZ_TRACE("fused: off, the LSA team holds %d of %d ranks (not all on NVLink)",
                  symmetric_.lsaSize(), t.size());
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming));
+    for (cudaStream_t* st : {&encode_, &push_, &decode_})
+      CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&start_, &joinEncode_, &joinPush_, &done_})
+      CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    for (int k = 0; k < kSlotSets; ++k)
+      for (cudaEvent_t* e : {&encoded_[k], &pushed_[k], &decoded_[k], &closed_[k]})
+        CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     void* flag = nullptr;
     CCLZ_CUDA_CHECK(cudaHostAlloc(&flag, sizeof(uint32_t), cudaHostAllocMapped));
     abortFlag_ = static_cast<volatile uint32_t*>(flag);
@@ -86,6 +99,10 @@ class NcclFusedNvlink final : public FusedNvlink {
   ~NcclFusedNvlink() override {
     if (hasLast_ && !lastCaptured_) cudaEventSynchronize(last_);
     cudaEventDestroy(last_);
+    for (cudaEvent_t e : {start_, joinEncode_, joinPush_, done_}) cudaEventDestroy(e);
+    for (int k = 0; k < kSlotSets; ++k)
+      for (cudaEvent_t e : {encoded_[k], pushed_[k], decoded_[k], closed_[k]}) cudaEventDestroy(e);
+    for (cudaStream_t st : {encode_, push_, decode_}) cudaStreamDestroy(st);
     cudaFree(status_);
     cudaFreeHost(const_cast<uint32_t*>(abortFlag_));
   }
@@ -118,20 +135,22 @@ class NcclFusedNvlink final : public FusedNvlink {
                         (pieces > 1 && (pieceElems * eb) % 16 != 0);
     const uint64_t stagedStride = roundUp(first * eb, 16);
 
-    // The window: one frame slot per rank, slot r at r * slot on every rank (the same call), which
-    // rank r's push fills. Growing it is collective, and the old one may still be written by
-    // the peers' last pushes until this rank's own last call has finished (its closing
-    // barrier): the host waits for that first. The rest is this rank's alone: the encode's
-    // scratch, a reduce-scatter's outgoing frames (one per destination) and fp32 accumulator,
-    // the staging area.
+    // The window: kSlotSets sets of one frame slot per rank, slot r of set k at
+    // (k * n + r) * slot on every rank (the same call), which rank r's push fills. Growing it is
+    // collective, and the old one may still be written by the peers' last pushes until this
+    // rank's own last call has finished (its closing barriers): the host waits for that first.
+    // The rest is this rank's alone: the encode's scratch (one encode at a time, on the encode
+    // stream), a reduce-scatter's outgoing frames (one per destination, per slot set) and fp32
+    // accumulator, the staging area (one decode at a time, on the decode stream).
     const uint64_t slot = frameStride(plan);
+    const uint64_t setBytes = n * slot;
     const uint64_t scratchBytes = roundUp(std::max(codec.encodeScratchBytes(config, dtype, first),
                                                    codec.encodeScratchBytes(config, dtype, last)),
                                           256);
-    const uint64_t outgoingBytes = gather ? 0 : n * slot;
+    const uint64_t outgoingBytes = gather ? 0 : kSlotSets * setBytes;
     const uint64_t accBytes = gather ? 0 : roundUp(first * sizeof(float), 256);
     const uint64_t stagingBytes = staged ? (gather ? n : 1) * stagedStride : 0;
-    if (n * slot > symmetric_.windowBytes() || !scratch_.covers(scratchBytes) ||
+    if (kSlotSets * setBytes > symmetric_.windowBytes() || !scratch_.covers(scratchBytes) ||
         !outgoing_.covers(outgoingBytes) || !acc_.covers(accBytes) ||
         !staging_.covers(stagingBytes)) {
       CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
@@ -139,7 +158,7 @@ class NcclFusedNvlink final : public FusedNvlink {
                    "collective, and nothing is allocated while the stream is captured into a "
                    "CUDA graph): make a call of this size before capturing");
       if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
-      symmetric_.growWindow(n * slot);
+      symmetric_.growWindow(kSlotSets * setBytes);
       scratch_.grow(scratchBytes);
       outgoing_.grow(outgoingBytes);
       acc_.grow(accBytes);
@@ -153,91 +172,149 @@ class NcclFusedNvlink final : public FusedNvlink {
     // engine (docs/collectives.md, "CUDA graphs").
     if (!capturing && hasLast_ && !lastCaptured_)
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+    // The timeline's origin before start_, which the other streams wait for (not in a capture:
+    // its report waits on the host).
+    if (!capturing) timeline_.start(stream);
+    CCLZ_CUDA_CHECK(cudaEventRecord(start_, stream));
+    for (cudaStream_t st : {encode_, push_, decode_})
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(st, start_));
 
-    const Step step{a, plan, stream, slot, staged, stagedStride,
+    const Step step{a, plan, slot, setBytes, staged, stagedStride,
                     DeviceWorkspace{status_, scratch_.get(), scratchBytes, 0}};
     for (uint64_t k = 0; k < pieces; ++k) {
       const Span piece = pieceOf(Span{0, count}, pieceElems, k);
+      const int set = static_cast<int>(k % kSlotSets);
+      const bool reused = k >= kSlotSets;  // the set held piece k - kSlotSets of this call
+      // E(k): after D(k - kSlotSets), which read this rank's own slot (or outgoing frames).
+      if (reused) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, decoded_[set]));
+      timeline_.open(Stage::Encode, set, encode_);
       if (gather)
-        gatherPiece(step, piece);
+        encodeGather(step, set, piece);
       else
-        reduceScatterPiece(step, k, piece);
+        encodeReduceScatter(step, set, k);
+      CCLZ_CUDA_CHECK(cudaEventRecord(encoded_[set], encode_));
+      // P(k): after E(k), and after C(k - kSlotSets): every peer has decoded that piece.
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_, encoded_[set]));
+      if (reused) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_, closed_[set]));
+      timeline_.open(Stage::Move, set, push_);
+      push(step, set, piece, gather);
+      CCLZ_CUDA_CHECK(cudaEventRecord(pushed_[set], push_));
+      // D(k) and C(k): after P(k), whose barrier saw every peer's frame arrive.
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, pushed_[set]));
+      timeline_.open(Stage::Decode, set, decode_);
+      if (gather)
+        decodeGather(step, set, piece);
+      else
+        decodeReduceScatter(step, set, piece);
+      CCLZ_CUDA_CHECK(cudaEventRecord(decoded_[set], decode_));
+      launchFusedClose(decode_, symmetric_.devComm(), abortFlagDevice_);
+      CCLZ_CUDA_CHECK(cudaEventRecord(closed_[set], decode_));
     }
+    // The caller's stream joins all three (a capture needs every stream it forked joined).
+    timeline_.close();
+    CCLZ_CUDA_CHECK(cudaEventRecord(joinEncode_, encode_));
+    CCLZ_CUDA_CHECK(cudaEventRecord(joinPush_, push_));
+    CCLZ_CUDA_CHECK(cudaEventRecord(done_, decode_));
+    for (cudaEvent_t e : {joinEncode_, joinPush_, done_})
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, e));
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
     hasLast_ = true, lastCaptured_ = capturing;
+    timeline_.report(stream);
     CCLZ_TRACE("fused: %s of %llu values per rank, %llu pieces, %s", collOpName(a.op),
                static_cast<unsigned long long>(count), static_cast<unsigned long long>(pieces),
                staged ? "staged output" : "decoded in place");
   }
 
  private:
+  // The slot sets of the window (and of a reduce-scatter's outgoing frames): consecutive pieces
+  // take turns, so that up to kSlotSets pieces are in flight.
+  static constexpr int kSlotSets = 3;
+
   // What every piece of a call shares.
   struct Step {
     const CollArgs& a;
     const Plan& plan;
-    cudaStream_t stream;
-    uint64_t slot;  // bytes between the window's slots (and the outgoing frames)
+    uint64_t slot;      // bytes between the window's slots (and the outgoing frames)
+    uint64_t setBytes;  // bytes of a slot set: n slots
     bool staged;
     uint64_t stagedStride;
     DeviceWorkspace ws;
   };
 
-  // All-gather: this rank's frame into its own slot, pushed to every peer; the n frames decoded
-  // from the window into each rank's part of the output.
-  void gatherPiece(const Step& s, const Span& piece) {
-    const Codec& codec = *s.plan.use.codec;
-    const int n = t_.size(), me = t_.rank(), dtype = s.plan.use.dtype;
-    const uint64_t eb = s.plan.elemBytes;
-    auto* window = static_cast<uint8_t*>(symmetric_.windowBase());
-    codec.encodeDevice(s.plan.use.config, dtype,
-                       static_cast<const uint8_t*>(s.a.send) + piece.offset * eb, piece.count,
-                       window + me * s.slot, nullptr, s.ws, s.stream);
-    const uint64_t frameBytes = codec.maxEncodedBytes(s.plan.use.config, dtype, piece.count);
-    uint8_t* out = static_cast<uint8_t*>(s.a.recv) + piece.offset * eb;
-    launchFusedPush(fusedPushGrid(), s.stream, symmetric_.devComm(), symmetric_.window(),
-                    window + me * s.slot, 0, me * s.slot, roundUp(frameBytes, 16),
-                    abortFlagDevice_);
-    launchFusedDecode(dtype, fusedDecodeGrid(piece.count), s.stream, window, s.slot, frameBytes,
-                      piece.count, me, n, s.staged ? staging_.get() : out,
-                      s.staged ? s.stagedStride : s.a.count * eb, status_);
-    launchFusedClose(s.stream, symmetric_.devComm(), abortFlagDevice_);
-    if (s.staged) copyOut(out, s.a.count * eb, s.stagedStride, piece.count * eb, n, s.stream);
+  uint8_t* windowSlot(const Step& s, int set, int rank) const {
+    return static_cast<uint8_t*>(symmetric_.windowBase()) + set * s.setBytes + rank * s.slot;
   }
 
-  // Reduce-scatter, as the pipeline's reducePieces: piece k of every destination's chunk encoded
-  // once, into the outgoing frames; frame d pushed into rank d's slot `me`; the owner sums the n
-  // frames of its piece in rank order in fp32 (its own from the outgoing frames) and stores
-  // sum / divisor in the dtype: the pipeline's bytes.
-  void reduceScatterPiece(const Step& s, uint64_t k, const Span& piece) {
-    const Codec& codec = *s.plan.use.codec;
-    const cclzCodecConfig_t& config = s.plan.use.config;
-    const int n = t_.size(), me = t_.rank(), dtype = s.plan.use.dtype;
+  // All-gather E: this rank's frame of the piece into its own slot of the set.
+  void encodeGather(const Step& s, int set, const Span& piece) {
     const uint64_t eb = s.plan.elemBytes;
-    for (int d = 0; d < n; ++d) {
+    s.plan.use.codec->encodeDevice(s.plan.use.config, s.plan.use.dtype,
+                                   static_cast<const uint8_t*>(s.a.send) + piece.offset * eb,
+                                   piece.count, windowSlot(s, set, t_.rank()), nullptr, s.ws,
+                                   encode_);
+  }
+
+  // Reduce-scatter E, as the pipeline's reducePieces: piece k of every destination's chunk
+  // encoded once, into the set's outgoing frames.
+  void encodeReduceScatter(const Step& s, int set, uint64_t k) {
+    const uint64_t eb = s.plan.elemBytes;
+    for (int d = 0; d < t_.size(); ++d) {
       const Span block = pieceOf(s.plan.chunks[d], s.plan.pieceElems, k);
-      codec.encodeDevice(config, dtype,
-                         static_cast<const uint8_t*>(s.a.send) +
-                             (s.plan.chunks[d].offset + block.offset) * eb,
-                         block.count, outgoing_.get() + d * s.slot, nullptr, s.ws, s.stream);
+      s.plan.use.codec->encodeDevice(s.plan.use.config, s.plan.use.dtype,
+                                     static_cast<const uint8_t*>(s.a.send) +
+                                         (s.plan.chunks[d].offset + block.offset) * eb,
+                                     block.count, outgoing(s, set) + d * s.slot, nullptr, s.ws,
+                                     encode_);
     }
-    const uint64_t frameBytes = codec.maxEncodedBytes(config, dtype, piece.count);
-    launchFusedPush(fusedPushGrid(), s.stream, symmetric_.devComm(), symmetric_.window(),
-                    outgoing_.get(), s.slot, me * s.slot, roundUp(frameBytes, 16),
+  }
+
+  uint8_t* outgoing(const Step& s, int set) const { return outgoing_.get() + set * s.setBytes; }
+
+  // P: the all-gather's one frame to every peer, or the reduce-scatter's frame d to peer d, into
+  // slot `me` of the peers' set.
+  void push(const Step& s, int set, const Span& piece, bool gather) {
+    const int me = t_.rank();
+    const uint64_t frameBytes =
+        s.plan.use.codec->maxEncodedBytes(s.plan.use.config, s.plan.use.dtype, piece.count);
+    const uint8_t* frames = gather ? windowSlot(s, set, me) : outgoing(s, set);
+    launchFusedPush(fusedPushGrid(), push_, symmetric_.devComm(), symmetric_.window(), frames,
+                    gather ? 0 : s.slot, set * s.setBytes + me * s.slot, roundUp(frameBytes, 16),
                     abortFlagDevice_);
+  }
+
+  // All-gather D: the n frames of the set decoded into each rank's part of the output.
+  void decodeGather(const Step& s, int set, const Span& piece) {
+    const int n = t_.size(), me = t_.rank();
+    const uint64_t eb = s.plan.elemBytes;
+    const uint64_t frameBytes =
+        s.plan.use.codec->maxEncodedBytes(s.plan.use.config, s.plan.use.dtype, piece.count);
+    uint8_t* out = static_cast<uint8_t*>(s.a.recv) + piece.offset * eb;
+    launchFusedDecode(s.plan.use.dtype, fusedDecodeGrid(piece.count), decode_,
+                      windowSlot(s, set, 0), s.slot, frameBytes, piece.count, me, n,
+                      s.staged ? staging_.get() : out,
+                      s.staged ? s.stagedStride : s.a.count * eb, status_);
+    if (s.staged) copyOut(out, s.a.count * eb, s.stagedStride, piece.count * eb, n, decode_);
+  }
+
+  // Reduce-scatter D: the owner sums the n frames of its piece in rank order in fp32 (its own
+  // from the outgoing frames) and stores sum / divisor in the dtype: the pipeline's bytes.
+  void decodeReduceScatter(const Step& s, int set, const Span& piece) {
+    const Codec& codec = *s.plan.use.codec;
+    const int n = t_.size(), me = t_.rank();
+    const uint64_t eb = s.plan.elemBytes;
     uint8_t* out = static_cast<uint8_t*>(s.a.recv) + piece.offset * eb;
     const float divisor = s.a.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
-    auto* window = static_cast<const uint8_t*>(symmetric_.windowBase());
     auto* acc = reinterpret_cast<float*>(acc_.get());
     for (int r = 0; r < n; ++r) {  // ranks in order, so that every rank and path sums alike
-      const uint8_t* frame = r == me ? outgoing_.get() + me * s.slot : window + r * s.slot;
+      const uint8_t* frame = r == me ? outgoing(s, set) + me * s.slot : windowSlot(s, set, r);
       const ReduceStep step{acc, r == 0, r == n - 1 ? (s.staged ? staging_.get() : out) : nullptr,
                             divisor};
-      codec.decodeReduceDevice(config, frame, s.slot, dtype, piece.count, step, s.ws, s.stream);
+      codec.decodeReduceDevice(s.plan.use.config, frame, s.slot, s.plan.use.dtype, piece.count,
+                               step, s.ws, decode_);
     }
-    launchFusedClose(s.stream, symmetric_.devComm(), abortFlagDevice_);
     if (s.staged)
       CCLZ_CUDA_CHECK(cudaMemcpyAsync(out, staging_.get(), piece.count * eb,
-                                      cudaMemcpyDeviceToDevice, s.stream));
+                                      cudaMemcpyDeviceToDevice, decode_));
   }
 
  public:
@@ -271,6 +348,11 @@ class NcclFusedNvlink final : public FusedNvlink {
   LocalArea scratch_, outgoing_, acc_, staging_;
   DeviceStatus* status_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
+  cudaStream_t encode_ = nullptr, push_ = nullptr, decode_ = nullptr;
+  cudaEvent_t start_ = nullptr, joinEncode_ = nullptr, joinPush_ = nullptr, done_ = nullptr;
+  cudaEvent_t encoded_[kSlotSets]{}, pushed_[kSlotSets]{}, decoded_[kSlotSets]{},
+      closed_[kSlotSets]{};
+  Timeline timeline_;  // CCLZ_TIMELINE=1: each step's span, printed after the call
   bool hasLast_ = false, lastCaptured_ = false;
   volatile uint32_t* abortFlag_ = nullptr;              // pinned, mapped: abort() sets it
   const volatile uint32_t* abortFlagDevice_ = nullptr;  // the same word, for the kernel

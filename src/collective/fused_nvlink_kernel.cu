@@ -118,12 +118,12 @@ __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
   }
 }
 
-// The closing barrier, one CTA: once it has ended on a rank, every peer's decode kernel has ended
-// (each peer queued it before its own arrival), so no peer reads its window's slots any more and
-// the next piece may be pushed into them.
+// The closing barrier, one CTA: once it has ended on a rank, every peer's decode kernel of the
+// piece has ended (each peer queued it before its own arrival), so no peer reads the piece's
+// slots any more and a later piece may be pushed into them.
 __global__ void closeKernel(ncclDevComm comm, const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
-  ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, 0);
+  ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, kFusedCloseBarrier);
   barrier.arrive(cta, cuda::memory_order_acq_rel);
   waitOrAbort(barrier, cta, abortFlag);
 }
@@ -133,7 +133,7 @@ __global__ void closeKernel(ncclDevComm comm, const volatile uint32_t* abortFlag
 unsigned fusedDecodeGrid(uint64_t count) { return decodeGrid(count); }
 
 unsigned fusedPushGrid() {
-  return static_cast<unsigned>(std::min(multiprocessorCount(), kFusedMaxCtas));
+  return static_cast<unsigned>(std::min(multiprocessorCount(), kFusedPushCtas));
 }
 
 void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
@@ -141,7 +141,7 @@ void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm
                      uint64_t slot, uint64_t bytes, const volatile uint32_t* abortFlag) {
   CCLZ_REQUIRE(bytes % 16 == 0 && slot % 16 == 0 && srcStride % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(frames) % 16 == 0 &&
-                   grid <= unsigned(kFusedMaxCtas),
+                   grid <= unsigned(kFusedPushCtas),
                cclzInternalError, "fused push: frames and slots are whole 16-byte words");
   pushFrameKernel<<<grid, kPushThreads, 0, stream>>>(comm, window, frames, srcStride, slot,
                                                       bytes, abortFlag);

@@ -15,14 +15,18 @@
 
 namespace cclz {
 
-// The LSA barriers the device communicator holds: one per CTA of the push kernel (a barrier
-// session is per CTA, and CTA i of every rank meets CTA i of its peers; the closing kernel uses
-// barrier 0 after the push kernel has ended). The push kernel takes at most this many CTAs.
-constexpr int kFusedMaxCtas = 1024;
+// The push kernel's CTAs: stores over NVLink need few to keep the links busy, and few leave the
+// GPU to the encodes and decodes that run beside it (which the peers' barriers wait for).
+constexpr int kFusedPushCtas = 32;
 constexpr int kPushThreads = 512;
+// The LSA barriers the device communicator holds: one per push CTA (a barrier session is per
+// CTA, and CTA i of every rank meets CTA i of its peers), and the closing kernel's own, which
+// runs on another stream while a later piece's push may be waiting at its barriers.
+constexpr int kFusedCloseBarrier = kFusedPushCtas;
+constexpr int kFusedBarriers = kFusedPushCtas + 1;
 
-// Blocks of the push kernel (one per SM: stores over NVLink need few) and of the decode kernel
-// for frames of `count` values: the same on every rank for the same count on the same GPU model.
+// Blocks of the push kernel and of the decode kernel for frames of `count` values: the same on
+// every rank for the same count on the same GPU model.
 unsigned fusedPushGrid();
 unsigned fusedDecodeGrid(uint64_t count);
 
@@ -35,8 +39,8 @@ unsigned fusedDecodeGrid(uint64_t count);
 //    base + r * slotStride decoded into out + r * rankStride, 16-byte aligned, count values of
 //    dtype each; status: the decode's error word); the codec's own decode-and-reduce steps for a
 //    reduce-scatter.
-// 3. launchFusedClose: one CTA's LSA barrier; once it has ended, no peer reads its slots any
-//    more, and the next piece may be pushed.
+// 3. launchFusedClose: one CTA's LSA barrier (kFusedCloseBarrier); once it has ended, no peer
+//    reads the piece's slots any more, and a later piece may be pushed into them.
 // abortFlag (host-mapped memory, as a device pointer): once the host sets it non-zero, a kernel
 // waiting in a barrier gives up and ends (the output is then undefined).
 void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,

@@ -416,7 +416,8 @@ INSTANTIATE_TEST_SUITE_P(Fp8, NcclFusedMismatch, ::testing::Values(0));
 
 int main(int argc, char** argv) {
   using namespace cclz::test;
-  // 1 MiB pieces: the 1000001-value cases run several pieces through the one window slot.
+  // 1 MiB pieces: the 1000001-value cases run several pieces, fp32 more than the window's slot
+  // sets (so that a set is reused within a call).
   if (const int skip = startNcclTests(&argc, argv, "1M")) return skip;
   fusedComm();
   const bool passed = allRanks(RUN_ALL_TESTS() == 0);
