@@ -195,8 +195,7 @@ class ColumnParallelLinear(torch.nn.Module):
     sequence_parallel=True: x arrives sequence-sharded ([s / size, b, in]) and is all-gathered
     (backward: reduce-scattered); False: x is replicated and its gradient all-reduced.
     overlap=True (with sequence_parallel): the gather and the GEMM run as one call whose
-    peer-to-peer steps are scheduled against row chunks of the GEMM (docs/overlap.md; host
-    communicators so far)."""
+    peer-to-peer steps are scheduled against row chunks of the GEMM (docs/overlap.md)."""
 
     def __init__(self, in_features, out_features, comm, bias=True, sequence_parallel=True,
                  codec=None, dtype=None, device=None, overlap=False, reduce_codec=...):
@@ -234,7 +233,7 @@ class RowParallelLinear(torch.nn.Module):
     ranks: reduce-scattered along the sequence (sequence_parallel=True, the output is
     sequence-sharded) or all-reduced. The bias is added once, after the reduction.
     overlap=True (with sequence_parallel): the GEMM and the reduce-scatter run as one call, each
-    destination's rows computed and sent in turn (docs/overlap.md; host communicators so far)."""
+    destination's rows computed and sent in turn (docs/overlap.md)."""
 
     def __init__(self, in_features, out_features, comm, bias=True, sequence_parallel=True,
                  codec=None, dtype=None, device=None, overlap=False, reduce_codec=...):

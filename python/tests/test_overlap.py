@@ -1,15 +1,12 @@
 """Communicator.all_gather_matmul and matmul_reduce_scatter (docs/overlap.md) against the
 collectives and torch's matmul: the gathered input exactly the all-gather's, the products within
 fp32 summation order (torch sums in its own order), fp8 within its error; bad shapes raise
-ValueError before anything moves. Host communicators so far: skipped on GPUs."""
+ValueError before anything moves. On CPU ranks (the host path) and on GPUs (the device path)."""
 import pytest
 import torch
 
 import cclz
-from conftest import DEVICE, generator, nmse, randn
-
-pytestmark = pytest.mark.skipif(DEVICE.type == "cuda",
-                                reason="the overlapped GEMMs run on host communicators so far")
+from conftest import generator, nmse, randn
 
 M, K, N = 16, 64, 128
 

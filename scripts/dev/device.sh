@@ -54,6 +54,10 @@
 #              pipeline, each beside plain NCCL; a short table per op (plain, pipeline, fused);
 #              then each op's timeline at 64 MiB (CCLZ_TIMELINE=1). Without build among the stages
 #              it builds only nccl_fused_tests and cclz-perf.
+#   overlap    (2 or more GPUs) the overlapped TP GEMMs' device path: nccl_overlap_tests on 2
+#              and 4 ranks, then bench/python/overlap_gemm.py over NVLink (CCLZ_OVERLAP_NODES=1:
+#              also over two emulated nodes; CCLZ_OVERLAP_ARGS: its options). Without build among
+#              the stages it builds only nccl_overlap_tests and libcclz.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
 #              compared bit for bit (tests/interpose); every run's table in interpose.log. After
@@ -669,6 +673,50 @@ if has check; then
       --device gpu -b 16M -e 16M -n 5 -w 0 -c 0 >>"$OUT/trace.log" 2>&1
   done
   launcher=()
+fi
+
+# overlap: the overlapped TP GEMMs' device path (docs/overlap.md, "The device path"): its tests
+# on 2 and (where there are) 4 GPUs under a timeout, then bench/python/overlap_gemm.py (GEMM,
+# communication, serial, PyTorch's fused ops, cclz plain and fp8) over NVLink, and with
+# CCLZ_OVERLAP_NODES=1 the same over two emulated nodes (bench/python/two_nodes.sh).
+if has overlap; then
+  if ! has build; then
+    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+      -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
+      ninja -C $build nccl_overlap_tests cclz >>"$log" 2>&1
+    status=$?
+    echo "overlap build (nccl_overlap_tests, libcclz): exit $status" | tee -a "$summary"
+    [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
+  fi
+  for n in 2 4; do
+    [ "$n" -le "$ngpu" ] || continue
+    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
+      -x NCCL_NVLS_ENABLE $build/tests/overlap/nccl_overlap_tests --gtest_brief=1 \
+      >"$OUT/overlap.tmp" 2>&1
+    status=$?
+    cat "$OUT/overlap.tmp" >>"$log"
+    echo "overlap nccl_overlap_tests ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/overlap.tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
+    sed 's/\x1b\[[0-9;]*m//g' "$OUT/overlap.tmp" | grep -E '^\[  FAILED  \]' | sort -u | head -20 | tee -a "$summary"
+    rm -f "$OUT/overlap.tmp"
+  done
+  nets=(nvlink)
+  [ -n "${CCLZ_OVERLAP_NODES:-}" ] && nets+=(nodes)
+  for net in "${nets[@]}"; do
+    wrap=()
+    [ "$net" = nodes ] && wrap=(bench/python/two_nodes.sh)
+    echo "== overlap_gemm ($net, $ngpu ranks)" >>"$OUT/bench.log"
+    PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 500 \
+      mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
+      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY ${wrap[@]+"${wrap[@]}"} \
+      python3 bench/python/overlap_gemm.py ${CCLZ_OVERLAP_ARGS:-} --json "$OUT/overlap_$net.json" \
+      >"$OUT/overlap.tmp" 2>&1
+    status=$?
+    grep '^|' "$OUT/overlap.tmp" >>"$OUT/bench.log"
+    echo "overlap_gemm ($net): exit $status" | tee -a "$summary"
+    [ $status -eq 0 ] || tail -15 "$OUT/overlap.tmp" | tee -a "$summary"
+    grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
+    rm -f "$OUT/overlap.tmp"
+  done
 fi
 
 if has interpose; then

@@ -265,12 +265,11 @@ cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, void* c, void* ga
                                  size_t n, size_t k, int transB, cclzDataType_t dtype,
                                  cclzComm_t comm, const cclzCodecConfig_t* codec,
                                  cclzStream_t stream) {
-  (void)stream;  // host communicators only so far: the call is complete when it returns
   return guardedComm(__func__, comm, [&] {
     overlap::OverlapCall call;
     call.a = a, call.b = b, call.c = c, call.gathered = gathered;
     call.m = m, call.n = n, call.k = k, call.transB = transB != 0, call.dtype = dtype;
-    overlap::runOverlapCall(implOf(comm), CollOp::AllGatherMatmul, call, codec);
+    overlap::runOverlapCall(implOf(comm), CollOp::AllGatherMatmul, call, codec, stream);
   });
 }
 
@@ -278,13 +277,12 @@ cclzResult_t cclzMatmulReduceScatter(const void* a, const void* b, void* c, size
                                      size_t k, int transB, cclzDataType_t dtype, cclzRedOp_t op,
                                      cclzComm_t comm, const cclzCodecConfig_t* codec,
                                      cclzStream_t stream) {
-  (void)stream;
   return guardedComm(__func__, comm, [&] {
     overlap::OverlapCall call;
     call.a = a, call.b = b, call.c = c;
     call.m = m, call.n = n, call.k = k, call.transB = transB != 0, call.dtype = dtype;
     call.redOp = op;
-    overlap::runOverlapCall(implOf(comm), CollOp::MatmulReduceScatter, call, codec);
+    overlap::runOverlapCall(implOf(comm), CollOp::MatmulReduceScatter, call, codec, stream);
   });
 }
 

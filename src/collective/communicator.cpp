@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/trace.h"
+#include "overlap/device_overlap.h"
 #include "transport/host_mesh.h"
 
 #ifdef CCLZ_HAVE_CUDA
@@ -242,9 +243,21 @@ cclzResult_t Communicator::asyncError(std::string* message) {
   // The engine's error word belongs to the thread using the engine: while the proxy runs jobs,
   // it is read once they are done (a later call of this function).
   if (proxy_ && proxy_->busy()) return cclzSuccess;
-  const cclzResult_t engine = engine_->pollError(message);
-  if (engine != cclzSuccess || !fused_) return engine;
-  return fused_->pollError(message);
+  cclzResult_t found = engine_->pollError(message);
+  if (found == cclzSuccess && fused_) found = fused_->pollError(message);
+#ifdef CCLZ_HAVE_CUDA
+  if (found == cclzSuccess && overlap_) found = overlap_->pollError(message);
+#endif
+  return found;
+}
+
+overlap::DeviceOverlap& Communicator::deviceOverlap() {
+#ifdef CCLZ_HAVE_CUDA
+  if (!overlap_) overlap_ = std::make_unique<overlap::DeviceOverlap>();
+  return *overlap_;
+#else
+  CCLZ_FAIL(cclzNotSupported, "this build of cclz has no CUDA support");
+#endif
 }
 
 // Queued jobs are cancelled (their tickets published, so no cclzCommStreamWait hangs), the

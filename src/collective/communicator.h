@@ -20,6 +20,10 @@
 
 namespace cclz {
 
+namespace overlap {
+class DeviceOverlap;
+}
+
 // Which calls check their descriptors with the peers (docs/collectives.md, "Checking the call").
 // Every: each call waits for the verdict. First: only the first call of each op does, the others
 // go unchecked (NCCL's behaviour on a mismatch: a hang or garbage). Deferred: the first call of
@@ -94,6 +98,9 @@ class Communicator {
   // The fused NVLink paths: NULL unless settings().fused on a device communicator. The data part
   // of a call it takes (FusedNvlink::takes) runs there instead of through the pipeline.
   FusedNvlink* fused() { return fused_.get(); }
+  // The overlapped GEMMs' device path (overlap/device_overlap.h), made at its first call on a
+  // device communicator (CUDA builds).
+  overlap::DeviceOverlap& deviceOverlap();
   // The adaptive choice of path: NULL when the communicator is not adaptive.
   Tuner* tuner() { return tuner_.get(); }
   // How the last call that reached its data part ran (cclzCommGetLastPath).
@@ -136,6 +143,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<FusedNvlink> fused_;  // uses the transport's NCCL communicator
+  std::unique_ptr<overlap::DeviceOverlap> overlap_;
   DoneEvents doneEvents_;  // outlives the proxy: its jobs publish here
   std::unique_ptr<DeferredChecks> deferred_;        // uses the transport's mesh
   std::unique_ptr<CheckExchange> callerExchange_;  // exchangeOnCaller's

@@ -11,7 +11,9 @@
 #include "collective/communicator.h"
 #include "collective/descriptor.h"
 #include "collective/plan.h"
+#include "common/dtype.h"
 #include "common/error.h"
+#include "overlap/device_overlap.h"
 
 namespace cclz::overlap {
 namespace {
@@ -58,16 +60,28 @@ CallDescriptor describe(Transport& t, CollOp op, const OverlapCall& call,
 }  // namespace
 
 void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
-                    const cclzCodecConfig_t* codec) {
+                    const cclzCodecConfig_t* codec, cclzStream_t stream) {
   const std::lock_guard<std::timed_mutex> lock(comm.callMutex());
   comm.throwIfCheckFailed();
   Transport& t = comm.transport();
-  CCLZ_REQUIRE(t.memory() == MemoryKind::Host, cclzNotSupported,
-               "the overlapped GEMMs run on host communicators so far (docs/overlap.md)");
   const cclzCodecConfig_t config = codec ? *codec : noneConfig();
   std::exception_ptr rejected;
   try {
     validate(t, op, call, codec);
+    if (t.memory() == MemoryKind::Device && config.codec == cclzCodecFp8) {
+      // The device decoder stores 16 bytes at a time, into chunks of the gathered matrix.
+      const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+      CCLZ_REQUIRE((op == CollOp::AllGatherMatmul ? call.m * call.k : call.m * call.n) * es % 16 ==
+                           0 &&
+                       reinterpret_cast<uintptr_t>(op == CollOp::AllGatherMatmul ? call.gathered
+                                                                                 : call.c) %
+                               16 ==
+                           0,
+                   cclzInvalidArgument,
+                   "with the fp8 codec on a device communicator, a chunk (m rows) must fill whole "
+                   "16-byte words and the gathered matrix (all-gather) or c (reduce-scatter) "
+                   "must be 16-byte aligned");
+    }
     if (config.codec == cclzCodecFp8) {
       call.codec = &codecFor(cclzCodecFp8);
       call.codec->validateConfig(config);
@@ -92,6 +106,17 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
   for (int r = 0; r < n; ++r) ranks[r] = r;
   const std::string verdict = compareDescriptors(all, ranks);
   CCLZ_REQUIRE(verdict.empty(), cclzInvalidUsage, std::string(collOpName(op)) + ": " + verdict);
+  if (t.memory() == MemoryKind::Device) {
+#ifdef CCLZ_HAVE_CUDA
+    DeviceOverlap& device = comm.deviceOverlap();
+    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    if (op == CollOp::AllGatherMatmul)
+      device.allGatherMatmul(t, call, s);
+    else
+      device.matmulReduceScatter(t, call, s);
+#endif
+    return;
+  }
   if (op == CollOp::AllGatherMatmul)
     allGatherMatmulHost(t, call);
   else

@@ -12,9 +12,10 @@ enum class CollOp : uint8_t;
 namespace overlap {
 
 // op: CollOp::AllGatherMatmul or CollOp::MatmulReduceScatter; codec: the caller's (NULL: plain).
-// Throws cclz::Error; on a host communicator the call is complete when it returns.
+// Throws cclz::Error. On a host communicator the call is complete when it returns; on a device
+// communicator it is queued on `stream` (device_overlap.h).
 void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
-                    const cclzCodecConfig_t* codec);
+                    const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 }  // namespace overlap
 }  // namespace cclz

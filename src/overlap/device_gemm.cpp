@@ -1,0 +1,132 @@
+#ifdef CCLZ_HAVE_CUDA
+
+#include "overlap/device_gemm.h"
+
+#include <string>
+
+#include "codec/device.h"
+#include "common/error.h"
+
+namespace cclz::overlap {
+namespace {
+
+constexpr uint64_t kWorkspaceBytes = uint64_t{32} << 20;
+constexpr int kCandidates = 16;  // heuristic results looked through for one without split-K
+
+#define CCLZ_CUBLAS_CHECK(call)                                                              \
+  do {                                                                                       \
+    const cublasStatus_t status_ = (call);                                                   \
+    if (status_ != CUBLAS_STATUS_SUCCESS)                                                    \
+      CCLZ_FAIL(cclzUnhandledCudaError, std::string(#call " failed: cuBLAS status ") +      \
+                                            std::to_string(static_cast<int>(status_)));      \
+  } while (0)
+
+cudaDataType_t cudaType(int dtype) {
+  switch (dtype) {
+    case cclzBfloat16: return CUDA_R_16BF;
+    case cclzFloat16: return CUDA_R_16F;
+    case cclzFloat32: return CUDA_R_32F;
+  }
+  CCLZ_FAIL(cclzInvalidArgument, "the overlapped GEMMs take bf16, fp16 or fp32");
+}
+
+// cuBLASLt is column-major: the row-major C (m x n) = A (m x k) * op(B) is, seen column-major,
+// C^T (n x m) = op(B)^T (n x k) * A^T (k x m). A row-major A is its transpose column-major
+// (k x m, leading dimension lda), so cuBLASLt's first operand is B and its second is A, untransposed.
+struct Layouts {
+  cublasLtMatrixLayout_t b = nullptr, a = nullptr, c = nullptr;
+  Layouts(const GemmArgs& g) {
+    const cudaDataType_t t = cudaType(g.dtype);
+    // B stored n x k (transB) is column-major k x n, transposed by the operation; stored k x n
+    // it is column-major n x k, taken as it is.
+    CCLZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, t, g.transB ? g.k : g.n,
+                                                 g.transB ? g.n : g.k, g.ldb));
+    CCLZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, t, g.k, g.m, g.lda));
+    CCLZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, t, g.n, g.m, g.ldc));
+  }
+  ~Layouts() {
+    for (cublasLtMatrixLayout_t l : {b, a, c})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+  Layouts(const Layouts&) = delete;
+  Layouts& operator=(const Layouts&) = delete;
+};
+
+}  // namespace
+
+DeviceGemm::DeviceGemm() {
+  CCLZ_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  const cudaError_t err = cudaMalloc(&workspace_, kWorkspaceBytes);
+  if (err != cudaSuccess) {
+    cublasLtDestroy(handle_);
+    CCLZ_CUDA_CHECK(err);
+  }
+}
+
+DeviceGemm::~DeviceGemm() {
+  for (auto& [key, plan] : plans_) cublasLtMatmulDescDestroy(plan.desc);
+  cudaFree(workspace_);
+  cublasLtDestroy(handle_);
+}
+
+DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
+  const Key key{g.n, g.k, g.transB, g.dtype};
+  auto found = plans_.find(key);
+  if (found != plans_.end()) return found->second;
+
+  Plan plan;
+  CCLZ_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opA = CUBLAS_OP_N;
+  CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB,
+                                                   sizeof opB));
+  CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA,
+                                                   sizeof opA));
+  cublasLtMatmulPreference_t pref = nullptr;
+  CCLZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t workspace = kWorkspaceBytes;
+  // NOTE: no reduction across k: an algorithm that splits k sums its parts in an order that may
+  // depend on m, and the schedules need every row computed alike whatever the chunk.
+  const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
+  int found_count = 0;
+  {
+    const Layouts l(g);
+    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme, sizeof scheme);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, l.b, l.a, l.c, l.c, pref,
+                                              kCandidates, results, &found_count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status != CUBLAS_STATUS_SUCCESS) cublasLtMatmulDescDestroy(plan.desc);
+    CCLZ_CUBLAS_CHECK(status);
+  }
+  for (int i = 0; i < found_count; ++i) {
+    int32_t splits = 1;
+    cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                         &splits, sizeof splits, nullptr);
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && splits <= 1) {
+      plan.algo = results[i].algo;
+      return plans_.emplace(key, plan).first->second;
+    }
+  }
+  cublasLtMatmulDescDestroy(plan.desc);
+  CCLZ_FAIL(cclzNotSupported, "cuBLASLt has no algorithm without split-K for n = " +
+                                  std::to_string(g.n) + ", k = " + std::to_string(g.k));
+}
+
+void DeviceGemm::run(const GemmArgs& g, cudaStream_t stream) {
+  if (g.m == 0) return;
+  Plan& plan = planFor(g);
+  const Layouts l(g);
+  const float alpha = 1.0f, beta = 0.0f;
+  CCLZ_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.b, l.b, g.a, l.a, &beta, g.c,
+                                   l.c, g.c, l.c, &plan.algo, workspace_, kWorkspaceBytes,
+                                   stream));
+}
+
+}  // namespace cclz::overlap
+
+#endif  // CCLZ_HAVE_CUDA

@@ -1,0 +1,48 @@
+// The GEMM of the overlapped tensor-parallel paths on the device: cuBLASLt, row-major, with one
+// algorithm per shape of B that splits nothing along k, so that a GEMM of a row chunk of A gives
+// the rows of the whole product bit for bit, as the host GEMM does (host_gemm.h;
+// docs/overlap.md, "The device path").
+#pragma once
+
+#ifdef CCLZ_HAVE_CUDA
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "overlap/host_gemm.h"
+
+namespace cclz::overlap {
+
+class DeviceGemm {
+ public:
+  DeviceGemm();
+  ~DeviceGemm();
+  DeviceGemm(const DeviceGemm&) = delete;
+  DeviceGemm& operator=(const DeviceGemm&) = delete;
+
+  // C = A * op(B) as GemmArgs says (device memory; leading dimensions in elements), queued on
+  // stream. The algorithm is chosen at the first GEMM of a (n, k, transB, dtype) and kept for
+  // every row count after it: one that reduces nothing across k (no split-K, no stream-K
+  // fix-up), so each row of C is computed alike whatever m is.
+  void run(const GemmArgs& g, cudaStream_t stream);
+
+ private:
+  using Key = std::tuple<uint64_t, uint64_t, bool, int>;  // n, k, transB, dtype
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  Plan& planFor(const GemmArgs& g);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;  // cuBLASLt's scratch, kWorkspaceBytes
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace cclz::overlap
+
+#endif  // CCLZ_HAVE_CUDA

@@ -1,0 +1,230 @@
+#ifdef CCLZ_HAVE_CUDA
+
+#include "overlap/device_overlap.h"
+
+#include <algorithm>
+
+#include "codec/codec.h"
+#include "codec/frame.h"
+#include "collective/device_kernels.h"
+#include "common/dtype.h"
+#include "common/error.h"
+#include "overlap/schedule.h"
+#include "transport/transport.h"
+
+namespace cclz::overlap {
+namespace {
+
+uint64_t elemBytes(const OverlapCall& call) {
+  return dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+}
+
+// A chunk's bytes on the wire: its frame's capacity (the receiver posts the same count; the
+// decoder reads the frame's own size from its header), or its plain rows.
+uint64_t wireBytes(const OverlapCall& call, uint64_t elements) {
+  return call.codec ? (call.codec->maxEncodedBytes(call.config, call.dtype, elements) + 15) / 16 * 16
+                    : elements * elemBytes(call);
+}
+
+GemmArgs rowsGemm(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
+  GemmArgs g;
+  g.a = a, g.b = call.b, g.c = c, g.m = rows, g.n = call.n, g.k = call.k;
+  g.transB = call.transB, g.dtype = call.dtype;
+  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
+  return g;
+}
+
+bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// One step's transfer on the transport, queued on stream: `out` to sendTo, `in` from recvFrom.
+void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_t bytes,
+              cudaStream_t stream) {
+  t.groupStart(reinterpret_cast<cclzStream_t>(stream));
+  t.send(out, bytes, step.sendTo);
+  t.recv(in, bytes, step.recvFrom, nullptr);
+  t.groupEnd();
+}
+
+}  // namespace
+
+DeviceOverlap::DeviceOverlap() {
+  CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+  for (cudaEvent_t* e : {&start_, &done_, &last_})
+    CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
+  CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
+}
+
+DeviceOverlap::~DeviceOverlap() {
+  if (hasLast_) cudaEventSynchronize(last_);
+  for (cudaEvent_t e : ready_) cudaEventDestroy(e);
+  for (cudaEvent_t e : {start_, done_, last_}) cudaEventDestroy(e);
+  for (Area* a : {&gathered_, &frames_, &partials_, &acc_, &scratch_}) cudaFree(a->p);
+  cudaFree(status_);
+  cudaStreamDestroy(comm_);
+}
+
+uint8_t* DeviceOverlap::area(Area& a, uint64_t bytes, bool capturing) {
+  if (bytes <= a.bytes) return a.p;
+  CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
+               "the overlapped GEMM's buffers must grow, and nothing is allocated while the "
+               "stream is captured into a CUDA graph: make a call of this shape before capturing");
+  // Queued work of earlier calls may still use the old buffer.
+  if (hasLast_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
+  cudaFree(a.p);
+  a.p = nullptr, a.bytes = 0;
+  CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&a.p), bytes));
+  a.bytes = bytes;
+  return a.p;
+}
+
+// The call's start: the transfer stream after the caller's work (and a direct call after the
+// last direct one, whose buffers it reuses), and one event per chunk.
+void DeviceOverlap::begin(cudaStream_t stream, int chunks, bool capturing) {
+  if (!capturing && hasLast_) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+  while (static_cast<int>(ready_.size()) < chunks) {
+    cudaEvent_t e = nullptr;
+    CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    ready_.push_back(e);
+  }
+  CCLZ_CUDA_CHECK(cudaEventRecord(start_, stream));
+  CCLZ_CUDA_CHECK(cudaStreamWaitEvent(comm_, start_));
+}
+
+// The caller's stream joins the transfer stream.
+void DeviceOverlap::end(cudaStream_t stream, bool capturing) {
+  CCLZ_CUDA_CHECK(cudaEventRecord(done_, comm_));
+  CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, done_));
+  if (!capturing) {
+    CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
+    hasLast_ = true;
+  }
+}
+
+DeviceWorkspace DeviceOverlap::workspace(const OverlapCall& call, uint64_t elements,
+                                         bool capturing) {
+  const uint64_t bytes = std::max<uint64_t>(
+      256, call.codec->encodeScratchBytes(call.config, call.dtype, elements));
+  return DeviceWorkspace{status_, area(scratch_, bytes, capturing), bytes, 0};
+}
+
+void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaStream_t stream) {
+  const bool capturing = isCapturing(stream);
+  const int n = t.size(), me = t.rank();
+  const uint64_t es = elemBytes(call), elements = call.m * call.k, chunkBytes = elements * es;
+  const uint64_t wire = wireBytes(call, elements), outChunk = call.m * call.n * es;
+  auto* gathered = static_cast<uint8_t*>(call.gathered);
+  if (!gathered) gathered = area(gathered_, n * chunkBytes, capturing);
+  uint8_t* frames = call.codec ? area(frames_, n * wire, capturing) : nullptr;
+  const DeviceWorkspace ws = call.codec ? workspace(call, elements, capturing) : DeviceWorkspace{};
+  begin(stream, n, capturing);
+
+  // The transfer stream: this rank's chunk in place (decoded from its own frame with a codec, so
+  // that every rank multiplies the same values), then the ring, each arriving chunk forwarded
+  // at the next step as it came (a frame is encoded once) and put in place.
+  auto land = [&](int chunk) {
+    if (call.codec)
+      call.codec->decodeDevice(call.config, frames + chunk * wire, wire, call.dtype, elements,
+                               gathered + chunk * chunkBytes, ws, comm_);
+    CCLZ_CUDA_CHECK(cudaEventRecord(ready_[chunk], comm_));
+  };
+  if (call.codec)
+    call.codec->encodeDevice(call.config, call.dtype, call.a, elements, frames + me * wire,
+                             nullptr, ws, comm_);
+  else
+    CCLZ_CUDA_CHECK(cudaMemcpyAsync(gathered + me * chunkBytes, call.a, chunkBytes,
+                                    cudaMemcpyDeviceToDevice, comm_));
+  land(me);
+  uint8_t* wireBase = call.codec ? frames : gathered;
+  for (int s = 0; s + 1 < n; ++s) {
+    const Step step = gatherStep(me, n, s);
+    exchange(t, step, wireBase + step.sendChunk * wire, wireBase + step.recvChunk * wire, wire,
+             comm_);
+    land(step.recvChunk);
+  }
+
+  // The caller's stream: the GEMMs, this rank's chunk first. Without a codec it multiplies the
+  // caller's rows directly and waits for nothing.
+  for (int s = 0; s < n; ++s) {
+    const int c = gatherStep(me, n, s).compute;
+    const bool direct = s == 0 && !call.codec;
+    if (!direct) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[c]));
+    gemm_.run(rowsGemm(call, direct ? call.a : gathered + c * chunkBytes, call.m,
+                       static_cast<uint8_t*>(call.c) + c * outChunk),
+              stream);
+  }
+  end(stream, capturing);
+}
+
+void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
+                                        cudaStream_t stream) {
+  const bool capturing = isCapturing(stream);
+  const int n = t.size(), me = t.rank();
+  const uint64_t es = elemBytes(call), outElements = call.m * call.n, partialBytes = outElements * es;
+  const uint64_t wire = wireBytes(call, outElements);
+  // partials: the GEMM's output of each step; frames: the n partials of this rank's rows as they
+  // travel (rank r's at r), plus, with a codec, each step's encoded partial at n + s.
+  uint8_t* partials = area(partials_, n * partialBytes, capturing);
+  uint8_t* frames = area(frames_, (call.codec ? 2 * n : n) * wire, capturing);
+  auto* acc = reinterpret_cast<float*>(area(acc_, outElements * sizeof(float), capturing));
+  const DeviceWorkspace ws = call.codec ? workspace(call, outElements, capturing)
+                                        : DeviceWorkspace{};
+  begin(stream, n, capturing);
+
+  // The caller's stream: step s's partial product, this rank's own rows last.
+  for (int s = 0; s < n; ++s) {
+    const Step step = reduceScatterStep(me, n, s);
+    gemm_.run(rowsGemm(call, static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
+                       call.m, partials + s * partialBytes),
+              stream);
+    CCLZ_CUDA_CHECK(cudaEventRecord(ready_[s], stream));
+  }
+
+  // The transfer stream: each partial to its owner as soon as it is computed (encoded once with
+  // a codec), while this rank's rows arrive from every peer; then the n partials summed in rank
+  // order in fp32 with the collectives' element operations, the host path's bytes.
+  for (int s = 0; s < n; ++s) {
+    const Step step = reduceScatterStep(me, n, s);
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(comm_, ready_[s]));
+    const uint8_t* partial = partials + s * partialBytes;
+    uint8_t* out = step.sendTo < 0 ? frames + me * wire : frames + (n + s) * wire;
+    if (call.codec)
+      call.codec->encodeDevice(call.config, call.dtype, partial, outElements, out, nullptr, ws,
+                               comm_);
+    else if (step.sendTo < 0)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(out, partial, partialBytes, cudaMemcpyDeviceToDevice, comm_));
+    if (step.sendTo >= 0)
+      exchange(t, step, call.codec ? out : partial, frames + step.recvFrom * wire, wire, comm_);
+  }
+  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
+  if (call.codec) {
+    for (int r = 0; r < n; ++r)
+      call.codec->decodeReduceDevice(
+          call.config, frames + r * wire, wire, call.dtype, outElements,
+          ReduceStep{acc, r == 0, r == n - 1 ? call.c : nullptr, divisor}, ws, comm_);
+  } else {
+    CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, outElements * sizeof(float), comm_));
+    for (int r = 0; r < n; ++r)
+      reduce::accumulateDevice(acc, frames + r * wire, outElements, call.dtype, comm_);
+    reduce::storeDevice(acc, outElements, divisor, call.dtype, call.c, comm_);
+  }
+  end(stream, capturing);
+}
+
+cclzResult_t DeviceOverlap::pollError(std::string* message) {
+  DeviceStatus status{};
+  CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
+  if (status.decodeError == kFrameOk) return cclzSuccess;
+  CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, sizeof(uint32_t)));
+  *message = std::string("an overlapped GEMM's decode rejected a frame: ") +
+             frameErrorText(status.decodeError);
+  return cclzCorruptFrame;
+}
+
+}  // namespace cclz::overlap
+
+#endif  // CCLZ_HAVE_CUDA

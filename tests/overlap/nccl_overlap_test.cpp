@@ -1,0 +1,232 @@
+// The overlapped GEMMs on a device communicator (docs/overlap.md, "The device path"), one process
+// per GPU under mpirun (2 and 4 ranks, labels gpu;nccl):
+//   - all-gather + GEMM: the gathered matrix bit for bit the host path's (plain: the all-gather;
+//     fp8: every chunk's frame decoded), and the product bit for bit cuBLASLt's product of the
+//     whole gathered matrix with the algorithm the path keeps; within bf16's rounding of the
+//     host GEMM's;
+//   - GEMM + reduce-scatter: each rank's rows bit for bit the partials of every rank (the same
+//     GEMM, through their fp8 frames with a codec) summed in rank order in fp32, sum and avg;
+//   - calls back to back on two streams, and a shape whose fp8 chunks do not fill 16-byte words
+//     refused on every rank.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cclz/cclz.h"
+#include "collective/mpi_world.h"
+#include "collective/nccl_main.h"
+#include "collective/reduce.h"
+#include "overlap/device_gemm.h"
+#include "overlap/host_gemm.h"
+#include "support/data.h"
+
+namespace cclz::test {
+namespace {
+
+struct DeviceBytes {
+  explicit DeviceBytes(size_t bytes, const uint8_t* init = nullptr) : size(bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess);
+    if (init)
+      EXPECT_EQ(cudaMemcpy(ptr, init, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    else
+      EXPECT_EQ(cudaMemset(ptr, 0xA5, bytes), cudaSuccess);
+  }
+  ~DeviceBytes() { cudaFree(ptr); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  std::vector<uint8_t> download() const {
+    std::vector<uint8_t> out(size);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(out.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  void* ptr = nullptr;
+  size_t size;
+};
+
+struct Shape {
+  size_t m, n, k;
+};
+constexpr Shape kShape{64, 96, 128};
+
+cclzCodecConfig_t fp8Config() {
+  cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+  c.codec = cclzCodecFp8;
+  return c;
+}
+
+// The test's own cuBLASLt GEMM, its algorithm chosen at a first GEMM of m rows, as the path
+// chooses its own at the first chunk: the same heuristics for the same shape on the same GPU.
+struct ReferenceGemm {
+  overlap::DeviceGemm gemm;
+  // C (rows x n) = A (rows x k) * B^T, B n x k, on the device.
+  std::vector<uint8_t> run(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
+                           size_t rows, const Shape& s, size_t chunkRows) {
+    DeviceBytes da(a.size(), a.data()), db(b.size(), b.data()), dc(rows * s.n * 2);
+    overlap::GemmArgs g;
+    g.a = da.ptr, g.b = db.ptr, g.c = dc.ptr, g.m = chunkRows, g.n = s.n, g.k = s.k;
+    g.transB = true, g.dtype = cclzBfloat16, g.lda = s.k, g.ldb = s.k, g.ldc = s.n;
+    gemm.run(g, nullptr);  // chooses the algorithm at chunkRows rows
+    g.m = rows;
+    gemm.run(g, nullptr);
+    return dc.download();
+  }
+};
+
+double relativeError(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size() / 2; ++i) {
+    const double g = elementAsFloat(cclzBfloat16, got, i), w = elementAsFloat(cclzBfloat16, want, i);
+    num += (g - w) * (g - w), den += w * w;
+  }
+  return std::sqrt(num / den);
+}
+
+class NcclOverlap : public ::testing::TestWithParam<bool> {};  // with the fp8 codec or plain
+
+TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
+  const bool fp8 = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const Shape s = kShape;
+  const cclzCodecConfig_t config = fp8Config();
+  const cclzCodecConfig_t* codec = fp8 ? &config : nullptr;
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, s.m * s.k, 0, 10 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 20 + me);
+  DeviceBytes da(a.size(), a.data()), db(b.size(), b.data());
+  DeviceBytes dc(n * s.m * s.n * 2), dg(n * s.m * s.k * 2);
+  ASSERT_EQ(cclzAllGatherMatmul(da.ptr, db.ptr, dc.ptr, dg.ptr, s.m, s.n, s.k, 1, cclzBfloat16,
+                                comms().device, codec,
+                                reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzSuccess)
+      << cclzGetLastError(comms().device);
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+
+  // The host path on the same rows: the gathered matrix it multiplies.
+  std::vector<uint8_t> hostC(n * s.m * s.n * 2), hostG(n * s.m * s.k * 2);
+  ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), hostC.data(), hostG.data(), s.m, s.n, s.k, 1,
+                                cclzBfloat16, comms().host, codec, nullptr),
+            cclzSuccess)
+      << cclzGetLastError(comms().host);
+  const std::vector<uint8_t> gathered = dg.download();
+  EXPECT_EQ(gathered, hostG) << "the gathered matrix";
+  const std::vector<uint8_t> c = dc.download();
+  ReferenceGemm ref;
+  EXPECT_EQ(c, ref.run(hostG, b, n * s.m, s, s.m)) << "the product of the whole gathered matrix";
+  EXPECT_LT(relativeError(c, hostC), 1e-2) << "against the host GEMM";
+}
+
+TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialInRankOrder) {
+  const bool fp8 = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const Shape s = kShape;
+  const cclzCodecConfig_t config = fp8Config();
+  cclzCodec_t handle = nullptr;
+  if (fp8) {
+    ASSERT_EQ(cclzCodecCreate(&handle, &config), cclzSuccess) << cclzGetLastError(nullptr);
+  }
+  auto input = [&](int q) {
+    return makeData(DataKind::kGauss1, cclzBfloat16, n * s.m * s.k, 0, 30 + q);
+  };
+  auto weight = [&](int q) { return makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 40 + q); };
+  for (cclzRedOp_t op : {cclzSum, cclzAvg}) {
+    SCOPED_TRACE(op == cclzSum ? "sum" : "avg");
+    const auto a = input(me), b = weight(me);
+    DeviceBytes da(a.size(), a.data()), db(b.size(), b.data()), dc(s.m * s.n * 2);
+    ASSERT_EQ(cclzMatmulReduceScatter(da.ptr, db.ptr, dc.ptr, s.m, s.n, s.k, 1, cclzBfloat16, op,
+                                      comms().device, fp8 ? &config : nullptr,
+                                      reinterpret_cast<cclzStream_t>(comms().stream)),
+              cclzSuccess)
+        << cclzGetLastError(comms().device);
+    ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+    cclzResult_t async = cclzInternalError;
+    EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
+    EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+
+    // Every rank's partial of this rank's rows, the same GEMM, through its frame with fp8.
+    std::vector<float> acc(s.m * s.n, 0.0f);
+    ReferenceGemm ref;
+    for (int q = 0; q < n; ++q) {
+      const auto aq = input(q);
+      const std::vector<uint8_t> rows(aq.begin() + me * s.m * s.k * 2,
+                                      aq.begin() + (me + 1) * s.m * s.k * 2);
+      std::vector<uint8_t> partial = ref.run(rows, weight(q), s.m, s, s.m);
+      if (fp8) {
+        size_t capacity = 0, used = 0;
+        ASSERT_EQ(cclzCodecMaxEncodedSize(handle, s.m * s.n, cclzBfloat16, &capacity), cclzSuccess);
+        std::vector<uint8_t> frame(capacity);
+        ASSERT_EQ(cclzEncodeHost(handle, partial.data(), s.m * s.n, cclzBfloat16, frame.data(),
+                                 capacity, &used),
+                  cclzSuccess);
+        ASSERT_EQ(cclzDecodeHost(handle, frame.data(), used, partial.data(), s.m * s.n,
+                                 cclzBfloat16),
+                  cclzSuccess);
+      }
+      for (size_t i = 0; i < s.m * s.n; ++i)
+        reduce::accumulateElement(acc.data(), i, partial.data(), cclzBfloat16);
+    }
+    std::vector<uint8_t> want(s.m * s.n * 2);
+    const float divisor = op == cclzAvg ? static_cast<float>(n) : 1.0f;
+    for (size_t i = 0; i < s.m * s.n; ++i)
+      reduce::storeElement(acc.data(), i, divisor, cclzBfloat16, want.data());
+    EXPECT_EQ(dc.download(), want);
+  }
+  if (handle) cclzCodecDestroy(handle);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codec, NcclOverlap, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "fp8" : "plain"; });
+
+// Calls of two shapes back to back on two streams (the buffers grow between them), the second
+// stream's calls after the first's: each result as a call of its own gives it.
+TEST(NcclOverlapCalls, BackToBackOnTwoStreams) {
+  const int n = worldSize(), me = worldRank();
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  const Shape small{16, 32, 64}, large = kShape;
+  std::vector<std::vector<uint8_t>> first, second;
+  for (int round = 0; round < 2; ++round) {
+    for (const Shape& s : {small, large}) {
+      const auto a = makeData(DataKind::kGauss1, cclzBfloat16, s.m * s.k, 0, 50 + me);
+      const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 60 + me);
+      DeviceBytes da(a.size(), a.data()), db(b.size(), b.data()), dc(n * s.m * s.n * 2);
+      cudaStream_t st = round == 0 ? comms().stream : other;
+      ASSERT_EQ(cclzAllGatherMatmul(da.ptr, db.ptr, dc.ptr, nullptr, s.m, s.n, s.k, 1,
+                                    cclzBfloat16, comms().device, nullptr,
+                                    reinterpret_cast<cclzStream_t>(st)),
+                cclzSuccess)
+          << cclzGetLastError(comms().device);
+      (round == 0 ? first : second).push_back(dc.download());
+    }
+  }
+  EXPECT_EQ(first, second);
+  cudaStreamDestroy(other);
+}
+
+TEST(NcclOverlapCalls, Fp8ChunksMustFillWholeWords) {
+  const int n = worldSize();
+  const Shape s{3, 8, 5};  // 15 bf16 values a chunk: 30 bytes
+  const cclzCodecConfig_t config = fp8Config();
+  DeviceBytes da(s.m * s.k * 2), db(s.n * s.k * 2), dc(n * s.m * s.n * 2);
+  EXPECT_EQ(cclzAllGatherMatmul(da.ptr, db.ptr, dc.ptr, nullptr, s.m, s.n, s.k, 1, cclzBfloat16,
+                                comms().device, &config,
+                                reinterpret_cast<cclzStream_t>(comms().stream)),
+            cclzInvalidArgument);
+  EXPECT_NE(std::string(cclzGetLastError(comms().device)).find("16-byte words"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace cclz::test
+
+int main(int argc, char** argv) {
+  using namespace cclz::test;
+  if (const int skip = startNcclTests(&argc, argv, "1M")) return skip;
+  return finishNcclTests();
+}
