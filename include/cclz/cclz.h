@@ -573,8 +573,11 @@ CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtyp
  * else B k x n. a, b, c (and gathered) hold dtype: bf16, fp16 or fp32; products are summed in
  * fp32. codec: NULL (plain) or fp8: each rank's chunk travels as one frame, encoded once.
  * Every rank passes the same m, n, k, transB, dtype and codec (checked: a mismatch fails the call
- * on every rank). Host communicators; a device communicator returns cclzNotSupported (its path
- * is not built yet).
+ * on every rank). On a host communicator the call is complete when it returns; on a device
+ * communicator it is queued on stream: the GEMMs (cuBLASLt) on stream, the steps' transfers on a
+ * stream of cclz's own, no host synchronization. With fp8 on a device communicator a chunk (m
+ * rows of a, or of c) must fill whole 16-byte words, and gathered (all-gather) or c
+ * (reduce-scatter) must be 16-byte aligned (else cclzInvalidArgument).
  *
  * cclzAllGatherMatmul (column-parallel): a is this rank's m x k rows of the gathered matrix (the
  * ranks' rows in rank order, size * m x k); c (size * m x n) = gathered * op(B); gathered (may be
