@@ -108,6 +108,15 @@ void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uin
   CCLZ_FAIL(cclzNotSupported,
             std::string("the ") + name() + " codec has no error feedback (only qgrad has)");
 }
+
+cclzResult_t takeDecodeError(DeviceStatus* status, const char* who, std::string* message) {
+  DeviceStatus got{};
+  CCLZ_CUDA_CHECK(cudaMemcpy(&got, status, sizeof got, cudaMemcpyDeviceToHost));
+  if (got.decodeError == kFrameOk) return cclzSuccess;
+  CCLZ_CUDA_CHECK(cudaMemset(&status->decodeError, 0, sizeof(uint32_t)));
+  *message = std::string(who) + " rejected a frame: " + frameErrorText(got.decodeError);
+  return cclzCorruptFrame;
+}
 #endif
 
 }  // namespace cclz

@@ -143,6 +143,13 @@ class Codec {
 #endif
 };
 
+#ifdef CCLZ_HAVE_CUDA
+// The decode error a status word (device memory) holds, taken: cclzCorruptFrame with *message
+// ("<who> rejected a frame: <why>") and the word cleared, else cclzSuccess. A small copy; it
+// does not wait for work queued on non-blocking streams.
+cclzResult_t takeDecodeError(DeviceStatus* status, const char* who, std::string* message);
+#endif
+
 // The implementation of a codec type. Throws cclz::Error(cclzInvalidArgument) for an unknown one.
 const Codec& codecFor(int type);
 // The same, or NULL for a type this build does not know (a frame's codec byte, for instance).

@@ -333,13 +333,7 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
   cclzResult_t pollError(std::string* message) override {
-    DeviceStatus status{};
-    CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
-    if (status.decodeError == kFrameOk) return cclzSuccess;
-    CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, sizeof(uint32_t)));
-    *message = std::string("the fused all-gather's decode rejected a frame: ") +
-               frameErrorText(status.decodeError);
-    return cclzCorruptFrame;
+    return takeDecodeError(status_, "the fused path's decode", message);
   }
 
  private:

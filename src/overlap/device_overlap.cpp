@@ -216,13 +216,7 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
 }
 
 cclzResult_t DeviceOverlap::pollError(std::string* message) {
-  DeviceStatus status{};
-  CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
-  if (status.decodeError == kFrameOk) return cclzSuccess;
-  CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, sizeof(uint32_t)));
-  *message = std::string("an overlapped GEMM's decode rejected a frame: ") +
-             frameErrorText(status.decodeError);
-  return cclzCorruptFrame;
+  return takeDecodeError(status_, "an overlapped GEMM's decode", message);
 }
 
 }  // namespace cclz::overlap

@@ -23,18 +23,8 @@ namespace {
 
 // One communicator for the whole run, as a training job would have.
 cclzComm_t theComm() {
-  static cclzComm_t comm = [] {
-    MPI_Comm world = MPI_COMM_WORLD;
-    cclzComm_t c = nullptr;
-    cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
-    config.adaptive = 0;  // every call through its codec (MpiAdaptive tests the other way)
-    const cclzResult_t r = cclzCommInitFromMpiConfig(&c, &world, &config);
-    if (r != cclzSuccess) {
-      fprintf(stderr, "cclzCommInitFromMpiConfig: %s\n", cclzGetLastError(nullptr));
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return c;
-  }();
+  // Every call through its codec (MpiAdaptive tests the other way).
+  static cclzComm_t comm = makeWorldComm(false);
   return comm;
 }
 

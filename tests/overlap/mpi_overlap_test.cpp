@@ -19,15 +19,7 @@ namespace cclz::test {
 namespace {
 
 cclzComm_t theComm() {
-  static cclzComm_t comm = [] {
-    MPI_Comm world = MPI_COMM_WORLD;
-    cclzComm_t c = nullptr;
-    if (cclzCommInitFromMpi(&c, &world) != cclzSuccess) {
-      fprintf(stderr, "cclzCommInitFromMpi: %s\n", cclzGetLastError(nullptr));
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return c;
-  }();
+  static cclzComm_t comm = makeWorldComm(false);  // every call as asked, none adaptive
   return comm;
 }
 

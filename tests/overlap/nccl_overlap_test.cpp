@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,30 +24,34 @@
 #include "overlap/device_gemm.h"
 #include "overlap/host_gemm.h"
 #include "support/data.h"
+#include "support/device_buffer.h"
 
 namespace cclz::test {
 namespace {
 
-struct DeviceBytes {
-  explicit DeviceBytes(size_t bytes, const uint8_t* init = nullptr) : size(bytes) {
-    EXPECT_EQ(cudaMalloc(&ptr, bytes), cudaSuccess);
-    if (init)
-      EXPECT_EQ(cudaMemcpy(ptr, init, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-    else
-      EXPECT_EQ(cudaMemset(ptr, 0xA5, bytes), cudaSuccess);
-  }
-  ~DeviceBytes() { cudaFree(ptr); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  std::vector<uint8_t> download() const {
-    std::vector<uint8_t> out(size);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(out.data(), ptr, size, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-  void* ptr = nullptr;
-  size_t size;
-};
+// A guarded device buffer (support/device_buffer.h) holding `bytes`.
+std::unique_ptr<GuardedDeviceBuffer> holding(const std::vector<uint8_t>& bytes) {
+  auto b = std::make_unique<GuardedDeviceBuffer>(bytes.size());
+  EXPECT_TRUE(b->ok());
+  b->upload(bytes.data(), bytes.size());
+  return b;
+}
+
+std::unique_ptr<GuardedDeviceBuffer> empty(size_t size) {
+  auto b = std::make_unique<GuardedDeviceBuffer>(size);
+  EXPECT_TRUE(b->ok());
+  return b;
+}
+
+// The calls queued so far finished, with no frame rejected on the device.
+void expectFinishedCleanly() {
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+}
+
+cclzStream_t testStream() { return reinterpret_cast<cclzStream_t>(comms().stream); }
 
 struct Shape {
   size_t m, n, k;
@@ -66,14 +71,14 @@ struct ReferenceGemm {
   // C (rows x n) = A (rows x k) * B^T, B n x k, on the device.
   std::vector<uint8_t> run(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
                            size_t rows, const Shape& s, size_t chunkRows) {
-    DeviceBytes da(a.size(), a.data()), db(b.size(), b.data()), dc(rows * s.n * 2);
+    auto da = holding(a), db = holding(b), dc = empty(rows * s.n * 2);
     overlap::GemmArgs g;
-    g.a = da.ptr, g.b = db.ptr, g.c = dc.ptr, g.m = chunkRows, g.n = s.n, g.k = s.k;
+    g.a = da->data(), g.b = db->data(), g.c = dc->data(), g.m = chunkRows, g.n = s.n, g.k = s.k;
     g.transB = true, g.dtype = cclzBfloat16, g.lda = s.k, g.ldb = s.k, g.ldc = s.n;
     gemm.run(g, nullptr);  // chooses the algorithm at chunkRows rows
     g.m = rows;
     gemm.run(g, nullptr);
-    return dc.download();
+    return dc->download(dc->size());
   }
 };
 
@@ -96,17 +101,13 @@ TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
   const cclzCodecConfig_t* codec = fp8 ? &config : nullptr;
   const auto a = makeData(DataKind::kGauss1, cclzBfloat16, s.m * s.k, 0, 10 + me);
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 20 + me);
-  DeviceBytes da(a.size(), a.data()), db(b.size(), b.data());
-  DeviceBytes dc(n * s.m * s.n * 2), dg(n * s.m * s.k * 2);
-  ASSERT_EQ(cclzAllGatherMatmul(da.ptr, db.ptr, dc.ptr, dg.ptr, s.m, s.n, s.k, 1, cclzBfloat16,
-                                comms().device, codec,
-                                reinterpret_cast<cclzStream_t>(comms().stream)),
+  auto da = holding(a), db = holding(b);
+  auto dc = empty(n * s.m * s.n * 2), dg = empty(n * s.m * s.k * 2);
+  ASSERT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), dg->data(), s.m, s.n, s.k, 1,
+                                cclzBfloat16, comms().device, codec, testStream()),
             cclzSuccess)
       << cclzGetLastError(comms().device);
-  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
-  cclzResult_t async = cclzInternalError;
-  EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
-  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+  ASSERT_NO_FATAL_FAILURE(expectFinishedCleanly());
 
   // The host path on the same rows: the gathered matrix it multiplies.
   std::vector<uint8_t> hostC(n * s.m * s.n * 2), hostG(n * s.m * s.k * 2);
@@ -114,9 +115,9 @@ TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
                                 cclzBfloat16, comms().host, codec, nullptr),
             cclzSuccess)
       << cclzGetLastError(comms().host);
-  const std::vector<uint8_t> gathered = dg.download();
-  EXPECT_EQ(gathered, hostG) << "the gathered matrix";
-  const std::vector<uint8_t> c = dc.download();
+  EXPECT_EQ(dg->download(dg->size()), hostG) << "the gathered matrix";
+  const std::vector<uint8_t> c = dc->download(dc->size());
+  EXPECT_TRUE(dc->guardsIntact() && dg->guardsIntact()) << "a write outside the outputs";
   ReferenceGemm ref;
   EXPECT_EQ(c, ref.run(hostG, b, n * s.m, s, s.m)) << "the product of the whole gathered matrix";
   EXPECT_LT(relativeError(c, hostC), 1e-2) << "against the host GEMM";
@@ -138,16 +139,13 @@ TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialInRankOrder) {
   for (cclzRedOp_t op : {cclzSum, cclzAvg}) {
     SCOPED_TRACE(op == cclzSum ? "sum" : "avg");
     const auto a = input(me), b = weight(me);
-    DeviceBytes da(a.size(), a.data()), db(b.size(), b.data()), dc(s.m * s.n * 2);
-    ASSERT_EQ(cclzMatmulReduceScatter(da.ptr, db.ptr, dc.ptr, s.m, s.n, s.k, 1, cclzBfloat16, op,
-                                      comms().device, fp8 ? &config : nullptr,
-                                      reinterpret_cast<cclzStream_t>(comms().stream)),
+    auto da = holding(a), db = holding(b), dc = empty(s.m * s.n * 2);
+    ASSERT_EQ(cclzMatmulReduceScatter(da->data(), db->data(), dc->data(), s.m, s.n, s.k, 1,
+                                      cclzBfloat16, op, comms().device, fp8 ? &config : nullptr,
+                                      testStream()),
               cclzSuccess)
         << cclzGetLastError(comms().device);
-    ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
-    cclzResult_t async = cclzInternalError;
-    EXPECT_EQ(cclzCommGetAsyncError(comms().device, &async), cclzSuccess);
-    EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comms().device);
+    ASSERT_NO_FATAL_FAILURE(expectFinishedCleanly());
 
     // Every rank's partial of this rank's rows, the same GEMM, through its frame with fp8.
     std::vector<float> acc(s.m * s.n, 0.0f);
@@ -175,7 +173,8 @@ TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialInRankOrder) {
     const float divisor = op == cclzAvg ? static_cast<float>(n) : 1.0f;
     for (size_t i = 0; i < s.m * s.n; ++i)
       reduce::storeElement(acc.data(), i, divisor, cclzBfloat16, want.data());
-    EXPECT_EQ(dc.download(), want);
+    EXPECT_EQ(dc->download(dc->size()), want);
+    EXPECT_TRUE(dc->guardsIntact()) << "a write outside the output";
   }
   if (handle) cclzCodecDestroy(handle);
 }
@@ -195,14 +194,14 @@ TEST(NcclOverlapCalls, BackToBackOnTwoStreams) {
     for (const Shape& s : {small, large}) {
       const auto a = makeData(DataKind::kGauss1, cclzBfloat16, s.m * s.k, 0, 50 + me);
       const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 60 + me);
-      DeviceBytes da(a.size(), a.data()), db(b.size(), b.data()), dc(n * s.m * s.n * 2);
+      auto da = holding(a), db = holding(b), dc = empty(n * s.m * s.n * 2);
       cudaStream_t st = round == 0 ? comms().stream : other;
-      ASSERT_EQ(cclzAllGatherMatmul(da.ptr, db.ptr, dc.ptr, nullptr, s.m, s.n, s.k, 1,
+      ASSERT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), nullptr, s.m, s.n, s.k, 1,
                                     cclzBfloat16, comms().device, nullptr,
                                     reinterpret_cast<cclzStream_t>(st)),
                 cclzSuccess)
           << cclzGetLastError(comms().device);
-      (round == 0 ? first : second).push_back(dc.download());
+      (round == 0 ? first : second).push_back(dc->download(dc->size()));
     }
   }
   EXPECT_EQ(first, second);
@@ -213,11 +212,11 @@ TEST(NcclOverlapCalls, Fp8ChunksMustFillWholeWords) {
   const int n = worldSize();
   const Shape s{3, 8, 5};  // 15 bf16 values a chunk: 30 bytes
   const cclzCodecConfig_t config = fp8Config();
-  DeviceBytes da(s.m * s.k * 2), db(s.n * s.k * 2), dc(n * s.m * s.n * 2);
-  EXPECT_EQ(cclzAllGatherMatmul(da.ptr, db.ptr, dc.ptr, nullptr, s.m, s.n, s.k, 1, cclzBfloat16,
-                                comms().device, &config,
-                                reinterpret_cast<cclzStream_t>(comms().stream)),
+  auto da = empty(s.m * s.k * 2), db = empty(s.n * s.k * 2), dc = empty(n * s.m * s.n * 2);
+  EXPECT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), nullptr, s.m, s.n, s.k, 1,
+                                cclzBfloat16, comms().device, &config, testStream()),
             cclzInvalidArgument);
+  EXPECT_TRUE(dc->guardsIntact());
   EXPECT_NE(std::string(cclzGetLastError(comms().device)).find("16-byte words"),
             std::string::npos);
 }
