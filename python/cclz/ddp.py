@@ -41,6 +41,13 @@ class State:
             stream = self._streams[device.index] = torch.cuda.Stream(device)
         return stream
 
+    def close(self):
+        """Frees the buckets' residuals now (they are device memory of the gradients' size);
+        the state makes new ones if it is used again."""
+        for made in self._bucket_codecs.values():
+            made.feedback.close()
+        self._bucket_codecs.clear()
+
     def codec_for(self, bucket_index, tensor):
         codec = self.codec
         if isinstance(codec, Qgrad) and codec.feedback is True:

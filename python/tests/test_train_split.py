@@ -4,6 +4,8 @@ same gradients, for tensor+sequence, pipeline (1F1B) and data parallelism and th
 Uncompressed, so the only difference is fp32 summation order. On DEVICE (GPUs with
 CCLZ_TEST_DEVICE=cuda): the trainer's ranks and the single model alike."""
 import dataclasses
+import gc
+import weakref
 
 import pytest
 import torch
@@ -134,3 +136,27 @@ def test_data_parallel_buckets_go_out_during_the_last_backward(comm, world_group
         assert len(sent_at) == len(grads.buckets)  # sync() sent nothing more
     finally:
         trainer.close()
+
+
+def test_a_closed_trainer_frees_its_model_and_buckets(comm, world_group):
+    """A launch trains its policies one after the other in one process: once a run's trainer is
+    closed, nothing of it may stay alive (its parameters, gradient buckets and residuals would
+    count in the next run's memory). The parameters' gradient hooks hold the trainer's gradient
+    sync, which holds the parameters: a cycle the collector cannot break, which close() must."""
+    if comm.size < 2:
+        pytest.skip("data parallelism needs 2 or more ranks")
+    cfg = dataclasses.replace(config(1, 1, comm.size, 1), codecs=(
+        ("tp", "none"), ("dp", "qgrad4"), ("pp", "none"), ("tp_reduce", "none")))
+    trainer = Trainer(cfg, DEVICE)
+    try:
+        trainer.run()
+        residuals = list(trainer.grads.state._bucket_codecs.values())
+        assert residuals  # the run made its error-feedback residuals
+    finally:
+        trainer.close()
+    alive = [weakref.ref(x) for x in (trainer.model, trainer.grads, trainer.optimizer)]
+    alive += [weakref.ref(p) for p in list(alive[0]().parameters())[:3]]
+    assert all(made.feedback._handle is None for made in residuals)  # freed in close()
+    del trainer, residuals
+    gc.collect()
+    assert [ref() is None for ref in alive] == [True] * len(alive)

@@ -73,12 +73,25 @@ class GradSync:
                 offset += p.numel()
             self.flats.append(flat)
         self.state, self.hook = None, None
+        # The parameters' hooks hold this object and it holds the parameters: a cycle through
+        # autograd's C++ hook storage, which Python's collector cannot see. close() removes them;
+        # without it the model's parameters and gradient buckets would outlive the run.
+        self._hook_handles = []
         if groups.dp_comm is not None:
             self.state = ddp.State(groups.dp_comm, codec)
             self.hook = ddp.plain_hook if codec is None else ddp.qgrad_hook
-            for p in self.params:
-                p.register_post_accumulate_grad_hook(self._accumulated)
+            self._hook_handles = [p.register_post_accumulate_grad_hook(self._accumulated)
+                                  for p in self.params]
         self._new_step()
+
+    def close(self):
+        """Removes the parameters' hooks and frees the buckets and the residuals."""
+        for handle in self._hook_handles:
+            handle.remove()
+        self._hook_handles = []
+        if self.state is not None:
+            self.state.close()
+        self.state, self.flats, self._sent = None, [], {}
 
     def _new_step(self):
         self._seen = {}  # parameter -> accumulations so far this step

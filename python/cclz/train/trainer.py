@@ -80,6 +80,7 @@ class Trainer:
         self.normalizer = cfg.batch // cfg.dp * cfg.model.seq_len
 
     def close(self):
+        self.grads.close()
         self.groups.close()
 
     def micro_batches(self, inputs, targets):
