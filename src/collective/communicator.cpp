@@ -57,6 +57,14 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_FUSED=" + v + ": expected 0 (the default) or 1");
     s.fused = v == "1";
   }
+  if (const char* sms = std::getenv("CCLZ_OVERLAP_COMM_SMS"); sms && *sms) {
+    char* end = nullptr;
+    const long v = std::strtol(sms, &end, 10);
+    CCLZ_REQUIRE(end && *end == '\0' && v >= 0 && v <= 1024, cclzInvalidArgument,
+                 std::string("CCLZ_OVERLAP_COMM_SMS=") + sms +
+                     ": expected a count of multiprocessors from 0 to 1024");
+    s.overlapCommSms = static_cast<int>(v);
+  }
   if (const char* adaptive = std::getenv("CCLZ_ADAPTIVE"); adaptive && *adaptive) {
     const std::string v = adaptive;
     CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
@@ -253,7 +261,9 @@ cclzResult_t Communicator::asyncError(std::string* message) {
 
 overlap::DeviceOverlap& Communicator::deviceOverlap() {
 #ifdef CCLZ_HAVE_CUDA
-  if (!overlap_) overlap_ = std::make_unique<overlap::DeviceOverlap>();
+  if (!overlap_)
+    overlap_ = std::make_unique<overlap::DeviceOverlap>(settings_.highPriorityMove,
+                                                        settings_.overlapCommSms);
   return *overlap_;
 #else
   CCLZ_FAIL(cclzNotSupported, "this build of cclz has no CUDA support");

@@ -64,9 +64,16 @@ struct CommSettings {
   // at creation (a collective: NCCL's device communicator). Off by default: not yet run on GPUs
   // (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
+  // Device communicators: the multiprocessors the overlapped GEMMs leave to the transfers,
+  // encodes and decodes that run beside them (CCLZ_OVERLAP_COMM_SMS, default 16; 0: the GEMMs
+  // plan for every one). cuBLASLt's Hopper GEMMs keep one CTA on every multiprocessor they plan
+  // for until they end, so a transfer queued beside one would otherwise wait for the whole GEMM
+  // (docs/overlap.md, "The device path").
+  int overlapCommSms = 16;
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
-  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED); every rank must see the same.
+  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS); every rank must see
+  // the same.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);

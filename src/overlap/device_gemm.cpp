@@ -54,7 +54,16 @@ struct Layouts {
 
 }  // namespace
 
-DeviceGemm::DeviceGemm() {
+DeviceGemm::DeviceGemm(int reservedSms) {
+  if (reservedSms > 0) {
+    int device = 0, sms = 0;
+    CCLZ_CUDA_CHECK(cudaGetDevice(&device));
+    CCLZ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CCLZ_REQUIRE(reservedSms < sms, cclzInvalidArgument,
+                 "CCLZ_OVERLAP_COMM_SMS=" + std::to_string(reservedSms) +
+                     " leaves the GEMMs none of the " + std::to_string(sms) + " multiprocessors");
+    smTarget_ = sms - reservedSms;
+  }
   CCLZ_CUBLAS_CHECK(cublasLtCreate(&handle_));
   const cudaError_t err = cudaMalloc(&workspace_, kWorkspaceBytes);
   if (err != cudaSuccess) {
@@ -81,6 +90,9 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
                                                    sizeof opB));
   CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA,
                                                    sizeof opA));
+  if (smTarget_ > 0)
+    CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smTarget_, sizeof smTarget_));
   cublasLtMatmulPreference_t pref = nullptr;
   CCLZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t workspace = kWorkspaceBytes;

@@ -19,7 +19,9 @@ namespace cclz::overlap {
 
 class DeviceGemm {
  public:
-  DeviceGemm();
+  // reservedSms: multiprocessors the GEMMs leave to work beside them (cuBLASLt's SM count
+  // target: its persistent kernels then launch on the others only); 0: every one.
+  explicit DeviceGemm(int reservedSms = 0);
   ~DeviceGemm();
   DeviceGemm(const DeviceGemm&) = delete;
   DeviceGemm& operator=(const DeviceGemm&) = delete;
@@ -38,6 +40,7 @@ class DeviceGemm {
   };
   Plan& planFor(const GemmArgs& g);
 
+  int32_t smTarget_ = 0;  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (0: the device's count)
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;  // cuBLASLt's scratch, kWorkspaceBytes
   std::map<Key, Plan> plans_;

@@ -51,8 +51,11 @@ void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_
 
 }  // namespace
 
-DeviceOverlap::DeviceOverlap() {
-  CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+DeviceOverlap::DeviceOverlap(bool highPriority, int commSms) : gemm_(commSms) {
+  int least = 0, greatest = 0;
+  CCLZ_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CCLZ_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&comm_, cudaStreamNonBlocking, highPriority ? greatest : 0));
   for (cudaEvent_t* e : {&start_, &done_, &last_})
     CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));

@@ -26,7 +26,9 @@ namespace overlap {
 
 class DeviceOverlap {
  public:
-  DeviceOverlap();
+  // highPriority: the transfer stream at the device's greatest priority, so that its kernels
+  // take the multiprocessors the GEMMs leave (commSms of them, DeviceGemm) ahead of queued work.
+  DeviceOverlap(bool highPriority, int commSms);
   ~DeviceOverlap();
   DeviceOverlap(const DeviceOverlap&) = delete;
   DeviceOverlap& operator=(const DeviceOverlap&) = delete;

@@ -21,6 +21,7 @@
 #include "collective/mpi_world.h"
 #include "collective/nccl_main.h"
 #include "collective/reduce.h"
+#include "collective/communicator.h"
 #include "overlap/device_gemm.h"
 #include "overlap/host_gemm.h"
 #include "support/data.h"
@@ -65,9 +66,10 @@ cclzCodecConfig_t fp8Config() {
 }
 
 // The test's own cuBLASLt GEMM, its algorithm chosen at a first GEMM of m rows, as the path
-// chooses its own at the first chunk: the same heuristics for the same shape on the same GPU.
+// chooses its own at the first chunk: the same heuristics for the same shape on the same GPU,
+// planned for the same multiprocessors as the communicator's.
 struct ReferenceGemm {
-  overlap::DeviceGemm gemm;
+  overlap::DeviceGemm gemm{CommSettings::fromEnvironment().overlapCommSms};
   // C (rows x n) = A (rows x k) * B^T, B n x k, on the device.
   std::vector<uint8_t> run(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
                            size_t rows, const Shape& s, size_t chunkRows) {
