@@ -56,8 +56,9 @@
 #              it builds only nccl_fused_tests and cclz-perf.
 #   overlap    (2 or more GPUs) the overlapped TP GEMMs' device path: nccl_overlap_tests on 2
 #              and 4 ranks, then bench/python/overlap_gemm.py over NVLink (CCLZ_OVERLAP_NODES=1:
-#              also over two emulated nodes; CCLZ_OVERLAP_ARGS: its options). Without build among
-#              the stages it builds only nccl_overlap_tests and libcclz.
+#              also over two emulated nodes; CCLZ_OVERLAP_ARGS: its options), then one shape's
+#              timeline (CCLZ_TIMELINE=1). Without build among the stages it builds only
+#              nccl_overlap_tests and libcclz.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
 #              compared bit for bit (tests/interpose); every run's table in interpose.log. After
@@ -717,6 +718,15 @@ if has overlap; then
     grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
     rm -f "$OUT/overlap.tmp"
   done
+  # Where an overlapped call's time goes: each GEMM's and each step's span, one Llama-3-70B shape
+  # of 4096 tokens, plain and fp8 (CCLZ_TIMELINE=1; one rank's last calls; docs/overlap.md).
+  echo "== overlap timeline: llama3-70b 4096 tokens, rank 0 (plain, then fp8)" >>"$OUT/bench.log"
+  PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 200 \
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
+    -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY -x CCLZ_TIMELINE=1 \
+    python3 bench/python/overlap_gemm.py --models llama3-70b --tokens 4096 --iters 1 \
+    --warmup 1 --rounds 1 2>&1 | grep '^cclz-timeline' |
+    awk '!first { first = $3 } $3 == first' | tail -120 >>"$OUT/bench.log"
 fi
 
 if has interpose; then

@@ -59,9 +59,13 @@ void Timeline::close() {
 }
 
 void Timeline::open(Stage stage, int slot, cudaStream_t stream) {
+  open(stageName(stage), slot, stream);
+}
+
+void Timeline::open(const char* label, int slot, cudaStream_t stream) {
   if (!enabled_ || !origin_) return;
   close();
-  Span span{stage, slot, event(), event()};
+  Span span{label, slot, event(), event()};
   CCLZ_CUDA_CHECK(cudaEventRecord(span.begin, stream));
   spans_.push_back(span);
   openStream_ = stream;
@@ -82,7 +86,7 @@ void Timeline::report(cudaStream_t stream) {
   ++calls_;
   for (const Span& s : spans_)
     std::fprintf(stderr, "cclz-timeline pid %d call %llu %-7s slot %d %9.1f .. %9.1f us (%.1f)\n",
-                 pid, static_cast<unsigned long long>(calls_), stageName(s.stage), s.slot,
+                 pid, static_cast<unsigned long long>(calls_), s.label, s.slot,
                  at(s.begin), at(s.end), at(s.end) - at(s.begin));
   std::fprintf(stderr, "cclz-timeline pid %d call %llu end %9.1f us\n", pid,
                static_cast<unsigned long long>(calls_), at(joined));

@@ -1,6 +1,7 @@
-// CCLZ_TIMELINE=1: where a device collective's GPU time goes. The device engine records a timing
-// event where each stage (encode, move, decode of one slot) begins on its stream, after the
-// stage's waits and the stream's earlier work, and one where it ends; at the end of the call it
+// CCLZ_TIMELINE=1: where a device collective's GPU time goes. The device engine, the fused NVLink
+// paths and the overlapped GEMMs record a timing event where each stage (encode, move, decode of
+// one slot; a GEMM of one chunk) begins on its stream, after the stage's waits and the stream's
+// earlier work, and one where it ends; at the end of the call it
 // waits for them and prints one line per stage on stderr, in microseconds from the call's start
 // on the caller's stream. Two stages overlap where their spans do. It synchronizes the host at
 // every call (a diagnostic, like CCLZ_TRACE, read once per communicator, free to differ between
@@ -29,14 +30,17 @@ class Timeline {
   // A call starts on `stream` (its start is the origin of the call's times).
   void start(cudaStream_t stream);
   // The stage now queued on `stream` begins here; the open one (if any) ends on its stream.
+  // Spans on several streams are each closed where the next one opens, so the work of one
+  // stream must be queued in one run (as the engines and the overlapped GEMMs queue it).
   void open(Stage stage, int slot, cudaStream_t stream);
+  void open(const char* label, int slot, cudaStream_t stream);
   void close();
   // The call's work is joined on `stream`: waits for it and prints the call's lines.
   void report(cudaStream_t stream);
 
  private:
   struct Span {
-    Stage stage;
+    const char* label;
     int slot;
     cudaEvent_t begin, end;
   };

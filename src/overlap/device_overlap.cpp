@@ -94,17 +94,22 @@ void DeviceOverlap::begin(cudaStream_t stream, int chunks, bool capturing) {
     CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     ready_.push_back(e);
   }
+  // The timeline's origin before start_, which the transfer stream waits for (not in a capture:
+  // its report synchronizes the host).
+  if (!capturing) timeline_.start(stream);
   CCLZ_CUDA_CHECK(cudaEventRecord(start_, stream));
   CCLZ_CUDA_CHECK(cudaStreamWaitEvent(comm_, start_));
 }
 
 // The caller's stream joins the transfer stream.
 void DeviceOverlap::end(cudaStream_t stream, bool capturing) {
+  timeline_.close();
   CCLZ_CUDA_CHECK(cudaEventRecord(done_, comm_));
   CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, done_));
   if (!capturing) {
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
     hasLast_ = true;
+    timeline_.report(stream);
   }
 }
 
@@ -130,11 +135,13 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
   // that every rank multiplies the same values), then the ring, each arriving chunk forwarded
   // at the next step as it came (a frame is encoded once) and put in place.
   auto land = [&](int chunk) {
+    if (call.codec) timeline_.open("decode", chunk, comm_);
     if (call.codec)
       call.codec->decodeDevice(call.config, frames + chunk * wire, wire, call.dtype, elements,
                                gathered + chunk * chunkBytes, ws, comm_);
     CCLZ_CUDA_CHECK(cudaEventRecord(ready_[chunk], comm_));
   };
+  timeline_.open(call.codec ? "encode" : "copy", me, comm_);
   if (call.codec)
     call.codec->encodeDevice(call.config, call.dtype, call.a, elements, frames + me * wire,
                              nullptr, ws, comm_);
@@ -145,6 +152,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
   uint8_t* wireBase = call.codec ? frames : gathered;
   for (int s = 0; s + 1 < n; ++s) {
     const Step step = gatherStep(me, n, s);
+    timeline_.open("move", step.recvChunk, comm_);
     exchange(t, step, wireBase + step.sendChunk * wire, wireBase + step.recvChunk * wire, wire,
              comm_);
     land(step.recvChunk);
@@ -156,6 +164,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
     const int c = gatherStep(me, n, s).compute;
     const bool direct = s == 0 && !call.codec;
     if (!direct) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[c]));
+    timeline_.open("gemm", c, stream);
     gemm_.run(rowsGemm(call, direct ? call.a : gathered + c * chunkBytes, call.m,
                        static_cast<uint8_t*>(call.c) + c * outChunk),
               stream);
@@ -181,6 +190,7 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
   // The caller's stream: step s's partial product, this rank's own rows last.
   for (int s = 0; s < n; ++s) {
     const Step step = reduceScatterStep(me, n, s);
+    timeline_.open("gemm", step.compute, stream);
     gemm_.run(rowsGemm(call, static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
                        call.m, partials + s * partialBytes),
               stream);
@@ -193,6 +203,8 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
   for (int s = 0; s < n; ++s) {
     const Step step = reduceScatterStep(me, n, s);
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(comm_, ready_[s]));
+    const char* label = call.codec ? "encode" : step.sendTo < 0 ? "copy" : "move";
+    timeline_.open(label, step.compute, comm_);
     const uint8_t* partial = partials + s * partialBytes;
     uint8_t* out = step.sendTo < 0 ? frames + me * wire : frames + (n + s) * wire;
     if (call.codec)
@@ -200,10 +212,12 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                comm_);
     else if (step.sendTo < 0)
       CCLZ_CUDA_CHECK(cudaMemcpyAsync(out, partial, partialBytes, cudaMemcpyDeviceToDevice, comm_));
+    if (step.sendTo >= 0 && call.codec) timeline_.open("move", step.compute, comm_);
     if (step.sendTo >= 0)
       exchange(t, step, call.codec ? out : partial, frames + step.recvFrom * wire, wire, comm_);
   }
   const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
+  timeline_.open("reduce", me, comm_);
   if (call.codec) {
     for (int r = 0; r < n; ++r)
       call.codec->decodeReduceDevice(

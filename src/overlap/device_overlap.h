@@ -15,6 +15,7 @@
 
 #include "codec/codec.h"
 #include "codec/device.h"
+#include "collective/timeline.h"
 #include "overlap/device_gemm.h"
 #include "overlap/host_overlap.h"
 
@@ -64,6 +65,7 @@ class DeviceOverlap {
   std::vector<cudaEvent_t> ready_;   // per chunk (or step): rows in place, or a partial computed
   Area gathered_, frames_, partials_, acc_, scratch_;
   DeviceStatus* status_ = nullptr;
+  Timeline timeline_;  // CCLZ_TIMELINE=1: each GEMM's and each step's span, printed after the call
 };
 
 }  // namespace overlap

@@ -537,6 +537,23 @@ TEST(CommSettingsTest, FromEnvironment) {
     EXPECT_NE(std::string(e.what()).find("CCLZ_FUSED"), std::string::npos) << e.what();
   }
   unsetenv("CCLZ_FUSED");
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCommSms, 16);
+  setenv("CCLZ_OVERLAP_COMM_SMS", "0", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCommSms, 0);
+  setenv("CCLZ_OVERLAP_COMM_SMS", "24", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCommSms, 24);
+  for (const char* bad : {"-1", "many", "16x", "5000"}) {
+    setenv("CCLZ_OVERLAP_COMM_SMS", bad, 1);
+    try {
+      CommSettings::fromEnvironment();
+      ADD_FAILURE() << "CCLZ_OVERLAP_COMM_SMS=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), cclzInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CCLZ_OVERLAP_COMM_SMS"), std::string::npos)
+          << e.what();
+    }
+  }
+  unsetenv("CCLZ_OVERLAP_COMM_SMS");
 }
 
 #ifdef CCLZ_HAVE_NCCL
