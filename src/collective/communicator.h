@@ -61,8 +61,8 @@ struct CommSettings {
   // async: a queued call's time is known too late to choose the next one's path.
   bool adaptive = true;
   // Device communicators: the fused NVLink paths (CCLZ_FUSED=1; collective/fused_nvlink.h), made
-  // at creation (a collective: NCCL's device communicator). Off by default: not yet run on GPUs
-  // (docs/collectives.md, "Fused NVLink paths").
+  // at creation (a collective: NCCL's device communicator). Off by default: correct on GPUs, not
+  // yet faster than NCCL (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
   // Device communicators: the multiprocessors the overlapped GEMMs leave to the transfers,
   // encodes and decodes that run beside them (CCLZ_OVERLAP_COMM_SMS, default 16; 0: the GEMMs
