@@ -43,6 +43,8 @@
 #   coll, collsock (2 or more GPUs): the NCCL collective tests under mpirun, then the cclz-perf
 #              collective sweep, compressed beside plain NCCL, over NVLink (coll) and over NCCL's
 #              socket transport on loopback (collsock, the stand-in for a slow network).
+#   collnodes  (4 GPUs) the trainer's TP calls over two emulated nodes of two GPUs: fp8 (INT8)
+#              all-gather and reduce-scatter beside plain NCCL, 16-256 MiB, three piece sizes.
 #   adapt      (2 or more GPUs) adaptive calls on and off side by side, NVLink and socket.
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
@@ -607,6 +609,25 @@ fi
 
 if has collsock; then
   collsweep socket
+fi
+
+if has collnodes; then
+  # The trainer's TP calls across two emulated nodes of ngpu/2 GPUs (bench/python/two_nodes.sh:
+  # NVLink inside a node, NCCL's socket transport between them; train-4xh200's TP4 case): fp8
+  # (INT8 grid, rows of 2048, as the 1.3B model's) all-gathers and reduce-scatters beside plain
+  # NCCL, calls back to back, 16-256 MiB, with the library's pieces and with 4 and 16 MiB ones.
+  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE
+            bench/python/two_nodes.sh)
+  for op in allgather reducescatter; do
+    for piece in default 4M 16M; do
+      extra=()
+      [ "$piece" = default ] || extra=(--piece-bytes "$piece")
+      bench collnodes "${op}_fp8_int8_piece_$piece" --op $op --codec fp8 --fp8-format int8 \
+        --fp8-row-elems 2048 --device gpu -b 16M -e 256M -f 4 -n 10 -w 3 --batch --adaptive off \
+        ${extra[@]+"${extra[@]}"}
+    done
+  done
+  launcher=()
 fi
 
 if has adapt; then
