@@ -572,8 +572,9 @@ CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtyp
  * op(B) = B^T with B n x k (a Linear's weight: torch's layout, y = x W^T) when transB is non-zero,
  * else B k x n. a, b, c (and gathered) hold dtype: bf16, fp16 or fp32; products are summed in
  * fp32. codec: NULL (plain) or fp8: each rank's chunk travels as one frame, encoded once.
- * Every rank passes the same m, n, k, transB, dtype and codec (checked: a mismatch fails the call
- * on every rank). On a host communicator the call is complete when it returns; on a device
+ * Every rank passes the same m, n, k, transB, dtype and codec (checked as the collectives are:
+ * a mismatch fails the call on every rank, or past an op's first call on a device communicator
+ * becomes its asynchronous error, CCLZ_CHECK_CALLS). On a host communicator the call is complete when it returns; on a device
  * communicator it is queued on stream: the GEMMs (cuBLASLt) on stream, the steps' transfers on a
  * stream of cclz's own, no host synchronization. With fp8 on a device communicator a chunk (m
  * rows of a, or of c) must fill whole 16-byte words, and gathered (all-gather) or c

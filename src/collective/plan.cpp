@@ -213,10 +213,6 @@ std::vector<int> peersOf(const CollArgs& a, int n, int me) {
   return peers;
 }
 
-namespace {
-
-// The call check: this rank's descriptor against its peers' (a 64-byte exchange). Returns the
-// verdict ("" when the call agrees everywhere).
 std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
                            const std::vector<int>& peers) {
   const int me = comm.transport().rank();
@@ -228,8 +224,6 @@ std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
   std::sort(ranks.begin(), ranks.end());
   return compareDescriptors(all, ranks);
 }
-
-}  // namespace
 
 // The codec none over a transport with collectives of its own: plain data gains nothing from the
 // pipeline, and the network's tuned algorithm is what the caller would get without cclz. False

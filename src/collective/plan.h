@@ -35,6 +35,11 @@ std::vector<int> peersOf(const CollArgs& a, int n, int me);
 std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uint64_t d,
                                        const std::vector<int>& peers);
 
+// The call check: this rank's descriptor against its peers' (a 64-byte exchange). Returns the
+// verdict ("" when the call agrees everywhere).
+std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,
+                           const std::vector<int>& peers);
+
 // The network's own collective for plain data; false where the transport has none for the call.
 bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t stream);
 

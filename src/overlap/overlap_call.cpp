@@ -91,21 +91,23 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
   } catch (...) {
     rejected = std::current_exception();
   }
-  // Every rank sends its descriptor, a rank that rejected its arguments too, so that its peers
-  // fail instead of waiting for its data (as the collectives' check does).
+  // The collectives' call check (plan.cpp): now at the first call of each op, later ones handed
+  // to the checking thread where the communicator has one (CCLZ_CHECK_CALLS=deferred), so that a
+  // call does not wait for a round trip to its peers. Every rank sends its descriptor, a rank
+  // that rejected its arguments too, so that its peers fail instead of waiting for its data.
   const CallDescriptor mine = describe(t, op, call, config, rejected != nullptr);
   const int n = t.size(), me = t.rank();
   std::vector<int> peers;
   for (int r = 0; r < n; ++r)
     if (r != me) peers.push_back(r);
-  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
+  const CheckWhen check = comm.checkWhen(op);
+  if (check == CheckWhen::Deferred) comm.deferredChecks().queue(mine, peers, op);
+  if (check == CheckWhen::Now) {
+    const std::string verdict = checkWithPeers(comm, mine, peers);
+    if (rejected) std::rethrow_exception(rejected);
+    CCLZ_REQUIRE(verdict.empty(), cclzInvalidUsage, std::string(collOpName(op)) + ": " + verdict);
+  }
   if (rejected) std::rethrow_exception(rejected);
-  std::vector<CallDescriptor> all(n);
-  std::memcpy(all.data(), bytes.data(), bytes.size());
-  std::vector<int> ranks(n);
-  for (int r = 0; r < n; ++r) ranks[r] = r;
-  const std::string verdict = compareDescriptors(all, ranks);
-  CCLZ_REQUIRE(verdict.empty(), cclzInvalidUsage, std::string(collOpName(op)) + ": " + verdict);
   if (t.memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_CUDA
     DeviceOverlap& device = comm.deviceOverlap();

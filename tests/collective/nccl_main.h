@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -58,6 +60,36 @@ inline NcclTestComms& comms() {
     return made;
   }();
   return c;
+}
+
+// A device communicator of the test's own, created with CCLZ_CHECK_CALLS=`check` (NULL: the
+// default, deferred): for the tests whose errors abort the communicator they use.
+inline cclzComm_t makeCheckedComm(const char* check) {
+  const int n = worldSize(), me = worldRank();
+  cclzUniqueId id{};
+  if (me == 0) {
+    EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (check) setenv("CCLZ_CHECK_CALLS", check, 1);  // read when the communicator is made
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.asyncCalls = asyncCalls() ? 1 : 0;
+  config.adaptive = 0;
+  cclzComm_t comm = nullptr;
+  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  unsetenv("CCLZ_CHECK_CALLS");
+  return comm;
+}
+
+// Waits up to 60 s for the communicator's asynchronous error; returns it.
+inline cclzResult_t awaitAsyncError(cclzComm_t comm) {
+  cclzResult_t async = cclzSuccess;
+  for (int i = 0; i < 6000 && async == cclzSuccess; ++i) {
+    EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+    if (async == cclzSuccess) usleep(10000);
+  }
+  return async;
 }
 
 // `stream` waits for every call queued on the device communicator (a no-op without

@@ -158,26 +158,6 @@ TEST(NcclFeedback, DeviceEqualsHost) {
   }
 }
 
-// A device communicator of the test's own, created with CCLZ_CHECK_CALLS=`check` (NULL: the
-// default, deferred).
-cclzComm_t makeCheckedComm(const char* check) {
-  const int n = worldSize(), me = worldRank();
-  cclzUniqueId id{};
-  if (me == 0) {
-    EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-  }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  if (check) setenv("CCLZ_CHECK_CALLS", check, 1);  // read when the communicator is made
-  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
-  config.asyncCalls = asyncCalls() ? 1 : 0;
-  config.adaptive = 0;
-  cclzComm_t comm = nullptr;
-  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
-      << cclzGetLastError(nullptr);
-  unsetenv("CCLZ_CHECK_CALLS");
-  return comm;
-}
-
 cclzResult_t allGather(cclzComm_t comm, const void* send, void* recv, uint64_t count,
                        const cclzCodecConfig_t* codec) {
   return cclzAllGather(send, recv, count, cclzBfloat16, comm, codec,
@@ -211,16 +191,6 @@ TEST(NcclErrors, MismatchFailsOnEveryRank) {
     EXPECT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
     EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
   }
-}
-
-// Waits up to 60 s for the communicator's asynchronous error; returns it.
-cclzResult_t awaitAsyncError(cclzComm_t comm) {
-  cclzResult_t async = cclzSuccess;
-  for (int i = 0; i < 6000 && async == cclzSuccess; ++i) {
-    EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
-    if (async == cclzSuccess) usleep(10000);
-  }
-  return async;
 }
 
 // Deferred checks (the default past the first call of an op): the call that disagrees returns

@@ -6,8 +6,9 @@
 //     host GEMM's;
 //   - GEMM + reduce-scatter: each rank's rows bit for bit the partials of every rank (the same
 //     GEMM, through their fp8 frames with a codec) summed in rank order in fp32, sum and avg;
-//   - calls back to back on two streams, and a shape whose fp8 chunks do not fill 16-byte words
-//     refused on every rank.
+//   - calls back to back on two streams, a shape whose fp8 chunks do not fill 16-byte words
+//     refused on every rank, and a row count that differs on one rank past the first call (a
+//     deferred check) an asynchronous error, not a hang.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -210,17 +211,48 @@ TEST(NcclOverlapCalls, BackToBackOnTwoStreams) {
   cudaStreamDestroy(other);
 }
 
+// On a communicator of its own, whose first call of the op is checked before any data moves: a
+// rejected call there is an error on every rank and aborts nothing (past the first call the check
+// is deferred, and a rejected call aborts the communicator, as below).
 TEST(NcclOverlapCalls, Fp8ChunksMustFillWholeWords) {
   const int n = worldSize();
+  cclzComm_t comm = makeCheckedComm(nullptr);
   const Shape s{3, 8, 5};  // 15 bf16 values a chunk: 30 bytes
   const cclzCodecConfig_t config = fp8Config();
   auto da = empty(s.m * s.k * 2), db = empty(s.n * s.k * 2), dc = empty(n * s.m * s.n * 2);
   EXPECT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), nullptr, s.m, s.n, s.k, 1,
-                                cclzBfloat16, comms().device, &config, testStream()),
+                                cclzBfloat16, comm, &config, testStream()),
             cclzInvalidArgument);
   EXPECT_TRUE(dc->guardsIntact());
-  EXPECT_NE(std::string(cclzGetLastError(comms().device)).find("16-byte words"),
-            std::string::npos);
+  EXPECT_NE(std::string(cclzGetLastError(comm)).find("16-byte words"), std::string::npos);
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
+}
+
+// Past the first call of an op the check is deferred (CCLZ_CHECK_CALLS=deferred, the default):
+// a call whose row count differs on one rank returns, its check fails on every rank a little
+// later as the communicator's asynchronous error, the transport is aborted so that the transfers
+// the mismatch left waiting end (the stream drains: no hang), and every later call fails.
+TEST(NcclOverlapCalls, DeferredMismatchIsAnErrorNotAHang) {
+  const int n = worldSize(), me = worldRank();
+  cclzComm_t comm = makeCheckedComm(nullptr);
+  const Shape s = kShape;
+  auto da = empty(n * s.m * s.k * 2), db = empty(s.n * s.k * 2), dc = empty(s.m * s.n * 2);
+  auto call = [&](uint64_t rows) {
+    return cclzMatmulReduceScatter(da->data(), db->data(), dc->data(), rows, s.n, s.k, 1,
+                                   cclzBfloat16, cclzSum, comm, nullptr, testStream());
+  };
+  ASSERT_EQ(call(s.m), cclzSuccess) << cclzGetLastError(comm);  // checked now: agreed
+  const cclzResult_t r = call(me == n - 1 ? s.m - 1 : s.m);
+  EXPECT_TRUE(r == cclzSuccess || r == cclzInvalidUsage) << r << ": " << cclzGetLastError(comm);
+  EXPECT_EQ(awaitAsyncError(comm), cclzInvalidUsage);
+  std::string message = cclzGetLastError(comm);
+  EXPECT_NE(message.find("differs"), std::string::npos) << message;
+  cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(testStream()));  // the aborted transfers end
+  cudaGetLastError();
+  EXPECT_EQ(call(s.m), cclzInvalidUsage);
+  message = cclzGetLastError(comm);
+  EXPECT_NE(message.find("deferred check"), std::string::npos) << message;
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
 }
 
 }  // namespace
