@@ -34,10 +34,13 @@ def bad_cases(n):
         (["--steps", "0"], "--steps must be at least 1"),
         (["--pp-codec", "auto", "--adaptive", "off", "--batch", str(4 * n)],
          "codec auto is the adaptive choice"),
+        (["--overlap", "--batch", str(4 * n)], "it needs --tp 2 or more"),
+        (["--overlap", "--tp-codec", "lossless", "--batch", str(4 * n)],
+         "move plain or fp8 data, not lossless"),
     ]
 
 
-@pytest.mark.parametrize("case", range(14))
+@pytest.mark.parametrize("case", range(16))
 def test_bad_command_line_is_a_clear_error_on_every_rank(comm, case):
     args, words = bad_cases(comm.size)[case]
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):

@@ -34,11 +34,11 @@ LAYOUTS = [  # (tp, pp, dp, micro-batches); those whose product is not the world
 ]
 
 
-def config(tp, pp, dp, micro, recompute=False, precision="fp32"):
+def config(tp, pp, dp, micro, recompute=False, precision="fp32", overlap=False):
     model = ModelConfig(layers=2 * pp, heads=12, hidden=96, seq_len=24)
     return TrainConfig(model=model, tp=tp, pp=pp, dp=dp, batch=BATCH, micro_batches=micro,
                        steps=1, seed=SEED, out=None, quiet=True, recompute=recompute,
-                       precision=precision)
+                       precision=precision, overlap=overlap)
 
 
 def reference(cfg, inputs, targets):
@@ -64,6 +64,14 @@ def test_recomputed_blocks_match_single_process(comm, world_group):
     """Recomputation re-runs each block's forward, its sequence all-gathers included."""
     pp = 2 if comm.size % 2 == 0 else 1
     check_against_single_process(config(comm.size // pp, pp, 1, 2 * pp, recompute=True))
+
+
+def test_overlapped_linears_match_single_process(comm, world_group):
+    """--overlap: every TP linear one overlapped call (all-gather + GEMM, GEMM + reduce-scatter,
+    their backwards the other way round), with pipeline stages where the ranks allow."""
+    tp = 2 if comm.size % 2 == 0 else comm.size
+    pp = comm.size // tp
+    check_against_single_process(config(tp, pp, 1, 2 * pp, overlap=True))
 
 
 def test_bf16_autocast_stays_near_the_fp32_single_process(comm, world_group):

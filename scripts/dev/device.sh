@@ -22,10 +22,12 @@
 #   pybench    (2 or more GPUs) the Python call's overhead over C; with 4 GPUs the DDP hooks
 #              (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
 #   trainsmoke (2 or more GPUs; runs on 2) cclz.train for 20 steps of each policy on the small
-#              model, then 4 steps of the 1.3B model on tp 2, to catch errors (~1.5 minutes).
+#              model (and of TP2 with --overlap), then 4 steps of the 1.3B model on tp 2, to
+#              catch errors (~2 minutes).
 #   train      (4 GPUs) issue 35's table: the 1.3B GPT as TP4, TP2 x DP2 and TP2 x PP2 over two
 #              emulated nodes and over NVLink, uncompressed beside the best policy (and all),
-#              the same tokens, 20 steps each; each pair compared; a table last (~8 minutes).
+#              the same tokens, 20 steps each; TP4 over NVLink also with --overlap (issue 37);
+#              each pair compared; a table last (~8 minutes).
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 2,400 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
@@ -313,6 +315,8 @@ if has train || has trainsmoke || has trainlong; then
       trainlaunch smoke-tp2 nvlink 2 "$secs" "${small[@]}" --tp 2 "${smoke[@]}" --policy none,tp-fp8
       trainlaunch smoke-pp2 nvlink 2 "$secs" "${small[@]}" --pp 2 "${smoke[@]}" --policy pp-fp8 --adaptive off
       trainlaunch smoke-dp2 nvlink 2 "$secs" "${small[@]}" --dp 2 "${smoke[@]}" --policy dp-qgrad --adaptive off
+      trainlaunch smoke-tp2-overlap nvlink 2 "$secs" "${small[@]}" --tp 2 --overlap "${smoke[@]}" \
+        --policy none,tp-fp8
       trainlaunch smoke-big-tp2 nvlink 2 "$secs" "${model[@]}" --tp 2 --batch 8 --micro-batches 1 \
         --steps 4 --log-every 2 --eval-every 4 --eval-batches 1 --policy all
     else
@@ -343,6 +347,9 @@ if has train || has trainsmoke || has trainlong; then
       trainlaunch tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainlaunch tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
       trainlaunch tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
+      # Issue 37's end to end: the TP linears as overlapped calls, against tp4-nvlink's none.
+      trainlaunch tp4-nvlink-overlap nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --overlap \
+        --policy none,tp-fp8
       trainlaunch tp2dp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainlaunch tp2pp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
     elif [ "$tgpus" -ge 2 ]; then

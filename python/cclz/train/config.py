@@ -86,6 +86,7 @@ class TrainConfig:
     adaptive: str = "auto"     # cclz's choice between codec and plain data: on | off | auto
     bucket_mb: float = 25.0
     recompute: bool = False
+    overlap: bool = False      # the TP linears as overlapped GEMM calls (docs/overlap.md)
     precision: str = "auto"    # auto: bf16 autocast on GPUs, fp32 on CPU
     quiet: bool = False
 
@@ -141,6 +142,16 @@ def validate(cfg, world_size):
                           "it needs --adaptive on or auto")
     if cfg.device not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"--device {cfg.device!r}: expected auto, cpu or cuda")
+    if cfg.overlap:
+        names = cfg.codec_names
+        for dim in ("tp", "tp_reduce"):
+            codec = names.get(dim, "none")
+            if codec != "none" and not codec.startswith("fp8"):
+                raise ConfigError(f"--overlap: the overlapped GEMMs move plain or fp8 data, not "
+                                  f"{codec} (the {dim.replace('_', ' ')} codec)")
+        if cfg.tp < 2:
+            raise ConfigError("--overlap schedules the tensor-parallel GEMMs against their "
+                              "communication: it needs --tp 2 or more")
     # Read now (every rank, cached for the run): a corpus too small for one sequence in either
     # split fails here, before any work.
     from .data import read_corpus
@@ -217,6 +228,10 @@ def parser():
     g.add_argument("--recompute", action="store_true",
                    help="recompute each block in the backward instead of keeping its "
                         "activations (less memory)")
+    g.add_argument("--overlap", action="store_true",
+                   help="run each tensor-parallel linear and its sequence all-gather or "
+                        "reduce-scatter as one overlapped call (docs/overlap.md; tp codecs none "
+                        "or fp8)")
     g = p.add_argument_group("compression")
     g.add_argument("--policy", default=["none"], type=_policies_arg, metavar="POLICY[,POLICY...]",
                    help=f"what cclz compresses: {', '.join(policies.POLICIES)} (all: tp fp8, "
@@ -306,7 +321,8 @@ def configs_from_args(argv, world_size):
             eval_every=a.eval_every, eval_batches=a.eval_batches,
             out=out, corpus=a.corpus or stdlib_corpus(),
             val_fraction=a.val_fraction, device=a.device, adaptive=a.adaptive,
-            bucket_mb=a.bucket_mb, recompute=a.recompute, precision=a.precision, quiet=a.quiet)
+            bucket_mb=a.bucket_mb, recompute=a.recompute, overlap=a.overlap,
+            precision=a.precision, quiet=a.quiet)
         validate(cfg, world_size)
         configs.append(cfg)
     return configs

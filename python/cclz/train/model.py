@@ -27,16 +27,17 @@ from ..tensor_parallel import ColumnParallelLinear, RowParallelLinear
 class Linears:
     """Makes the blocks' linear layers: plain ones without tensor parallelism, else column- and
     row-parallel ones with sequence parallelism, whose all-gathers take `codec` and whose
-    reductions take `reduce_codec`."""
+    reductions take `reduce_codec`; overlap: each one overlapped call (GEMM and collective)."""
 
-    def __init__(self, tp_comm, codec, reduce_codec):
+    def __init__(self, tp_comm, codec, reduce_codec, overlap=False):
         self.tp_comm, self.codec, self.reduce_codec = tp_comm, codec, reduce_codec
+        self.overlap = overlap
 
     def _make(self, layer, in_f, out_f):
         if self.tp_comm is None:
             return torch.nn.Linear(in_f, out_f)
         return layer(in_f, out_f, self.tp_comm, sequence_parallel=True, codec=self.codec,
-                     reduce_codec=self.reduce_codec)
+                     reduce_codec=self.reduce_codec, overlap=self.overlap)
 
     def column(self, in_f, out_f):
         return self._make(ColumnParallelLinear, in_f, out_f)
@@ -93,11 +94,11 @@ class GPTStage(torch.nn.Module):
     communicator (None: no tensor parallelism); codec, reduce_codec: the tp codecs of the
     all-gathers and of the reductions (default: codec's); act_dtype: see Block;
     recompute: keep only each block's input and recompute the block in the backward (less
-    memory, one more forward and its collectives). Its parameters are made on torch's default
+    memory, one more forward and its collectives); overlap: the TP linears as overlapped calls. Its parameters are made on torch's default
     device (the Trainer builds it under `with device:`), then init_weights draws them there."""
 
     def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None, act_dtype=None,
-                 recompute=False, reduce_codec=...):
+                 recompute=False, reduce_codec=..., overlap=False):
         super().__init__()
         self.cfg, self.recompute = cfg, recompute
         self.tp = tp_comm.size if tp_comm is not None else 1
@@ -110,7 +111,8 @@ class GPTStage(torch.nn.Module):
             self.wte = torch.nn.Embedding(cfg.vocab, cfg.hidden)
             self.wpe = torch.nn.Embedding(cfg.seq_len, cfg.hidden)
         # Global layer numbers as names: a parameter is called the same on every layout.
-        linears = Linears(tp_comm, codec, codec if reduce_codec is ... else reduce_codec)
+        linears = Linears(tp_comm, codec, codec if reduce_codec is ... else reduce_codec,
+                          overlap)
         self.blocks = torch.nn.ModuleDict(
             {str(i): Block(cfg, self.tp, linears, act_dtype) for i in self.layer_ids})
         if self.last:

@@ -63,7 +63,7 @@ class Trainer:
         with self.device:
             self.model = GPTStage(cfg.model, g.pp_rank, g.pp, g.tp_comm, codec=self.policy.tp,
                                   reduce_codec=self.policy.tp_reduce_codec, act_dtype=half,
-                                  recompute=cfg.recompute)
+                                  recompute=cfg.recompute, overlap=cfg.overlap)
         self.model.init_weights(cfg.seed)
         autocast = (lambda: torch.autocast(self.device.type, dtype=torch.bfloat16)) \
             if self.bf16 else contextlib.nullcontext

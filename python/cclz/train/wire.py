@@ -38,10 +38,11 @@ class MeteredComm:
     def __getattr__(self, name):
         return getattr(self.comm, name)
 
-    def _count(self, tensor, raw_units, codec):
+    def _count(self, tensor, raw_units, codec, adaptive=True):
         raw = raw_units * tensor.numel() * tensor.element_size()
         fraction = encoded_fraction(codec, tensor.element_size())
-        if codec is not None and fraction < 1.0 and self.comm.last_path()[0] == "plain":
+        if (adaptive and codec is not None and fraction < 1.0
+                and self.comm.last_path()[0] == "plain"):
             fraction = 1.0
         self.raw_bytes += raw
         self.sent_bytes += raw * fraction
@@ -67,3 +68,17 @@ class MeteredComm:
 
     def recv(self, tensor, src, codec=None):
         self.comm.recv(tensor, src, codec=codec)
+
+    # The overlapped GEMMs move what the all-gather and the reduce-scatter would, always through
+    # their codec (they make no adaptive choice).
+    def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
+                          transpose_weight=True):
+        self.comm.all_gather_matmul(output, input, weight, gathered=gathered, codec=codec,
+                                    transpose_weight=transpose_weight)
+        self._count(input, self.size - 1, codec, adaptive=False)
+
+    def matmul_reduce_scatter(self, output, input, weight, op="sum", codec=None,
+                              transpose_weight=True):
+        self.comm.matmul_reduce_scatter(output, input, weight, op=op, codec=codec,
+                                        transpose_weight=transpose_weight)
+        self._count(output, self.size - 1, codec, adaptive=False)
