@@ -592,7 +592,8 @@ CCLZ_API cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, void* c,
 /* cclzMatmulReduceScatter (row-parallel): a is size * m x k; c (m x n) = rows [rank * m,
  * (rank + 1) * m) of the sum over the ranks of a * op(B), divided by the ranks for cclzAvg: each
  * rank's partial rounded to dtype as a GEMM stores it (and through its frame with fp8, its own
- * too), summed in fp32 in rank order. */
+ * too), summed in fp32 as the partials arrive, this rank's own last: the rank order of
+ * cclzReduceScatter within fp32 summation-order rounding (docs/overlap.md). */
 CCLZ_API cclzResult_t cclzMatmulReduceScatter(const void* a, const void* b, void* c, size_t m,
                                               size_t n, size_t k, int transB,
                                               cclzDataType_t dtype, cclzRedOp_t op,

@@ -198,36 +198,41 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
   }
 
   // The transfer stream: each partial to its owner as soon as it is computed (encoded once with
-  // a codec), while this rank's rows arrive from every peer; then the n partials summed in rank
-  // order in fp32 with the collectives' element operations, the host path's bytes.
+  // a codec), and each partial of this rank's rows added to the fp32 sum as it arrives, while
+  // the later GEMMs run; this rank's own last, then the sum stored (reduceOrder, the host path's
+  // bytes), so that only the own partial's addition follows the last GEMM.
+  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
+  if (!call.codec) CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, outElements * sizeof(float), comm_));
+  auto add = [&](const uint8_t* values, int i) {  // the i-th partial into the sum
+    const bool last = i == n - 1;
+    if (call.codec) {
+      call.codec->decodeReduceDevice(call.config, values, wire, call.dtype, outElements,
+                                     ReduceStep{acc, i == 0, last ? call.c : nullptr, divisor},
+                                     ws, comm_);
+      return;
+    }
+    reduce::accumulateDevice(acc, values, outElements, call.dtype, comm_);
+    if (last) reduce::storeDevice(acc, outElements, divisor, call.dtype, call.c, comm_);
+  };
   for (int s = 0; s < n; ++s) {
     const Step step = reduceScatterStep(me, n, s);
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(comm_, ready_[s]));
-    const char* label = call.codec ? "encode" : step.sendTo < 0 ? "copy" : "move";
-    timeline_.open(label, step.compute, comm_);
     const uint8_t* partial = partials + s * partialBytes;
-    uint8_t* out = step.sendTo < 0 ? frames + me * wire : frames + (n + s) * wire;
-    if (call.codec)
-      call.codec->encodeDevice(call.config, call.dtype, partial, outElements, out, nullptr, ws,
-                               comm_);
-    else if (step.sendTo < 0)
-      CCLZ_CUDA_CHECK(cudaMemcpyAsync(out, partial, partialBytes, cudaMemcpyDeviceToDevice, comm_));
-    if (step.sendTo >= 0 && call.codec) timeline_.open("move", step.compute, comm_);
-    if (step.sendTo >= 0)
-      exchange(t, step, call.codec ? out : partial, frames + step.recvFrom * wire, wire, comm_);
-  }
-  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
-  timeline_.open("reduce", me, comm_);
-  if (call.codec) {
-    for (int r = 0; r < n; ++r)
-      call.codec->decodeReduceDevice(
-          call.config, frames + r * wire, wire, call.dtype, outElements,
-          ReduceStep{acc, r == 0, r == n - 1 ? call.c : nullptr, divisor}, ws, comm_);
-  } else {
-    CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, outElements * sizeof(float), comm_));
-    for (int r = 0; r < n; ++r)
-      reduce::accumulateDevice(acc, frames + r * wire, outElements, call.dtype, comm_);
-    reduce::storeDevice(acc, outElements, divisor, call.dtype, call.c, comm_);
+    uint8_t* encoded = frames + (step.sendTo < 0 ? me : n + s) * wire;
+    if (call.codec) {
+      timeline_.open("encode", step.compute, comm_);
+      call.codec->encodeDevice(call.config, call.dtype, partial, outElements, encoded, nullptr,
+                               ws, comm_);
+    }
+    if (step.sendTo < 0) {  // the last step: this rank's own rows
+      timeline_.open("reduce", me, comm_);
+      add(call.codec ? encoded : partial, n - 1);
+      continue;
+    }
+    timeline_.open("move", step.compute, comm_);
+    exchange(t, step, call.codec ? encoded : partial, frames + step.recvFrom * wire, wire, comm_);
+    timeline_.open("reduce", step.recvFrom, comm_);
+    add(frames + step.recvFrom * wire, s);  // reduceOrder(me, n, s) == step.recvFrom
   }
   end(stream, capturing);
 }

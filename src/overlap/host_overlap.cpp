@@ -129,11 +129,11 @@ void matmulReduceScatterHost(Transport& t, const OverlapCall& call) {
     toWire(call, partial.data(), outElements, sent);
     exchange(t, step, sent, partials[step.recvFrom], capacity);
   }
-  // The n partials in rank order, in fp32.
+  // The n partials in fp32, in the order the device path adds them (reduceOrder).
   std::vector<float> sum(outElements, 0.0f);
   std::vector<uint8_t> decoded(outElements * es);
-  for (int r = 0; r < n; ++r) {
-    const Wire& w = partials[r];
+  for (int i = 0; i < n; ++i) {
+    const Wire& w = partials[reduceOrder(me, n, i)];
     const uint8_t* values = w.bytes.data();
     if (call.codec) {
       const uint32_t err = call.codec->decodeHost(call.config, w.bytes.data(), w.used, call.dtype,

@@ -23,7 +23,7 @@ namespace overlap {
 //   matmulReduceScatter: a holds ranks * m rows (ranks * m x k); c (m x n) = rows
 //     [rank * m, (rank + 1) * m) of the sum over the ranks of a * op(B) (divided by the ranks for
 //     cclzAvg), each rank's partial rounded to the dtype as a GEMM stores it, summed in fp32 in
-//     rank order.
+//     the order the partials arrive, this rank's own last (schedule.h: reduceOrder).
 // codec NULL: plain rows move; else each chunk (m rows) is one frame of `config`, encoded once:
 // an all-gather forwards frames unchanged around the ring and every rank decodes every chunk,
 // its own included, so all ranks multiply the same gathered matrix; a reduce-scatter encodes

@@ -27,4 +27,8 @@ Step reduceScatterStep(int me, int n, int s) {
   return step;
 }
 
+int reduceOrder(int me, int n, int i) {
+  return i == n - 1 ? me : reduceScatterStep(me, n, i).recvFrom;
+}
+
 }  // namespace cclz::overlap

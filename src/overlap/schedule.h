@@ -13,9 +13,11 @@
 // GEMM + reduce-scatter (row-parallel): step s computes the partial product of chunk
 // (me + s + 1) mod n, this rank's own last; steps before the last send their partial to its
 // owner directly, and at step s the partial for this rank's chunk arrives from rank
-// (me - s - 1) mod n. The owner sums the n partials in rank order in fp32 once the last has
-// come (the collectives' rule: quantized once, reduced once), so the last transfer to arrive, at
-// step n - 2, overlaps the rank's own last GEMM.
+// (me - s - 1) mod n. The owner adds each partial to an fp32 sum as it arrives (reduceOrder: the
+// peers' in the order they come, its own last; each quantized once, reduced once), so that only
+// the own partial's addition is left after the last GEMM. That order differs from the
+// collectives' rank order: the result equals GEMM-then-reduce-scatter within fp32
+// summation-order rounding, not bit for bit.
 #pragma once
 
 namespace cclz::overlap {
@@ -31,5 +33,8 @@ struct Step {
 
 Step gatherStep(int me, int n, int s);
 Step reduceScatterStep(int me, int n, int s);
+// GEMM + reduce-scatter: the rank whose partial of this rank's rows is added i-th to the sum,
+// i = 0 .. n - 1: the peers' in the order they arrive, this rank's own last.
+int reduceOrder(int me, int n, int i);
 
 }  // namespace cclz::overlap

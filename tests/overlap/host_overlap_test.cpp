@@ -2,8 +2,8 @@
 // with the fp8 codec: all-gather + GEMM gives the gathered matrix and its product with each
 // rank's own weight, GEMM + reduce-scatter each rank's rows of the summed partial products, both
 // bit for bit against the same steps done without the schedule (gather, then one GEMM; the n
-// partials, each through its frame, summed in rank order with the collectives' element
-// operations).
+// partials, each through its frame, summed in the order they arrive, the rank's own last, with
+// the collectives' element operations).
 #include "overlap/host_overlap.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +17,7 @@
 #include "collective/reduce.h"
 #include "common/float_bits.h"
 #include "overlap/host_gemm.h"
+#include "overlap/schedule.h"
 #include "support/data.h"
 #include "transport/loopback.h"
 
@@ -124,7 +125,7 @@ TEST_P(HostOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
   });
 }
 
-TEST_P(HostOverlap, MatmulReduceScatterIsTheSumOfThePartialsInRankOrder) {
+TEST_P(HostOverlap, MatmulReduceScatterIsTheSumOfThePartialsInArrivalOrder) {
   const Case c = GetParam();
   const size_t es = test::elementSize(c.dtype);
   const OverlapCall base = callFor(c);
@@ -140,7 +141,8 @@ TEST_P(HostOverlap, MatmulReduceScatterIsTheSumOfThePartialsInRankOrder) {
       call.a = a[me].data(), call.b = b[me].data(), call.c = out.data(), call.redOp = op;
       matmulReduceScatterHost(t, call);
       std::vector<float> sum(kM * kN, 0.0f);
-      for (int r = 0; r < c.ranks; ++r) {
+      for (int i = 0; i < c.ranks; ++i) {
+        const int r = reduceOrder(me, c.ranks, i);
         const std::vector<uint8_t> partial = throughWire(
             call, gemm(call, a[r].data() + me * kM * kK * es, b[r].data()), kM * kN);
         for (uint64_t i = 0; i < kM * kN; ++i)

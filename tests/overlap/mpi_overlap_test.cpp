@@ -13,6 +13,7 @@
 #include "collective/mpi_world.h"
 #include "collective/reduce.h"
 #include "overlap/host_gemm.h"
+#include "overlap/schedule.h"
 #include "support/data.h"
 
 namespace cclz::test {
@@ -51,7 +52,7 @@ TEST(MpiOverlap, AllGatherMatmulIsTheAllGatherThenTheProduct) {
   EXPECT_EQ(c, gemm(want.data(), b.data(), n * kM));
 }
 
-TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedInRankOrder) {
+TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedAsTheyArrive) {
   const int n = worldSize(), me = worldRank();
   const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * kM * kK, 0, 30 + me);
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 40 + me);
@@ -60,16 +61,19 @@ TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedInRankOrder) {
                                     cclzAvg, theComm(), nullptr, nullptr),
             cclzSuccess)
       << cclzGetLastError(theComm());
-  // Every rank's whole partial product, gathered, then this rank's rows summed in rank order.
+  // Every rank's whole partial product, gathered, then this rank's rows summed in the order the
+  // partials arrive, this rank's own last (reduceOrder).
   const std::vector<uint8_t> mine = gemm(a.data(), b.data(), n * kM);
   std::vector<uint8_t> all(n * mine.size());
   MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
                 static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
   std::vector<float> sum(kM * kN, 0.0f);
-  for (int r = 0; r < n; ++r)
+  for (int q = 0; q < n; ++q) {
+    const int r = overlap::reduceOrder(me, n, q);
     for (size_t i = 0; i < kM * kN; ++i)
       reduce::accumulateElement(sum.data(), i, all.data() + r * mine.size() + me * kM * kN * 2,
                                 cclzBfloat16);
+  }
   std::vector<uint8_t> want(c.size());
   for (size_t i = 0; i < kM * kN; ++i)
     reduce::storeElement(sum.data(), i, static_cast<float>(n), cclzBfloat16, want.data());

@@ -5,7 +5,8 @@
 //     whole gathered matrix with the algorithm the path keeps; within bf16's rounding of the
 //     host GEMM's;
 //   - GEMM + reduce-scatter: each rank's rows bit for bit the partials of every rank (the same
-//     GEMM, through their fp8 frames with a codec) summed in rank order in fp32, sum and avg;
+//     GEMM, through their fp8 frames with a codec) summed in fp32 as they arrive, the rank's own
+//     last (reduceOrder), sum and avg;
 //   - calls back to back on two streams, a shape whose fp8 chunks do not fill 16-byte words
 //     refused on every rank, and a row count that differs on one rank past the first call (a
 //     deferred check) an asynchronous error, not a hang.
@@ -25,6 +26,7 @@
 #include "collective/communicator.h"
 #include "overlap/device_gemm.h"
 #include "overlap/host_gemm.h"
+#include "overlap/schedule.h"
 #include "support/data.h"
 #include "support/device_buffer.h"
 
@@ -126,7 +128,7 @@ TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
   EXPECT_LT(relativeError(c, hostC), 1e-2) << "against the host GEMM";
 }
 
-TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialInRankOrder) {
+TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialAsItArrives) {
   const bool fp8 = GetParam();
   const int n = worldSize(), me = worldRank();
   const Shape s = kShape;
@@ -153,7 +155,8 @@ TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialInRankOrder) {
     // Every rank's partial of this rank's rows, the same GEMM, through its frame with fp8.
     std::vector<float> acc(s.m * s.n, 0.0f);
     ReferenceGemm ref;
-    for (int q = 0; q < n; ++q) {
+    for (int i = 0; i < n; ++i) {  // in the order the partials arrive, this rank's own last
+      const int q = overlap::reduceOrder(me, n, i);
       const auto aq = input(q);
       const std::vector<uint8_t> rows(aq.begin() + me * s.m * s.k * 2,
                                       aq.begin() + (me + 1) * s.m * s.k * 2);
