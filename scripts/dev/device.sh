@@ -634,6 +634,13 @@ if has collnodes; then
         ${extra[@]+"${extra[@]}"}
     done
   done
+  # two_nodes.sh's 512 KiB point-to-point chunks against NCCL's default (128 KiB), for the
+  # reduce-scatter's frames (the train stage ran TP4 across the nodes with NCCL's default).
+  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE
+            -x NCCL_P2P_NET_CHUNKSIZE=131072 bench/python/two_nodes.sh)
+  bench collnodes reducescatter_fp8_int8_p2p_chunk_128k --op reducescatter --codec fp8 \
+    --fp8-format int8 --fp8-row-elems 2048 --device gpu -b 16M -e 256M -f 4 -n 10 -w 3 --batch \
+    --adaptive off
   launcher=()
 fi
 
