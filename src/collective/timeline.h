@@ -1,11 +1,11 @@
 // CCLZ_TIMELINE=1: where a device collective's GPU time goes. The device engine, the fused NVLink
 // paths and the overlapped GEMMs record a timing event where each stage (encode, move, decode of
 // one slot; a GEMM of one chunk) begins on its stream, after the stage's waits and the stream's
-// earlier work, and one where it ends; at the end of the call it
-// waits for them and prints one line per stage on stderr, in microseconds from the call's start
-// on the caller's stream. Two stages overlap where their spans do. It synchronizes the host at
-// every call (a diagnostic, like CCLZ_TRACE, read once per communicator, free to differ between
-// ranks); off, the default, it records nothing.
+// earlier work, and one where it ends; at the end of the call it waits for them and prints one
+// line per stage on stderr, in microseconds from the call's start on the caller's stream. Two
+// stages overlap where their spans do. It synchronizes the host at every call (a diagnostic, like
+// CCLZ_TRACE, read once per communicator, free to differ between ranks); off, the default, it
+// records nothing.
 #pragma once
 
 #ifdef CCLZ_HAVE_CUDA

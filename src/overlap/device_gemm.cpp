@@ -90,9 +90,12 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
                                                    sizeof opB));
   CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA,
                                                    sizeof opA));
-  if (smTarget_ > 0)
-    CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smTarget_, sizeof smTarget_));
+  if (smTarget_ > 0) {
+    const cublasStatus_t status = cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smTarget_, sizeof smTarget_);
+    if (status != CUBLAS_STATUS_SUCCESS) cublasLtMatmulDescDestroy(plan.desc);
+    CCLZ_CUBLAS_CHECK(status);
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   CCLZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t workspace = kWorkspaceBytes;

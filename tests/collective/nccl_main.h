@@ -1,5 +1,6 @@
-// The start and end of the NCCL test programs (nccl_test.cpp, nccl_async_test.cu), one process
-// per GPU under mpirun: NCCL wants one GPU per rank of a communicator, so fewer GPUs than ranks
+// The start and end of the NCCL test programs (nccl_test.cpp, nccl_async_test.cu,
+// tests/overlap/nccl_overlap_test.cpp) and the communicators they share, one process per GPU
+// under mpirun: NCCL wants one GPU per rank of a communicator, so fewer GPUs than ranks
 // is a ctest skip, not a pass; every rank runs the tests (brief beyond rank 0) and the program
 // passes when every rank passed.
 #pragma once

@@ -94,8 +94,9 @@ class GPTStage(torch.nn.Module):
     communicator (None: no tensor parallelism); codec, reduce_codec: the tp codecs of the
     all-gathers and of the reductions (default: codec's); act_dtype: see Block;
     recompute: keep only each block's input and recompute the block in the backward (less
-    memory, one more forward and its collectives); overlap: the TP linears as overlapped calls. Its parameters are made on torch's default
-    device (the Trainer builds it under `with device:`), then init_weights draws them there."""
+    memory, one more forward and its collectives); overlap: the TP linears as overlapped calls.
+    Its parameters are made on torch's default device (the Trainer builds it under
+    `with device:`), then init_weights draws them there."""
 
     def __init__(self, cfg, stage=0, stages=1, tp_comm=None, codec=None, act_dtype=None,
                  recompute=False, reduce_codec=..., overlap=False):
