@@ -61,8 +61,9 @@
 #   overlap    (2 or more GPUs) the overlapped TP GEMMs' device path: nccl_overlap_tests on 2
 #              and 4 ranks, then bench/python/overlap_gemm.py over NVLink (CCLZ_OVERLAP_NODES=1:
 #              also over two emulated nodes; CCLZ_OVERLAP_ARGS: its options), then one shape's
-#              timeline (CCLZ_TIMELINE=1). Without build among the stages it builds only
-#              nccl_overlap_tests and libcclz.
+#              cclz-perf --op ag_gemm and gemm_rs, and one shape's timeline (CCLZ_TIMELINE=1).
+#              Without build among the stages it builds only nccl_overlap_tests, libcclz and
+#              cclz-perf.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
 #              compared bit for bit (tests/interpose); every run's table in interpose.log. After
@@ -719,9 +720,9 @@ if has overlap; then
   if ! has build; then
     cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
       -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
-      ninja -C $build nccl_overlap_tests cclz >>"$log" 2>&1
+      ninja -C $build nccl_overlap_tests cclz cclz-perf >>"$log" 2>&1
     status=$?
-    echo "overlap build (nccl_overlap_tests, libcclz): exit $status" | tee -a "$summary"
+    echo "overlap build (nccl_overlap_tests, libcclz, cclz-perf): exit $status" | tee -a "$summary"
     [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
   fi
   for n in 2 4; do
@@ -753,6 +754,14 @@ if has overlap; then
     grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
     rm -f "$OUT/overlap.tmp"
   done
+  # cclz-perf's view (the GEMM alone through cclz's own cuBLASLt plan, the plain collective, both
+  # in turn, overlapped plain and fp8): Llama-3-70B's MLP at TP4, 4,096 and 16,384 tokens.
+  launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+            -x NCCL_NVLS_ENABLE)
+  for op in ag_gemm gemm_rs; do
+    bench overlap "cclz_perf_$op" --op $op --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
+  done
+  launcher=()
   # Where an overlapped call's time goes: each GEMM's and each step's span, one Llama-3-70B shape
   # of 4096 tokens, plain and fp8 (CCLZ_TIMELINE=1; one rank's last calls; docs/overlap.md).
   echo "== overlap timeline: llama3-70b 4096 tokens, rank 0 (plain, then fp8)" >>"$OUT/bench.log"

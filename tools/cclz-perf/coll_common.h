@@ -46,6 +46,20 @@ std::unique_ptr<Plain> makePlainMpi();
 std::unique_ptr<Plain> makePlainNccl(void* stream);
 #endif
 
+// Seeded N(0,1) rounded to the dtype (splitmix64 and Box-Muller: cheap at 256 MiB a rank).
+std::vector<uint8_t> gaussian(uint64_t elems, cclzDataType_t dtype, uint64_t seed);
+
+// The rank's device: --device gpu (or, without the flag, a GPU where cclz has NCCL and one is
+// visible): GPU rank % count made current and a stream of its own; else the CPU (host buffers,
+// MPI). text describes it for the table's header.
+struct RankDevice {
+  bool gpu = false;
+  void* stream = nullptr;  // cudaStream_t; NULL on the CPU
+  std::string text;
+  std::shared_ptr<void> owned;  // keeps the stream
+};
+RankDevice rankDevice(const std::string& deviceFlag, int rank);
+
 // The expected output of this rank, from every rank's input (exchanged over MPI): exact bytes,
 // and per element the float64 value and the sum of the contributions' magnitudes (coll_check.h).
 Reference makeReference(const Shape& s, cclzDataType_t dtype, cclzRedOp_t op,

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "gpu.h"
 #include "op_collective.h"
+#include "op_overlap.h"
 #include "ops.h"
 #include "options.h"
 #include "report.h"
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   CLI::App app{"cclz-perf: throughput, compression and correctness of cclz (nccl-tests style)"};
   std::vector<std::string> ops = perf::opNames();
   for (const char* const* name = perf::collectiveOpNames(); *name; ++name) ops.emplace_back(*name);
+  for (const char* name : {"ag_gemm", "gemm_rs"}) ops.emplace_back(name);
   app.add_option("--op", opt.op, "what to measure (collectives: one process per rank, mpirun)")
       ->check(CLI::IsMember(ops))
       ->capture_default_str();
@@ -145,9 +147,10 @@ int main(int argc, char** argv) {
   app.add_option("-c,--check", check, "check the decoded data against the input (0/1)")
       ->check(CLI::Range(0, 1))
       ->capture_default_str();
-  app.add_option("--codec", opt.codec, "codec")
-      ->check(CLI::IsMember({"lossless", "none", "fp8", "qgrad"}))
-      ->capture_default_str();
+  auto* codecFlag =
+      app.add_option("--codec", opt.codec, "codec (ag_gemm, gemm_rs: none or fp8, default fp8)")
+          ->check(CLI::IsMember({"lossless", "none", "fp8", "qgrad"}))
+          ->capture_default_str();
   app.add_option("--device", device,
                  "cpu or gpu (default: gpu if cclz was built with CUDA and a GPU is visible)")
       ->check(CLI::IsMember({"cpu", "gpu"}));
@@ -215,6 +218,14 @@ int main(int argc, char** argv) {
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
                "(one event pair) at the end (nccl-tests' timing), 5 rounds, median; default: "
                "each call alone (between barriers, or between its own events)");
+  app.add_option("--gemm-n", opt.gemmN,
+                 "ag_gemm, gemm_rs: the product's columns per rank (0: 7168 for ag_gemm, 8192 "
+                 "for gemm_rs, Llama-3-70B's MLP at TP4)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--gemm-k", opt.gemmK,
+                 "ag_gemm, gemm_rs: the inner size per rank (0: 8192 for ag_gemm, 7168 for "
+                 "gemm_rs); the sweep's size is the bytes of ranks x m rows of k")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", opt.json, "write the rows to this file as a JSON array");
   // With --input the tensors decide the sizes and the data; a sweep flag too would be ignored.
   for (auto* flag : {bFlag, eFlag, fFlag, dataFlag}) inputFlag->excludes(flag);
@@ -243,6 +254,10 @@ int main(int argc, char** argv) {
     if (opt.minBytes > opt.maxBytes)
       perf::fail("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", opt.minBytes,
                  opt.maxBytes);
+    if (perf::isOverlapOp(opt.op)) {
+      if (codecFlag->count() == 0) opt.codec = "fp8";  // the plain and the fp8 columns
+      return perf::runOverlap(opt, device, &argc, &argv);
+    }
     if (perf::isCollectiveOp(opt.op)) {
       if (!opt.input.empty()) perf::fail("--op {}: --input is not supported (seeded data)", opt.op);
       return perf::runCollectives(opt, device, &argc, &argv);

@@ -92,31 +92,6 @@ Shape shapeFor(Kind kind, uint64_t sizeBytes, cclzDataType_t dtype, int ranks, i
   return s;
 }
 
-}  // namespace coll
-
-namespace {
-
-using coll::Kind;
-using coll::Shape;
-
-#define PERF_CCLZ_CHECK_COMM(call, comm)                                                    \
-  do {                                                                                      \
-    const cclzResult_t r_ = (call);                                                         \
-    if (r_ != cclzSuccess)                                                                  \
-      fail("{} failed: {}: {}", #call, cclzGetErrorString(r_), cclzGetLastError(comm));    \
-  } while (0)
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
 // Seeded N(0,1) rounded to the dtype, different on every rank. NOTE: splitmix64 and Box-Muller
 // with bit-level bf16 rounding: a 256 MiB input per rank must not cost the device lease minutes.
 std::vector<uint8_t> gaussian(uint64_t elems, cclzDataType_t dtype, uint64_t seed) {
@@ -152,6 +127,59 @@ std::vector<uint8_t> gaussian(uint64_t elems, cclzDataType_t dtype, uint64_t see
     if (i + 1 < elems) store(i + 1, r * std::sin(a));
   }
   return out;
+}
+
+RankDevice rankDevice(const std::string& deviceFlag, int rank) {
+  cclzBuildInfo_t info{};
+  info.size = sizeof info;
+  PERF_CCLZ_CHECK(cclzGetBuildInfo(&info));
+  RankDevice dev;
+  dev.gpu = deviceFlag == "gpu";
+  dev.text = "cpu (host buffers, MPI)";
+#ifdef CCLZ_HAVE_CUDA
+  if (deviceFlag.empty()) dev.gpu = info.hasNccl && gpu::deviceCount() > 0;
+  if (dev.gpu) {
+#ifndef CCLZ_HAVE_NCCL
+    fail("--device gpu: this build of cclz has no NCCL transport");
+#endif
+    const int devices = gpu::deviceCount();
+    if (devices == 0) fail("--device gpu: no CUDA device is visible");
+    PERF_CUDA_CHECK(cudaSetDevice(rank % devices));
+    auto stream = std::make_shared<gpu::Stream>();
+    dev.stream = stream->get();
+    dev.owned = stream;
+    dev.text = fmt::format("gpu ({}, one per rank, device buffers, NCCL)",
+                           gpu::deviceName(rank % devices));
+  }
+#else
+  if (dev.gpu) fail("--device gpu: this build of cclz has no CUDA");
+#endif
+  return dev;
+}
+
+}  // namespace coll
+
+namespace {
+
+using coll::Kind;
+using coll::Shape;
+
+#define PERF_CCLZ_CHECK_COMM(call, comm)                                                    \
+  do {                                                                                      \
+    const cclzResult_t r_ = (call);                                                         \
+    if (r_ != cclzSuccess)                                                                  \
+      fail("{} failed: {}: {}", #call, cclzGetErrorString(r_), cclzGetLastError(comm));    \
+  } while (0)
+
+int worldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int worldSize() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
 }
 
 // The elements this rank encodes as one block for one destination (then cut into pieces).
@@ -420,32 +448,10 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
   int exitCode = 0;
   try {
     const int rank = worldRank(), ranks = worldSize();
-    cclzBuildInfo_t info{};
-    info.size = sizeof info;
-    PERF_CCLZ_CHECK(cclzGetBuildInfo(&info));
-    bool gpu = deviceFlag == "gpu";
-#ifdef CCLZ_HAVE_CUDA
-    if (deviceFlag.empty()) gpu = info.hasNccl && gpu::deviceCount() > 0;
-#endif
-    void* stream = nullptr;
-    std::string deviceText = "cpu (host buffers, MPI)";
-#ifdef CCLZ_HAVE_CUDA
-    std::unique_ptr<gpu::Stream> ownedStream;
-    if (gpu) {
-#ifndef CCLZ_HAVE_NCCL
-      fail("--device gpu: this build of cclz has no NCCL transport");
-#endif
-      const int devices = gpu::deviceCount();
-      if (devices == 0) fail("--device gpu: no CUDA device is visible");
-      PERF_CUDA_CHECK(cudaSetDevice(rank % devices));
-      ownedStream = std::make_unique<gpu::Stream>();
-      stream = ownedStream->get();
-      deviceText = fmt::format("gpu ({}, one per rank, device buffers, NCCL)",
-                               gpu::deviceName(rank % devices));
-    }
-#else
-    if (gpu) fail("--device gpu: this build of cclz has no CUDA");
-#endif
+    const coll::RankDevice dev = coll::rankDevice(deviceFlag, rank);
+    const bool gpu = dev.gpu;
+    void* const stream = dev.stream;
+    const std::string& deviceText = dev.text;
     // Without --piece-bytes (or CCLZ_PIECE_BYTES), the library picks the piece per call.
     if (opt.pieceBytes) setenv("CCLZ_PIECE_BYTES", std::to_string(opt.pieceBytes).c_str(), 1);
     if (opt.fused) setenv("CCLZ_FUSED", "1", 1);
@@ -518,8 +524,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       row.shape = coll::shapeFor(kind, size, opt.dtype, ranks, rank);
       const Shape& s = row.shape;
       if (s.count == 0) continue;
-      std::vector<uint8_t> input =
-          gaussian(s.sendElems, opt.dtype, opt.seed * 1000003 + static_cast<uint64_t>(rank) + 1);
+      std::vector<uint8_t> input = coll::gaussian(
+          s.sendElems, opt.dtype, opt.seed * 1000003 + static_cast<uint64_t>(rank) + 1);
       size_t pieceBytes = 0;
       PERF_CCLZ_CHECK(cclzCommGetPieceBytes(comm, blockElemsOf(s) * s.elemBytes, &pieceBytes));
       row.pieceBytes = pieceBytes;

@@ -66,6 +66,10 @@ struct Options {
   // (docs/collectives.md, "Fused NVLink paths") in cclz's column; the baseline stays plain NCCL.
   bool fused = false;
 
+  // The overlapped GEMMs (op_overlap.cpp): the product's columns and inner size per rank; 0: the
+  // op's Llama-3-70B MLP shape at TP4.
+  uint64_t gemmN = 0, gemmK = 0;
+
   std::string json;  // --json FILE; empty = none
 };
 
