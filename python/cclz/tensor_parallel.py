@@ -219,7 +219,9 @@ class ColumnParallelLinear(torch.nn.Module):
         if self.overlap:
             y = _AllGatherMatmul.apply(x, self.weight, self.comm, self.codec,
                                        self.reduce_codec)
-            return y + self.bias if self.bias is not None else y
+            # In y's dtype, as F.linear adds it under autocast (an fp32 bias would make the
+            # output, and the next layer's GEMM and traffic, fp32).
+            return y + self.bias.to(y.dtype) if self.bias is not None else y
         if self.sequence_parallel:
             x = gather_from_sequence_parallel(x, self.comm, self.codec, self.reduce_codec)
         else:

@@ -153,3 +153,22 @@ def test_policy_defaults():
 def test_policy_feedback_request_is_not_a_state(comm):
     with pytest.raises(ValueError, match="state per gradient bucket"):
         comm.all_reduce(torch.zeros(8), codec=cclz.Policy.default().dp)
+
+
+def test_overlapped_column_keeps_the_autocast_dtype(comm):
+    """Under bf16 autocast the overlapped ColumnParallelLinear returns bf16, as F.linear does
+    (its fp32 bias added in the output's dtype): otherwise the next layer's GEMM and its traffic
+    would run in fp32."""
+    n = comm.size
+    if SEQ % n or FFN % n:
+        pytest.skip(f"the shapes do not split over {n} ranks")
+    device = torch.device(DEVICE)
+    outputs = []
+    for overlap in (False, True):
+        col = cclz.ColumnParallelLinear(HIDDEN, FFN, comm, sequence_parallel=True,
+                                        overlap=overlap, device=device)
+        x = torch.randn(SEQ // n, 1, HIDDEN, device=device)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            outputs.append(col(x.to(torch.bfloat16)))
+    assert outputs[0].dtype == torch.bfloat16
+    assert outputs[1].dtype == outputs[0].dtype
