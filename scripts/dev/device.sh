@@ -761,6 +761,19 @@ if has overlap; then
   for op in ag_gemm gemm_rs; do
     bench overlap "cclz_perf_$op" --op $op --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
   done
+  # The all-gather's GEMMs merged (CCLZ_OVERLAP_GATHER=merged: the own chunk, then the rest in
+  # two GEMMs), its tests on every GPU first.
+  if [ "$ngpu" -gt 2 ]; then
+    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" \
+      -x NCCL_NVLS_ENABLE -x CCLZ_OVERLAP_GATHER=merged $build/tests/overlap/nccl_overlap_tests \
+      --gtest_brief=1 >"$OUT/overlap.tmp" 2>&1
+    status=$?
+    echo "overlap nccl_overlap_tests ($ngpu ranks, merged gather): exit $status -- $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/overlap.tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
+    cat "$OUT/overlap.tmp" >>"$log"
+    rm -f "$OUT/overlap.tmp"
+    launcher+=(-x CCLZ_OVERLAP_GATHER=merged)
+    bench overlap cclz_perf_ag_gemm_merged --op ag_gemm --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
+  fi
   launcher=()
   # Where an overlapped call's time goes: each GEMM's and each step's span, one Llama-3-70B shape
   # of 4096 tokens, plain and fp8 (CCLZ_TIMELINE=1; one rank's last calls; docs/overlap.md).

@@ -65,6 +65,12 @@ CommSettings CommSettings::fromEnvironment() {
                      ": expected a count of multiprocessors from 0 to 1024");
     s.overlapCommSms = static_cast<int>(v);
   }
+  if (const char* gather = std::getenv("CCLZ_OVERLAP_GATHER"); gather && *gather) {
+    const std::string v = gather;
+    CCLZ_REQUIRE(v == "ring" || v == "merged", cclzInvalidArgument,
+                 "CCLZ_OVERLAP_GATHER=" + v + ": expected ring (the default) or merged");
+    s.overlapMergedGather = v == "merged";
+  }
   if (const char* adaptive = std::getenv("CCLZ_ADAPTIVE"); adaptive && *adaptive) {
     const std::string v = adaptive;
     CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
@@ -262,8 +268,8 @@ cclzResult_t Communicator::asyncError(std::string* message) {
 overlap::DeviceOverlap& Communicator::deviceOverlap() {
 #ifdef CCLZ_HAVE_CUDA
   if (!overlap_)
-    overlap_ = std::make_unique<overlap::DeviceOverlap>(settings_.highPriorityMove,
-                                                        settings_.overlapCommSms);
+    overlap_ = std::make_unique<overlap::DeviceOverlap>(
+        settings_.highPriorityMove, settings_.overlapCommSms, settings_.overlapMergedGather);
   return *overlap_;
 #else
   CCLZ_FAIL(cclzNotSupported, "this build of cclz has no CUDA support");

@@ -70,10 +70,15 @@ struct CommSettings {
   // for until they end, so a transfer queued beside one would otherwise wait for the whole GEMM
   // (docs/overlap.md, "The device path").
   int overlapCommSms = 16;
+  // Device communicators: the overlapped all-gather + GEMM's GEMMs one per chunk as it arrives
+  // (CCLZ_OVERLAP_GATHER=ring, the default), or this rank's chunk first and the others in at most
+  // two GEMMs once all have arrived (=merged: no partial last wave per chunk, the transfers after
+  // the own chunk's GEMM exposed). An experiment until measured (docs/overlap.md).
+  bool overlapMergedGather = false;
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
-  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS); every rank must see
-  // the same.
+  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS, CCLZ_OVERLAP_GATHER);
+  // every rank must see the same.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);

@@ -3,6 +3,7 @@
 #include "overlap/device_overlap.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "codec/codec.h"
 #include "codec/frame.h"
@@ -51,7 +52,8 @@ void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_
 
 }  // namespace
 
-DeviceOverlap::DeviceOverlap(bool highPriority, int commSms) : gemm_(commSms) {
+DeviceOverlap::DeviceOverlap(bool highPriority, int commSms, bool mergedGather)
+    : gemm_(commSms), mergedGather_(mergedGather) {
   int least = 0, greatest = 0;
   CCLZ_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CCLZ_CUDA_CHECK(
@@ -160,6 +162,27 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
 
   // The caller's stream: the GEMMs, this rank's chunk first. Without a codec it multiplies the
   // caller's rows directly and waits for nothing.
+  if (mergedGather_ && n > 2) {
+    // The own chunk, then every other once all have arrived, in one GEMM over the chunks after
+    // this rank's and one over those before it (each a contiguous block of rows).
+    const bool direct = !call.codec;
+    if (!direct) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[me]));
+    timeline_.open("gemm", me, stream);
+    gemm_.run(rowsGemm(call, direct ? call.a : gathered + me * chunkBytes, call.m,
+                       static_cast<uint8_t*>(call.c) + me * outChunk),
+              stream);
+    for (int c = 0; c < n; ++c)
+      if (c != me) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[c]));
+    for (const auto& [lo, hi] : {std::pair<int, int>{me + 1, n}, std::pair<int, int>{0, me}}) {
+      if (lo >= hi) continue;
+      timeline_.open("gemm", lo, stream);
+      gemm_.run(rowsGemm(call, gathered + lo * chunkBytes, (hi - lo) * call.m,
+                         static_cast<uint8_t*>(call.c) + lo * outChunk),
+                stream);
+    }
+    end(stream, capturing);
+    return;
+  }
   for (int s = 0; s < n; ++s) {
     const int c = gatherStep(me, n, s).compute;
     const bool direct = s == 0 && !call.codec;

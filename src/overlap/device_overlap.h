@@ -29,7 +29,8 @@ class DeviceOverlap {
  public:
   // highPriority: the transfer stream at the device's greatest priority, so that its kernels
   // take the multiprocessors the GEMMs leave (commSms of them, DeviceGemm) ahead of queued work.
-  DeviceOverlap(bool highPriority, int commSms);
+  // mergedGather: the all-gather's GEMMs as CommSettings::overlapMergedGather says.
+  DeviceOverlap(bool highPriority, int commSms, bool mergedGather = false);
   ~DeviceOverlap();
   DeviceOverlap(const DeviceOverlap&) = delete;
   DeviceOverlap& operator=(const DeviceOverlap&) = delete;
@@ -57,6 +58,7 @@ class DeviceOverlap {
   DeviceWorkspace workspace(const OverlapCall& call, uint64_t elements, bool capturing);
 
   DeviceGemm gemm_;
+  const bool mergedGather_;
   cudaStream_t comm_ = nullptr;      // transfers, encodes and decodes
   cudaEvent_t start_ = nullptr;      // the call's start on the caller's stream
   cudaEvent_t done_ = nullptr;       // the transfer stream's last work of the call

@@ -554,6 +554,20 @@ TEST(CommSettingsTest, FromEnvironment) {
     }
   }
   unsetenv("CCLZ_OVERLAP_COMM_SMS");
+  EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);  // ring by default
+  setenv("CCLZ_OVERLAP_GATHER", "merged", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().overlapMergedGather);
+  setenv("CCLZ_OVERLAP_GATHER", "ring", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);
+  setenv("CCLZ_OVERLAP_GATHER", "fused", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_OVERLAP_GATHER=fused was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_OVERLAP_GATHER"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_OVERLAP_GATHER");
 }
 
 #ifdef CCLZ_HAVE_NCCL
