@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -148,7 +148,8 @@ int runOverlap(Options& opt, const std::string& deviceFlag, int* argc, char*** a
       PERF_CCLZ_CHECK(cclzCommInitFromMpiConfig(&self, &alone, &commConfig));
     }
     auto check = [](cclzResult_t r, const char* what, cclzComm_t c) {
-      if (r != cclzSuccess) fail("{} failed: {}: {}", what, cclzGetErrorString(r), cclzGetLastError(c));
+      if (r != cclzSuccess)
+        fail("{} failed: {}: {}", what, cclzGetErrorString(r), cclzGetLastError(c));
     };
     auto sync = [&] {
 #ifdef CCLZ_HAVE_CUDA
@@ -183,8 +184,10 @@ int runOverlap(Options& opt, const std::string& deviceFlag, int* argc, char*** a
       // gemm_rs: a = all rows (k = this rank's share of the inner size), partial = all x n,
       // c = m x n.
       Matrix a((gather ? m : all) * k * es, dev.gpu), b(n * k * es, dev.gpu);
-      Matrix gathered(gather ? all * k * es : 0, dev.gpu), partial(gather ? 0 : all * n * es, dev.gpu);
-      Matrix c((gather ? all : m) * n * es, dev.gpu), serialOut((gather ? all : m) * n * es, dev.gpu);
+      const uint64_t outBytes = (gather ? all : m) * n * es;
+      Matrix gathered(gather ? all * k * es : 0, dev.gpu);
+      Matrix partial(gather ? 0 : all * n * es, dev.gpu);
+      Matrix c(outBytes, dev.gpu), serialOut(outBytes, dev.gpu);
       a.upload(coll::gaussian((gather ? m : all) * k, opt.dtype, opt.seed + 1 + rank));
       std::vector<uint8_t> weights = coll::gaussian(n * k, opt.dtype, opt.seed + 1000 + rank);
       b.upload(weights);
