@@ -505,6 +505,22 @@ fi
 
 parts=$(mktemp -d)  # one JSON file per benchmark, merged into bench.json at the end
 launcher=()  # what starts cclz-perf: nothing, or mpirun for the collectives
+# gtests LABEL RANKS PROGRAM [MPIRUN-ARGS...]: a gtest program on RANKS GPUs under a timeout (a
+# hang in a barrier fails it instead of holding the machine); its output to device.log, and to the
+# summary the exit status and the count of passing and failing ranks, the failed tests named.
+gtests() {
+  local label=$1 n=$2 program=$3; shift 3
+  local tmp=$OUT/gtests.tmp status
+  echo "== $label, $n ranks" >>"$log"
+  timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
+    -x NCCL_NVLS_ENABLE "$@" "$program" --gtest_brief=1 >"$tmp" 2>&1
+  status=$?
+  cat "$tmp" >>"$log"
+  echo "$label ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(sed 's/\x1b\[[0-9;]*m//g' "$tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
+  sed 's/\x1b\[[0-9;]*m//g' "$tmp" | grep -E '^\[  FAILED  \]' | sort -u | head -20 | tee -a "$summary"
+  rm -f "$tmp"
+}
+
 bench() {  # bench STAGE NAME ARGS...: one cclz-perf run, its table to bench.log
   local stage=$1 name=$2; shift 2
   echo "== $stage/$name: ${launcher[*]} cclz-perf $*" >>"$OUT/bench.log"
@@ -727,14 +743,7 @@ if has overlap; then
   fi
   for n in 2 4; do
     [ "$n" -le "$ngpu" ] || continue
-    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
-      -x NCCL_NVLS_ENABLE $build/tests/overlap/nccl_overlap_tests --gtest_brief=1 \
-      >"$OUT/overlap.tmp" 2>&1
-    status=$?
-    cat "$OUT/overlap.tmp" >>"$log"
-    echo "overlap nccl_overlap_tests ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/overlap.tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
-    sed 's/\x1b\[[0-9;]*m//g' "$OUT/overlap.tmp" | grep -E '^\[  FAILED  \]' | sort -u | head -20 | tee -a "$summary"
-    rm -f "$OUT/overlap.tmp"
+    gtests "overlap nccl_overlap_tests" "$n" $build/tests/overlap/nccl_overlap_tests
   done
   nets=(nvlink)
   [ -n "${CCLZ_OVERLAP_NODES:-}" ] && nets+=(nodes)
@@ -764,13 +773,8 @@ if has overlap; then
   # The all-gather's GEMMs merged (CCLZ_OVERLAP_GATHER=merged: the own chunk, then the rest in
   # two GEMMs), its tests on every GPU first.
   if [ "$ngpu" -gt 2 ]; then
-    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" \
-      -x NCCL_NVLS_ENABLE -x CCLZ_OVERLAP_GATHER=merged $build/tests/overlap/nccl_overlap_tests \
-      --gtest_brief=1 >"$OUT/overlap.tmp" 2>&1
-    status=$?
-    echo "overlap nccl_overlap_tests ($ngpu ranks, merged gather): exit $status -- $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/overlap.tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
-    cat "$OUT/overlap.tmp" >>"$log"
-    rm -f "$OUT/overlap.tmp"
+    gtests "overlap nccl_overlap_tests, merged gather" "$ngpu" \
+      $build/tests/overlap/nccl_overlap_tests -x CCLZ_OVERLAP_GATHER=merged
     launcher+=(-x CCLZ_OVERLAP_GATHER=merged)
     bench overlap cclz_perf_ag_gemm_merged --op ag_gemm --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
   fi
@@ -830,15 +834,7 @@ if has fused; then
   fi
   for n in 2 4; do
     [ "$n" -le "$ngpu" ] || continue
-    echo "== nccl_fused_tests, $n ranks" >>"$log"
-    timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
-      -x NCCL_NVLS_ENABLE $build/tests/collective/nccl_fused_tests --gtest_brief=1 \
-      >"$OUT/fused.tmp" 2>&1
-    status=$?
-    cat "$OUT/fused.tmp" >>"$log"
-    echo "fused nccl_fused_tests ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(sed 's/\x1b\[[0-9;]*m//g' "$OUT/fused.tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
-    sed 's/\x1b\[[0-9;]*m//g' "$OUT/fused.tmp" | grep -E '^\[  FAILED  \]' | sort -u | head -20 | tee -a "$summary"
-    rm -f "$OUT/fused.tmp"
+    gtests "fused nccl_fused_tests" "$n" $build/tests/collective/nccl_fused_tests
   done
   fusedparts=$(mktemp -d)
   for op in allgather reducescatter; do
