@@ -41,12 +41,14 @@ def drain():
         torch.cuda.synchronize()
 
 
-def timed_loop(world, issue, calls):
-    """Host microseconds per call of `calls` calls of issue(), the GPU drained after them."""
+def timed_loop(world, fn, fn_args, calls):
+    """Host microseconds per call of `calls` calls of fn(*fn_args), the GPU drained after them.
+    The loop calls fn itself, as a user's code would (a lambda around it would add a Python
+    frame per call to what is measured)."""
     world.Barrier()
     t0 = time.perf_counter()
     for _ in range(calls):
-        issue()
+        fn(*fn_args)
     t1 = time.perf_counter()
     drain()
     return (t1 - t0) / calls * 1e6
@@ -108,9 +110,9 @@ def main():
             fn = _capi.lib.cclzAllGather
             times = paired_rounds(world, {
                 "c": lambda: c_loop_us(world, c_loop, c_args, args.calls),
-                "ctypes": lambda: timed_loop(world, lambda: fn(*raw_args), args.calls),
-                "python": lambda: timed_loop(
-                    world, lambda: comm.all_gather_into_tensor(out, x, codec=codec), args.calls),
+                "ctypes": lambda: timed_loop(world, fn, raw_args, args.calls),
+                "python": lambda: timed_loop(world, comm.all_gather_into_tensor, (out, x, codec),
+                                             args.calls),
             }, args.rounds)
             median = statistics.median
             rows.append({

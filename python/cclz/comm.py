@@ -173,7 +173,7 @@ class Communicator:
     def all_gather_into_tensor(self, output, input, codec=None):
         """output (size x input's elements, rank r's at [r * n, (r + 1) * n)) = every rank's
         input, in rank order."""
-        dtype = self._check_tensors(output, input)
+        dtype = self._check_pair(output, input)
         n = input.numel()
         if output.numel() != n * self.size:
             raise ValueError(f"all_gather_into_tensor: output has {output.numel()} elements, "
@@ -187,7 +187,7 @@ class Communicator:
     def reduce_scatter_tensor(self, output, input, op="sum", codec=None):
         """output = block `rank` of the element-wise reduction of every rank's input (input has
         size x output's elements). With Qgrad(feedback=...), the residual covers input."""
-        dtype = self._check_tensors(output, input)
+        dtype = self._check_pair(output, input)
         n = output.numel()
         if input.numel() != n * self.size:
             raise ValueError(f"reduce_scatter_tensor: input has {input.numel()} elements, "
@@ -214,7 +214,7 @@ class Communicator:
     def all_to_all_single(self, output, input, codec=None):
         """Equal splits: block p of input (input.numel() / size elements) goes to rank p, and
         block p of output comes from rank p."""
-        dtype = self._check_tensors(output, input)
+        dtype = self._check_pair(output, input)
         if input.numel() != output.numel() or input.numel() % self.size:
             raise ValueError(f"all_to_all_single: input and output must have the same number of "
                              f"elements, a multiple of {self.size} (got {input.numel()} and "
@@ -318,6 +318,24 @@ class Communicator:
         code = _DTYPES.get(dtype)
         if code is None:
             _dtype(tensors[0])  # raises, naming the supported dtypes
+        return code
+
+    def _check_pair(self, a, b):
+        """_check_tensors(a, b) unrolled for the calls with two tensors (an output and an input):
+        the same checks without the loop and the argument tuple, which the call's overhead
+        measures (docs/python.md, "Call overhead"). Any failure goes to _check_tensors, which
+        finds it and says what it is."""
+        index = self._device_index
+        try:
+            dtype = a.dtype
+            ok = (b.dtype is dtype and a.is_contiguous() and b.is_contiguous()
+                  and a.get_device() == index and b.get_device() == index
+                  and (index >= 0 or (a.is_cpu and b.is_cpu)))
+        except AttributeError:
+            ok = False
+        code = _DTYPES.get(dtype) if ok else None
+        if code is None or self._handle is None:
+            return self._check_tensors(a, b)  # raises
         return code
 
     def _tensor_error(self, t, dtype):
