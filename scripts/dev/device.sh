@@ -29,6 +29,8 @@
 #              the same tokens, 20 steps each; TP4 over NVLink also with --overlap (issue 37);
 #              each pair compared; a table last (~8 minutes).
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
+#              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes, tp4-nvlink,
+#              tp4-nvlink-overlap, tp2dp2-nodes, ...).
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 2,400 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
 #              TP with E4M3, and on 2 GPUs TP's codec on its gathers alone and on its reductions
@@ -343,22 +345,25 @@ if has train || has trainsmoke || has trainlong; then
       tp4=(--tp 4 --batch 16 --micro-batches 2) tp4nodes=(--tp 4 --batch 8 --micro-batches 1)
       tpdp=(--tp 2 --dp 2 --batch 16 --micro-batches 2) tppp=(--tp 2 --pp 2 --batch 16 --micro-batches 4)
     fi
+    # CCLZ_TRAIN_ONLY="NAME ...": only those launches (default: all).
+    trainwanted() { [ -z "${CCLZ_TRAIN_ONLY:-}" ] || [[ " $CCLZ_TRAIN_ONLY " == *" $1 "* ]]; }
+    trainonly() { trainwanted "$1" && trainlaunch "$@"; }
     if [ "$tdev" = cpu ] || [ "$tgpus" -ge 4 ]; then
-      trainlaunch tp4-nodes nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --policy none,tp-fp8
-      trainlaunch tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
-      trainlaunch tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
-      trainlaunch tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
+      trainonly tp4-nodes nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --policy none,tp-fp8
+      trainonly tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
+      trainonly tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
+      trainonly tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
       # Issue 37's end to end: the TP linears as overlapped calls, against tp4-nvlink's none.
-      trainlaunch tp4-nvlink-overlap nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --overlap \
+      trainonly tp4-nvlink-overlap nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --overlap \
         --policy none,tp-fp8
-      trainlaunch tp2dp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
-      trainlaunch tp2pp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
+      trainonly tp2dp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
+      trainonly tp2pp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
     elif [ "$tgpus" -ge 2 ]; then
       # Two GPUs: each dimension alone across two emulated nodes of one GPU each (every byte of
       # it crosses the socket transport), uncompressed beside its policy.
-      trainlaunch tp2-nodes nodes 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
-      trainlaunch dp2-nodes nodes 2 "$secs" "${run[@]}" --dp 2 --batch 16 --micro-batches 2 --policy none,dp-qgrad
-      trainlaunch pp2-nodes nodes 2 "$secs" "${run[@]}" --pp 2 --batch 16 --micro-batches 8 --policy none,pp-fp8
+      trainonly tp2-nodes nodes 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
+      trainonly dp2-nodes nodes 2 "$secs" "${run[@]}" --dp 2 --batch 16 --micro-batches 2 --policy none,dp-qgrad
+      trainonly pp2-nodes nodes 2 "$secs" "${run[@]}" --pp 2 --batch 16 --micro-batches 8 --policy none,pp-fp8
     else
       echo "train: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
     fi
