@@ -791,8 +791,20 @@ if has overlap; then
     mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
     -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY -x CCLZ_TIMELINE=1 \
     python3 bench/python/overlap_gemm.py --models llama3-70b --tokens 4096 --iters 1 \
-    --warmup 1 --rounds 1 2>&1 | grep '^cclz-timeline' |
-    awk '!first { first = $3 } $3 == first' | tail -120 >>"$OUT/bench.log"
+    --warmup 1 --rounds 1 >"$OUT/timeline.tmp" 2>&1
+  echo "overlap timeline: exit $?" | tee -a "$summary"
+  # Rank 0's lines (the pid of the first line) of the overlapped calls' reports: each report's
+  # spans come before its "end" line; the collectives' own reports (the benchmark's serial
+  # column) name other stages. Without any overlapped span, the run's last lines instead.
+  grep '^cclz-timeline' "$OUT/timeline.tmp" | awk '!first { first = $3 } $3 == first' |
+    tail -120 >"$OUT/timeline.lines"
+  if grep -qE ' (gemm|reduce) ' "$OUT/timeline.lines"; then
+    cat "$OUT/timeline.lines" >>"$OUT/bench.log"
+  else
+    { echo "(no overlapped call's spans; the run's last lines:)"; tail -30 "$OUT/timeline.tmp"; } |
+      tee -a "$summary" >>"$OUT/bench.log"
+  fi
+  rm -f "$OUT/timeline.tmp" "$OUT/timeline.lines"
 fi
 
 if has interpose; then
