@@ -29,7 +29,8 @@
 #              the same tokens, 20 steps each; TP4 over NVLink also with --overlap (issue 37);
 #              each pair compared; a table last (~8 minutes).
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
-#              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes, tp4-nvlink,
+#              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes,
+#              tp4-nodes-two-level: TP4 over the nodes with CCLZ_TWO_LEVEL=1, tp4-nvlink,
 #              tp4-nvlink-overlap, tp2dp2-nodes, ...).
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 2,400 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
@@ -49,6 +50,9 @@
 #              socket transport on loopback (collsock, the stand-in for a slow network).
 #   collnodes  (4 GPUs) the trainer's TP calls over two emulated nodes of two GPUs: fp8 (INT8)
 #              all-gather and reduce-scatter beside plain NCCL, 16-256 MiB, three piece sizes.
+#   twolevel   (4 GPUs) the two-level fp8 all-gather and reduce-scatter (CCLZ_TWO_LEVEL=1) over
+#              two emulated nodes: the NCCL collective tests with it (device bytes against the
+#              host path's), then the collnodes sweep two-level beside flat, each beside NCCL.
 #   adapt      (2 or more GPUs) adaptive calls on and off side by side, NVLink and socket.
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
@@ -280,6 +284,7 @@ if has train || has trainsmoke || has trainlong; then
     [ -n "${CCLZ_CHECK_CALLS:-}" ] && envs+=(-x CCLZ_CHECK_CALLS)
     [ -n "${CCLZ_ADAPTIVE:-}" ] && envs+=(-x CCLZ_ADAPTIVE)
     [ -n "${CCLZ_FUSED:-}" ] && envs+=(-x CCLZ_FUSED)
+    [ -n "${CCLZ_TWO_LEVEL:-}" ] && envs+=(-x CCLZ_TWO_LEVEL)
     [ "$net" = nodes ] && wrap=(bench/python/two_nodes.sh) &&
       envs+=(-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)
     local cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ranks" "${envs[@]}"
@@ -350,6 +355,9 @@ if has train || has trainsmoke || has trainlong; then
     trainonly() { trainwanted "$1" && trainlaunch "$@"; }
     if [ "$tdev" = cpu ] || [ "$tgpus" -ge 4 ]; then
       trainonly tp4-nodes nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --policy none,tp-fp8
+      # The same with the two-level all-gathers and reduce-scatters (docs/collectives.md).
+      CCLZ_TWO_LEVEL=1 trainonly tp4-nodes-two-level nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" \
+        --policy none,tp-fp8
       trainonly tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainonly tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
       trainonly tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
@@ -664,6 +672,36 @@ if has collnodes; then
     --fp8-format int8 --fp8-row-elems 2048 --device gpu -b 16M -e 256M -f 4 -n 10 -w 3 --batch \
     --adaptive off
   launcher=()
+fi
+
+if has twolevel; then
+  # The two-level all-gather and reduce-scatter (CCLZ_TWO_LEVEL=1, docs/collectives.md,
+  # "Two-level calls across nodes") over two emulated nodes of ngpu/2 GPUs: first the NCCL
+  # tests with it (every rank's device and host communicators learn the same layout, so
+  # NcclCollective and NcclLarge compare the device's two-level bytes with the host's), then the
+  # collnodes sweep of fp8 INT8 all-gathers and reduce-scatters, two-level beside flat, each
+  # beside plain NCCL.
+  if [ "$ngpu" -ge 4 ]; then
+    ranks "$ngpu" -x CCLZ_TWO_LEVEL=1 bench/python/two_nodes.sh \
+      $build/tests/collective/nccl_tests --gtest_brief=1 \
+      --gtest_filter='NcclCollective*:NcclLarge*' >"$OUT/tests.tmp" 2>&1
+    echo "twolevel nccl_tests ($ngpu ranks, two nodes): exit $? -- $(grep -m1 -E 'PASSED|FAILED' "$OUT/tests.tmp")" | tee -a "$summary"
+    grep -E '^\[  FAILED' "$OUT/tests.tmp" | sort -u | head -20 | tee -a "$summary"
+    cat "$OUT/tests.tmp" >>"$log"
+    rm -f "$OUT/tests.tmp"
+    for two in 1 0; do
+      launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+                -x NCCL_NVLS_ENABLE -x CCLZ_TWO_LEVEL=$two bench/python/two_nodes.sh)
+      for op in allgather reducescatter; do
+        bench twolevel "${op}_fp8_int8_two_level_$two" --op $op --codec fp8 --fp8-format int8 \
+          --fp8-row-elems 2048 --device gpu -b 16M -e 256M -f 4 -n 10 -w 3 --batch \
+          --adaptive off -c 1
+      done
+    done
+    launcher=()
+  else
+    echo "twolevel: needs 4 GPUs (two nodes of two), this machine has $ngpu" | tee -a "$summary"
+  fi
 fi
 
 if has adapt; then

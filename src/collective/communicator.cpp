@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "collective/plan.h"
 #include "common/error.h"
 #include "common/trace.h"
 #include "overlap/device_overlap.h"
@@ -71,6 +73,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_OVERLAP_GATHER=" + v + ": expected ring (the default) or merged");
     s.overlapMergedGather = v == "merged";
   }
+  if (const char* two = std::getenv("CCLZ_TWO_LEVEL"); two && *two) {
+    const std::string v = two;
+    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
+                 "CCLZ_TWO_LEVEL=" + v + ": expected 0 (the default) or 1");
+    s.twoLevel = v == "1";
+  }
   if (const char* adaptive = std::getenv("CCLZ_ADAPTIVE"); adaptive && *adaptive) {
     const std::string v = adaptive;
     CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
@@ -134,6 +142,24 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
 #endif
   // Only a deferred check can fail while a call waits on work it queued.
   if (checksOnThread()) engine_->cancelWaitsWhen(&checkFailed_);
+  if (settings_.twoLevel) learnNodes();
+}
+
+// Every rank's node key, exchanged as the call checks exchange descriptors: at creation, which
+// every rank reaches together.
+void Communicator::learnNodes() {
+  const int n = transport_->size(), me = transport_->rank();
+  const uint64_t mine = nodeKey(settings_.nodeName);
+  std::vector<int> peers;
+  for (int r = 0; r < n; ++r)
+    if (r != me) peers.push_back(r);
+  const std::vector<uint8_t> bytes = exchangeWithPeers(*this, &mine, sizeof mine, peers);
+  std::vector<uint64_t> keys(n);
+  std::memcpy(keys.data(), bytes.data(), n * sizeof(uint64_t));
+  nodes_ = nodeLayoutFromKeys(keys);
+  CCLZ_TRACE("two-level calls: %d nodes of %d ranks%s", nodes_.nodes, nodes_.perNode,
+             nodes_.twoLevel() ? "" : " (not used: they need 2 or more nodes of 2 or more ranks, "
+                                      "the same number on each)");
 }
 
 // The proxy's jobs still use the engine and the transport: they run to the end

@@ -14,6 +14,7 @@
 #include "collective/done_events.h"
 #include "collective/engine.h"
 #include "collective/fused_nvlink.h"
+#include "collective/node_layout.h"
 #include "collective/proxy.h"
 #include "transport/transport.h"
 #include "tune/tuner.h"
@@ -76,8 +77,19 @@ struct CommSettings {
   // the own chunk's GEMM exposed). An experiment until measured (docs/overlap.md).
   bool overlapMergedGather = false;
 
+  // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
+  // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Learning the layout is an exchange at
+  // creation. Off by default until measured on GPUs (docs/collectives.md, "Two-level calls
+  // across nodes").
+  bool twoLevel = false;
+
+  // This rank's node, for the layout: empty, the default, names it by $NCCL_HOSTID or the host
+  // (nodeKey). Tests give ranks of one process different nodes with it.
+  std::string nodeName;
+
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
-  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS, CCLZ_OVERLAP_GATHER);
+  // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS, CCLZ_OVERLAP_GATHER,
+  // CCLZ_TWO_LEVEL);
   // every rank must see the same.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
@@ -115,6 +127,9 @@ class Communicator {
   overlap::DeviceOverlap& deviceOverlap();
   // The adaptive choice of path: NULL when the communicator is not adaptive.
   Tuner* tuner() { return tuner_.get(); }
+
+  // Which ranks share a node: learned at creation with settings().twoLevel, else one node.
+  const NodeLayout& nodes() const { return nodes_; }
   // How the last call that reached its data part ran (cclzCommGetLastPath).
   void setLastPath(Path path, bool decided) { lastPath_ = path, lastDecided_ = decided; }
   Path lastPath() const { return lastPath_; }
@@ -151,6 +166,8 @@ class Communicator {
  private:
   // On the checking thread: records a deferred check's failure and aborts the transport.
   void failCheck(const std::string& message);
+  // nodes_ from every rank's node key (a collective exchange; settings().twoLevel).
+  void learnNodes();
 
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;
@@ -164,6 +181,7 @@ class Communicator {
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first
   CommSettings settings_;
   std::unique_ptr<Tuner> tuner_;
+  NodeLayout nodes_;
   Path lastPath_ = Path::Compressed;
   bool lastDecided_ = true;
   cclzResult_t jobError_ = cclzSuccess;

@@ -269,6 +269,10 @@ class DeviceEngine final : public Engine {
     CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, count * sizeof(float), current_));
   }
 
+  void accumulate(const void* src, uint64_t count, int dtype, float* acc) override {
+    reduce::accumulateDevice(acc, src, count, dtype, current_);
+  }
+
   void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) override {
     reduce::storeDevice(acc, count, divisor, dtype, dst, current_);
   }

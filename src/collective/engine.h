@@ -49,6 +49,7 @@ enum class Area {
   Residual,
   CodecScratch,
   Folded,  // a plain reduce-scatter with error feedback: its data plus the residual
+  Partial,  // the two-level reduce-scatter: a node's sum of one piece, in its dtype, to encode
   Count
 };
 
@@ -111,6 +112,9 @@ class Engine {
   }
 
   virtual void zero(float* acc, uint64_t count) = 0;
+  // acc[i] += src[i] (count elements of dtype, as they are: no frame), in fp32 as decodeReduce
+  // adds: the two-level reduce-scatter's sum of its node's raw pieces.
+  virtual void accumulate(const void* src, uint64_t count, int dtype, float* acc) = 0;
   // dst[i] = acc[i] / divisor, rounded to dtype (divisor 1 for a sum, the rank count for avg).
   virtual void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) = 0;
   // dst[i] = src[i] + residual[i], rounded to dtype, and residual[i] = 0: the error feedback

@@ -93,6 +93,10 @@ class HostEngine final : public Engine {
 
   void zero(float* acc, uint64_t count) override { std::memset(acc, 0, count * sizeof(float)); }
 
+  void accumulate(const void* src, uint64_t count, int dtype, float* acc) override {
+    for (uint64_t i = 0; i < count; ++i) reduce::accumulateElement(acc, i, src, dtype);
+  }
+
   void store(const float* acc, uint64_t count, float divisor, int dtype, void* dst) override {
     for (uint64_t i = 0; i < count; ++i) reduce::storeElement(acc, i, divisor, dtype, dst);
   }

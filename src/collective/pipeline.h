@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collective/engine.h"
+#include "collective/node_layout.h"
 #include "transport/transport.h"
 #include "tune/piece_size.h"  // defaultPieceBytes, pieceBytesFor
 
@@ -130,6 +131,12 @@ void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vect
                   float divisor, Residual residual, uint64_t step);
 void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count);
 void sendPieces(const Pipeline& p, const void* in, uint64_t count, int peer);
+// The two-level variants (two_level.cpp), for a layout with NodeLayout::twoLevel and a codec of
+// fixed frame size; the reduce-scatter's slots hold a raw piece (twoLevelStride).
+void gatherPiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* mine, void* out,
+                          const std::vector<Span>& chunks);
+void reducePiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* in, void* mine,
+                          const std::vector<Span>& chunks, float divisor);
 void recvPieces(const Pipeline& p, void* out, uint64_t count, int peer);
 
 }  // namespace cclz

@@ -273,6 +273,18 @@ bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t s
   }
 }
 
+// Whether a call runs two-level (two_level.cpp): an all-gather, or a reduce-scatter without
+// error feedback, through a codec of fixed frame size (not none: its reductions are exact sums in
+// rank order), on a communicator whose ranks span nodes of several ranks each. The same answer
+// on every rank: the layout is, and the call's op, codec and feedback are checked equal.
+bool runsTwoLevel(Communicator& comm, const CollArgs& a, const Plan& plan) {
+  if (!comm.nodes().twoLevel() || plan.use.config.codec == cclzCodecNone ||
+      !plan.use.codec->fixedFrameSize())
+    return false;
+  return a.op == CollOp::AllGather ||
+         (a.op == CollOp::ReduceScatter && !a.step && !static_cast<bool>(a.residual));
+}
+
 void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
   Transport& t = comm.transport();
   Engine& e = comm.engine();
@@ -280,12 +292,19 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   Pipeline p{t, e, plan.use, n, me, plan.elemBytes, plan.pieceElems, stride,
              plan.use.codec->fixedFrameSize()};
   const float divisor = a.redOp == cclzAvg && reduces(a.op) ? static_cast<float>(n) : 1.0f;
+  const bool twoLevel = runsTwoLevel(comm, a, plan);
   switch (a.op) {
     case CollOp::AllGather:
-      gatherPieces(p, a.send, a.recv, plan.chunks);
+      if (twoLevel)
+        gatherPiecesTwoLevel(p, comm.nodes(), a.send, a.recv, plan.chunks);
+      else
+        gatherPieces(p, a.send, a.recv, plan.chunks);
       break;
     case CollOp::ReduceScatter:
-      reducePieces(p, a.send, a.recv, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
+      if (twoLevel)
+        reducePiecesTwoLevel(p, comm.nodes(), a.send, a.recv, plan.chunks, divisor);
+      else
+        reducePieces(p, a.send, a.recv, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
       break;
     case CollOp::AllReduce: {
       // Reduce-scatter into this rank's shard, then all-gather the shards (re-encoded once).
@@ -384,8 +403,13 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
     comm.fused()->run(a, plan);
     return;
   }
+  // The two-level reduce-scatter moves raw pieces through its slots, and encodes its node's
+  // sums from an area of one piece.
+  const bool rawSlots = a.op == CollOp::ReduceScatter && runsTwoLevel(comm, a, plan);
+  if (rawSlots) stride = std::max(stride, (plan.pieceElems * plan.elemBytes + 255) / 256 * 256);
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(a, plan, t.size(), t.rank(), e.memory(), stride, bytes);
+  if (rawSlots) bytes[static_cast<int>(Area::Partial)] = plan.pieceElems * plan.elemBytes;
   e.reserve(bytes);
   if (startEvent)
     e.beginAfter(startEvent);
