@@ -103,6 +103,30 @@ TuneKey tuneKey(const CollArgs& a, const Plan& plan) {
   return k;
 }
 
+// Before a timed trial: the ranks of the call meet in a collective of 8 bytes on the caller's
+// stream (an all-gather; for send/recv a pair exchange), so that the trial's time starts where
+// all of them have arrived. Without it a rank that arrives early counts its wait for the others
+// as the call's time: in a training step's first calls that wait (other ranks still in their
+// first GEMMs) can be many times a collective over NVLink, and decided a kind's path by chance.
+// The bytes are not read; the engine's Align area holds them.
+void alignRanks(Communicator& comm, const CollArgs& a) {
+  Transport& t = comm.transport();
+  Engine& e = comm.engine();
+  const int n = t.size();
+  uint64_t bytes[static_cast<int>(Area::Count)] = {};
+  bytes[static_cast<int>(Area::Align)] = 2 * n * sizeof(uint64_t);
+  e.reserve(bytes);
+  uint8_t* area = e.area(Area::Align);
+  if (a.op == CollOp::Send || a.op == CollOp::Recv) {
+    t.groupStart(a.stream);
+    t.send(area, sizeof(uint64_t), a.peer);
+    t.recv(area + n * sizeof(uint64_t), sizeof(uint64_t), a.peer, nullptr);
+    t.groupEnd();
+    return;
+  }
+  t.allGather(area, area + n * sizeof(uint64_t), sizeof(uint64_t), a.stream);
+}
+
 bool capturing(Communicator& comm, cclzStream_t stream) {
 #ifdef CCLZ_HAVE_CUDA
   if (comm.transport().memory() != MemoryKind::Device) return false;
@@ -173,6 +197,7 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   const void* send = plainFeedback ? addResidualForPlain(comm, a, runPlan) : a.send;
   std::unique_ptr<Stopwatch> watch;
   if (call.timed) {
+    alignRanks(comm, a);
     watch = makeStopwatch(comm.transport().memory());
     watch->start(a.stream);
   }

@@ -50,6 +50,7 @@ enum class Area {
   CodecScratch,
   Folded,  // a plain reduce-scatter with error feedback: its data plus the residual
   Partial,  // the two-level reduce-scatter: a node's sum of one piece, in its dtype, to encode
+  Align,    // an adaptive trial's meeting of the ranks (adaptive_path.cpp): bytes never read
   Count
 };
 

@@ -3,7 +3,9 @@
 // right whichever path it took, and what must stay compressed does.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,75 @@ TEST(LoopbackAdaptive, TrialsAlternateThenEveryRankSettlesOnTheSamePath) {
   // Which path wins is a measurement, not asserted here: on a loaded machine (CI runs the tests
   // in parallel on two cores) a descheduled rank thread can make either path's trials slow. The
   // verdict on given times is tested with fake stopwatches in tests/tune/tuner_test.cpp.
+}
+
+// Counts the 8-byte meetings an adaptive communicator holds before its timed trials: all-gathers
+// of 8 bytes a rank, and 8-byte pair exchanges (any group whose sends are all 8 bytes).
+class MeetingCounter final : public Transport {
+ public:
+  MeetingCounter(std::unique_ptr<Transport> inner, std::atomic<int>* meetings)
+      : inner_(std::move(inner)), meetings_(meetings) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  MemoryKind memory() const override { return inner_->memory(); }
+  const char* name() const override { return "meeting-counting loopback"; }
+  bool learnsReceivedSize() const override { return inner_->learnsReceivedSize(); }
+  void groupStart(cclzStream_t s) override {
+    sends_ = small_ = 0;
+    inner_->groupStart(s);
+  }
+  void send(const void* buf, uint64_t bytes, int peer) override {
+    ++sends_;
+    if (bytes == 8) ++small_;
+    inner_->send(buf, bytes, peer);
+  }
+  void recv(void* buf, uint64_t capacity, int peer, uint64_t* received) override {
+    inner_->recv(buf, capacity, peer, received);
+  }
+  void groupEnd() override {
+    if (sends_ && sends_ == small_) ++*meetings_;
+    inner_->groupEnd();
+  }
+  void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t s) override {
+    if (bytes == 8) ++*meetings_;
+    inner_->allGather(send, recv, bytes, s);
+  }
+  bool reduceScatter(const void* send, void* recv, uint64_t count, int dtype, bool average,
+                     cclzStream_t s) override {
+    return inner_->reduceScatter(send, recv, count, dtype, average, s);
+  }
+  bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
+                 cclzStream_t s) override {
+    return inner_->allReduce(send, recv, count, dtype, average, s);
+  }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  std::atomic<int>* meetings_;
+  int sends_ = 0, small_ = 0;
+};
+
+// Each timed trial starts where every rank has arrived: one 8-byte meeting before each (the
+// trials after the first pair), none before the untimed ones or once the kind is settled.
+TEST(LoopbackAdaptive, TimedTrialsStartWhereEveryRankHasArrived) {
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecNamed("fp8"), 20000, cclzSum};
+  const int n = 3;
+  std::atomic<int> meetings{0};
+  onRanks(
+      n,
+      [&](cclzComm_t comm, int r) {
+        for (int i = 0; i < kTrialCalls + 3; ++i) {
+          std::vector<uint8_t> out;
+          ASSERT_EQ(runCase(comm, c, n, r, &out), cclzSuccess) << cclzGetLastError(comm);
+        }
+      },
+      std::chrono::seconds(60),
+      [&](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+        return std::make_unique<MeetingCounter>(std::move(t), &meetings);
+      },
+      adaptiveSettings());
+  // Every rank counts its own meetings: n per meeting; the settling exchange (16 bytes) is not one.
+  EXPECT_EQ(meetings.load(), n * (kTrialCalls - 2));
 }
 
 TEST(LoopbackAdaptive, LossyReductionsStayRightAndIdenticalAcrossRanksOnBothPaths) {
