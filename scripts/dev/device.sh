@@ -70,6 +70,9 @@
 #              cclz-perf --op ag_gemm and gemm_rs, and one shape's timeline (CCLZ_TIMELINE=1).
 #              Without build among the stages it builds only nccl_overlap_tests, libcclz and
 #              cclz-perf.
+#   overlapce  (2 or more GPUs) the overlapped GEMMs with copy-engine transfers
+#              (CCLZ_OVERLAP_COPY=ce): nccl_overlap_tests on 2 and 4 ranks, the Python
+#              benchmark (overlap_ce.json) and cclz-perf --op ag_gemm|gemm_rs, as in overlap.
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
 #              compared bit for bit (tests/interpose); every run's table in interpose.log. After
@@ -843,6 +846,38 @@ if has overlap; then
       tee -a "$summary" >>"$OUT/bench.log"
   fi
   rm -f "$OUT/timeline.tmp" "$OUT/timeline.lines"
+fi
+
+if has overlapce; then
+  # The overlapped GEMMs with copy-engine transfers (CCLZ_OVERLAP_COPY=ce, docs/overlap.md):
+  # their tests on 2 and 4 GPUs under a timeout (a flag never set would hang), then the Python
+  # benchmark and cclz-perf's shapes as in the overlap stage. Run overlap first for the
+  # transport path's numbers on the same machine.
+  [ -x $build/tests/overlap/nccl_overlap_tests ] ||
+    ninja -C $build nccl_overlap_tests cclz cclz-perf >>"$log" 2>&1
+  for n in 2 4; do
+    [ "$n" -le "$ngpu" ] || continue
+    gtests "overlapce nccl_overlap_tests" "$n" $build/tests/overlap/nccl_overlap_tests \
+      -x CCLZ_OVERLAP_COPY=ce
+  done
+  echo "== overlap_gemm (nvlink, $ngpu ranks, CCLZ_OVERLAP_COPY=ce)" >>"$OUT/bench.log"
+  PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 500 \
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
+    -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY -x CCLZ_OVERLAP_COPY=ce \
+    python3 bench/python/overlap_gemm.py ${CCLZ_OVERLAP_ARGS:-} --json "$OUT/overlap_ce.json" \
+    >"$OUT/overlap.tmp" 2>&1
+  status=$?
+  grep '^|' "$OUT/overlap.tmp" >>"$OUT/bench.log"
+  echo "overlap_gemm (nvlink, copy engines): exit $status" | tee -a "$summary"
+  [ $status -eq 0 ] || tail -15 "$OUT/overlap.tmp" | tee -a "$summary"
+  grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
+  rm -f "$OUT/overlap.tmp"
+  launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+            -x NCCL_NVLS_ENABLE -x CCLZ_OVERLAP_COPY=ce)
+  for op in ag_gemm gemm_rs; do
+    bench overlapce "cclz_perf_${op}_ce" --op $op --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
+  done
+  launcher=()
 fi
 
 if has interpose; then

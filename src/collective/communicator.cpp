@@ -73,6 +73,12 @@ CommSettings CommSettings::fromEnvironment() {
                  "CCLZ_OVERLAP_GATHER=" + v + ": expected ring (the default) or merged");
     s.overlapMergedGather = v == "merged";
   }
+  if (const char* copy = std::getenv("CCLZ_OVERLAP_COPY"); copy && *copy) {
+    const std::string v = copy;
+    CCLZ_REQUIRE(v == "nccl" || v == "ce", cclzInvalidArgument,
+                 "CCLZ_OVERLAP_COPY=" + v + ": expected nccl (the default) or ce");
+    s.overlapCopyEngine = v == "ce";
+  }
   if (const char* two = std::getenv("CCLZ_TWO_LEVEL"); two && *two) {
     const std::string v = two;
     CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
@@ -295,7 +301,8 @@ overlap::DeviceOverlap& Communicator::deviceOverlap() {
 #ifdef CCLZ_HAVE_CUDA
   if (!overlap_)
     overlap_ = std::make_unique<overlap::DeviceOverlap>(
-        settings_.highPriorityMove, settings_.overlapCommSms, settings_.overlapMergedGather);
+        settings_.highPriorityMove, settings_.overlapCommSms, settings_.overlapMergedGather,
+        settings_.overlapCopyEngine);
   return *overlap_;
 #else
   CCLZ_FAIL(cclzNotSupported, "this build of cclz has no CUDA support");

@@ -77,6 +77,11 @@ struct CommSettings {
   // the own chunk's GEMM exposed). An experiment until measured (docs/overlap.md).
   bool overlapMergedGather = false;
 
+  // Device communicators: the overlapped GEMMs' transfers as copies into the peers' memory on the
+  // copy engines, announced by flags (CCLZ_OVERLAP_COPY=ce; overlap/peer_window.h), or NCCL's
+  // point-to-point calls (=nccl, the default). An experiment until measured (docs/overlap.md).
+  bool overlapCopyEngine = false;
+
   // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
   // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Learning the layout is an exchange at
   // creation. Off by default until measured on GPUs (docs/collectives.md, "Two-level calls
@@ -89,7 +94,7 @@ struct CommSettings {
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
   // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS, CCLZ_OVERLAP_GATHER,
-  // CCLZ_TWO_LEVEL);
+  // CCLZ_OVERLAP_COPY, CCLZ_TWO_LEVEL);
   // every rank must see the same.
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.

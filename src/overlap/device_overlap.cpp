@@ -10,36 +10,13 @@
 #include "collective/device_kernels.h"
 #include "common/dtype.h"
 #include "common/error.h"
+#include "overlap/device_overlap_parts.h"
+#include "overlap/peer_window.h"
 #include "overlap/schedule.h"
 #include "transport/transport.h"
 
 namespace cclz::overlap {
 namespace {
-
-uint64_t elemBytes(const OverlapCall& call) {
-  return dtypeSize(static_cast<cclzDataType_t>(call.dtype));
-}
-
-// A chunk's bytes on the wire: its frame's capacity (the receiver posts the same count; the
-// decoder reads the frame's own size from its header), or its plain rows.
-uint64_t wireBytes(const OverlapCall& call, uint64_t elements) {
-  return call.codec ? (call.codec->maxEncodedBytes(call.config, call.dtype, elements) + 15) / 16 * 16
-                    : elements * elemBytes(call);
-}
-
-GemmArgs rowsGemm(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
-  GemmArgs g;
-  g.a = a, g.b = call.b, g.c = c, g.m = rows, g.n = call.n, g.k = call.k;
-  g.transB = call.transB, g.dtype = call.dtype;
-  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
-  return g;
-}
-
-bool isCapturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
 
 // One step's transfer on the transport, queued on stream: `out` to sendTo, `in` from recvFrom.
 void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_t bytes,
@@ -52,8 +29,8 @@ void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_
 
 }  // namespace
 
-DeviceOverlap::DeviceOverlap(bool highPriority, int commSms, bool mergedGather)
-    : gemm_(commSms), mergedGather_(mergedGather) {
+DeviceOverlap::DeviceOverlap(bool highPriority, int commSms, bool mergedGather, bool copyEngine)
+    : gemm_(commSms), mergedGather_(mergedGather), copyEngine_(copyEngine) {
   int least = 0, greatest = 0;
   CCLZ_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CCLZ_CUDA_CHECK(
@@ -67,6 +44,9 @@ DeviceOverlap::DeviceOverlap(bool highPriority, int commSms, bool mergedGather)
 DeviceOverlap::~DeviceOverlap() {
   if (hasLast_) cudaEventSynchronize(last_);
   for (cudaEvent_t e : ready_) cudaEventDestroy(e);
+  for (cudaEvent_t e : pushDone_) cudaEventDestroy(e);
+  for (cudaEvent_t e : encoded_) cudaEventDestroy(e);
+  for (cudaStream_t s : push_) cudaStreamDestroy(s);
   for (cudaEvent_t e : {start_, done_, last_}) cudaEventDestroy(e);
   for (Area* a : {&gathered_, &frames_, &partials_, &acc_, &scratch_}) cudaFree(a->p);
   cudaFree(status_);
@@ -123,6 +103,7 @@ DeviceWorkspace DeviceOverlap::workspace(const OverlapCall& call, uint64_t eleme
 }
 
 void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaStream_t stream) {
+  if (copyEngine_) return allGatherMatmulCe(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), elements = call.m * call.k, chunkBytes = elements * es;
@@ -197,6 +178,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
 
 void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                         cudaStream_t stream) {
+  if (copyEngine_) return matmulReduceScatterCe(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), outElements = call.m * call.n, partialBytes = outElements * es;

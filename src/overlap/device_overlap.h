@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,18 @@ class Transport;
 
 namespace overlap {
 
+class PeerWindow;
+
 class DeviceOverlap {
  public:
   // highPriority: the transfer stream at the device's greatest priority, so that its kernels
   // take the multiprocessors the GEMMs leave (commSms of them, DeviceGemm) ahead of queued work.
   // mergedGather: the all-gather's GEMMs as CommSettings::overlapMergedGather says.
-  DeviceOverlap(bool highPriority, int commSms, bool mergedGather = false);
+  // copyEngine: the transfers as copies into the peers' memory on the copy engines with flags
+  // in memory (CommSettings::overlapCopyEngine; device_overlap_ce.cpp), instead of NCCL's
+  // point-to-point kernels.
+  DeviceOverlap(bool highPriority, int commSms, bool mergedGather = false,
+                bool copyEngine = false);
   ~DeviceOverlap();
   DeviceOverlap(const DeviceOverlap&) = delete;
   DeviceOverlap& operator=(const DeviceOverlap&) = delete;
@@ -57,8 +64,23 @@ class DeviceOverlap {
   void end(cudaStream_t stream, bool capturing);
   DeviceWorkspace workspace(const OverlapCall& call, uint64_t elements, bool capturing);
 
+  // The copy-engine paths (device_overlap_ce.cpp).
+  void allGatherMatmulCe(Transport& t, const OverlapCall& call, cudaStream_t stream);
+  void matmulReduceScatterCe(Transport& t, const OverlapCall& call, cudaStream_t stream);
+  // The peer window (made at the first call: collective) and one push stream per rank.
+  PeerWindow& peerWindow(Transport& t);
+  // The push streams wait for the call's start; joinPushes makes the transfer stream wait for
+  // everything queued on them.
+  void startPushes(int n);
+  void joinPushes();
+
   DeviceGemm gemm_;
   const bool mergedGather_;
+  const bool copyEngine_;
+  std::unique_ptr<PeerWindow> window_;
+  std::vector<cudaStream_t> push_;     // one per rank (this rank's unused): copies and flags
+  std::vector<cudaEvent_t> pushDone_;  // per push stream, the call's last work
+  std::vector<cudaEvent_t> encoded_;   // per step, a frame ready to push (copy engine, codec)
   cudaStream_t comm_ = nullptr;      // transfers, encodes and decodes
   cudaEvent_t start_ = nullptr;      // the call's start on the caller's stream
   cudaEvent_t done_ = nullptr;       // the transfer stream's last work of the call

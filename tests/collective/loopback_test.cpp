@@ -568,6 +568,20 @@ TEST(CommSettingsTest, FromEnvironment) {
     EXPECT_NE(std::string(e.what()).find("CCLZ_OVERLAP_GATHER"), std::string::npos) << e.what();
   }
   unsetenv("CCLZ_OVERLAP_GATHER");
+  EXPECT_FALSE(CommSettings::fromEnvironment().overlapCopyEngine);  // NCCL's calls by default
+  setenv("CCLZ_OVERLAP_COPY", "ce", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().overlapCopyEngine);
+  setenv("CCLZ_OVERLAP_COPY", "nccl", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().overlapCopyEngine);
+  setenv("CCLZ_OVERLAP_COPY", "dma", 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << "CCLZ_OVERLAP_COPY=dma was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCLZ_OVERLAP_COPY"), std::string::npos) << e.what();
+  }
+  unsetenv("CCLZ_OVERLAP_COPY");
 }
 
 #ifdef CCLZ_HAVE_NCCL

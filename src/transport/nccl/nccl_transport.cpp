@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "codec/device.h"
 #include "common/error.h"
 #include "common/trace.h"
 
@@ -60,6 +61,14 @@ void* allocateSymmetricWindow(ncclComm_t comm, uint64_t bytes, ncclWindow_t* win
   CCLZ_REQUIRE(comm, cclzInvalidUsage, "the communicator was aborted");
   void* p = nullptr;
   CCLZ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
+  // Zeroed before the registration, which every rank must enter before any returns: a peer
+  // never sees old bytes in it (the overlapped GEMMs' flags start at zero, overlap/peer_window.h).
+  cudaError_t zeroed = cudaMemset(p, 0, bytes);
+  if (zeroed == cudaSuccess) zeroed = cudaDeviceSynchronize();
+  if (zeroed != cudaSuccess) {
+    ncclMemFree(p);
+    CCLZ_CUDA_CHECK(zeroed);
+  }
   const ncclResult_t registered =
       ncclCommWindowRegister(comm, p, bytes, window, NCCL_WIN_COLL_SYMMETRIC);
   if (registered != ncclSuccess) {

@@ -31,7 +31,7 @@ void ncclCheck(ncclResult_t result, const char* call, const char* file, int line
 ncclConfig_t ncclConfigFromEnvironment();
 
 // bytes of NCCL memory (ncclMemAlloc) registered as a symmetric window of comm (collective:
-// every rank calls it alike); the memory is freed again if the registration fails. Throws
+// every rank calls it alike), zeroed first; the memory is freed again if the registration fails. Throws
 // cclzInvalidUsage on an aborted (NULL) communicator.
 void* allocateSymmetricWindow(ncclComm_t comm, uint64_t bytes, ncclWindow_t* window);
 

@@ -1,0 +1,47 @@
+// What the overlapped GEMMs' two device paths share (device_overlap.cpp: transfers on the
+// transport; device_overlap_ce.cpp: copy-engine transfers).
+#pragma once
+
+#ifdef CCLZ_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "codec/codec.h"
+#include "codec/device.h"
+#include "common/dtype.h"
+#include "common/error.h"
+#include "overlap/device_gemm.h"
+#include "overlap/host_overlap.h"
+
+namespace cclz::overlap {
+
+inline uint64_t elemBytes(const OverlapCall& call) {
+  return dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+}
+
+// A chunk's bytes on the wire: its frame's capacity (the receiver posts the same count; the
+// decoder reads the frame's own size from its header), or its plain rows.
+inline uint64_t wireBytes(const OverlapCall& call, uint64_t elements) {
+  return call.codec ? (call.codec->maxEncodedBytes(call.config, call.dtype, elements) + 15) / 16 * 16
+                    : elements * elemBytes(call);
+}
+
+inline GemmArgs rowsGemm(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
+  GemmArgs g;
+  g.a = a, g.b = call.b, g.c = c, g.m = rows, g.n = call.n, g.k = call.k;
+  g.transB = call.transB, g.dtype = call.dtype;
+  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
+  return g;
+}
+
+inline bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace cclz::overlap
+
+#endif  // CCLZ_HAVE_CUDA

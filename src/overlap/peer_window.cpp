@@ -1,0 +1,98 @@
+#include "overlap/peer_window.h"
+
+#ifdef CCLZ_HAVE_NCCL_DEVICE_API
+
+#include <cuda.h>
+
+#include <string>
+
+#include "codec/device.h"
+#include "common/error.h"
+#include "common/trace.h"
+#include "transport/nccl/nccl_transport.h"
+
+namespace cclz::overlap {
+namespace {
+
+using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// A driver function through the runtime (libcclz does not link libcuda itself).
+void* driverFunction(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  const cudaError_t e =
+      cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+  CCLZ_REQUIRE(e == cudaSuccess && found == cudaDriverEntryPointSuccess && fn, cclzNotSupported,
+               std::string("the CUDA driver has no ") + name +
+                   " (stream memory operations, for CCLZ_OVERLAP_COPY=ce)");
+  return fn;
+}
+
+}  // namespace
+
+// One LSA barrier, which this path never uses: NCCL's device communicator is made as the fused
+// paths make theirs, the case measured on the device.
+PeerWindow::PeerWindow(NcclTransport& t) : symmetric_(t.commHandle(), 1), me_(t.rank()) {
+  CCLZ_REQUIRE(symmetric_.wholeTeam(), cclzNotSupported,
+               "CCLZ_OVERLAP_COPY=ce needs every rank's memory in reach over NVLink (one LSA "
+               "team); this communicator's team has " +
+                   std::to_string(symmetric_.lsaSize()) + " of " + std::to_string(t.size()) +
+                   " ranks");
+  CCLZ_REQUIRE(static_cast<uint64_t>(t.size()) <= kMaxRanks, cclzNotSupported,
+               "CCLZ_OVERLAP_COPY=ce takes at most " + std::to_string(kMaxRanks) + " ranks");
+  writeValue_ = driverFunction("cuStreamWriteValue32");
+  waitValue_ = driverFunction("cuStreamWaitValue32");
+}
+
+PeerWindow::~PeerWindow() = default;
+
+void PeerWindow::reserve(uint64_t bytes) {
+  if (base_ && kFlagBytes + bytes <= symmetric_.windowBytes()) return;
+  // Copies into the old window and waits on its flags may still be queued.
+  CCLZ_CUDA_CHECK(cudaDeviceSynchronize());
+  symmetric_.growWindow(kFlagBytes + bytes);
+  base_ = static_cast<uint8_t*>(symmetric_.windowBase());
+  peerPointers(symmetric_.window(), symmetric_.devComm().nRanks, &peers_);
+  for (size_t r = 0; r < peers_.size(); ++r)
+    CCLZ_REQUIRE(peers_[r], cclzNotSupported,
+                 "rank " + std::to_string(r) + "'s window is not mapped here");
+  epoch_ = 0;  // the new window's flags are zero on every rank
+  CCLZ_TRACE("overlap: peer window of %llu bytes",
+             static_cast<unsigned long long>(symmetric_.windowBytes()));
+}
+
+void PeerWindow::write(cudaStream_t s, uint8_t* at, uint32_t value) const {
+  // The default flags order the write after the stream's earlier work, with a memory fence:
+  // the copies before it are visible to whoever sees the value.
+  const CUresult r = reinterpret_cast<WriteValue32>(writeValue_)(
+      reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(at), value,
+      CU_STREAM_WRITE_VALUE_DEFAULT);
+  CCLZ_REQUIRE(r == CUDA_SUCCESS, cclzUnhandledCudaError,
+               "cuStreamWriteValue32 failed (CUresult " + std::to_string(r) + ")");
+}
+
+void PeerWindow::wait(cudaStream_t s, uint8_t* at, uint32_t value) const {
+  const CUresult r = reinterpret_cast<WaitValue32>(waitValue_)(
+      reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(at), value,
+      CU_STREAM_WAIT_VALUE_GEQ);
+  CCLZ_REQUIRE(r == CUDA_SUCCESS, cclzUnhandledCudaError,
+               "cuStreamWaitValue32 failed (CUresult " + std::to_string(r) + ")");
+}
+
+void PeerWindow::setArrived(cudaStream_t s, int to, uint32_t value) const {
+  write(s, arrivedIn(peers_[to], me_), value);
+}
+void PeerWindow::setConsumed(cudaStream_t s, int to, uint32_t value) const {
+  write(s, consumedIn(peers_[to], me_), value);
+}
+void PeerWindow::waitArrived(cudaStream_t s, int from, uint32_t value) const {
+  wait(s, arrivedIn(base_, from), value);
+}
+void PeerWindow::waitConsumed(cudaStream_t s, int by, uint32_t value) const {
+  wait(s, consumedIn(base_, by), value);
+}
+
+}  // namespace cclz::overlap
+
+#endif  // CCLZ_HAVE_NCCL_DEVICE_API

@@ -1,0 +1,97 @@
+// Memory every rank of a communicator can write into its peers' copies of, over NVLink with the
+// copy engines, and flags to say when: the overlapped GEMMs' copy-engine transfers
+// (CCLZ_OVERLAP_COPY=ce; docs/overlap.md, "Copy-engine transfers"). An NCCL symmetric window
+// (ncclMemAlloc, registered collectively) whose peers' copies NCCL maps into this process
+// (ncclGetPeerPointer); cudaMemcpyAsync into a peer's copy runs on a copy engine, and the flags
+// are written and waited for with CUDA's stream memory operations (cuStreamWriteValue32,
+// cuStreamWaitValue32), which take no multiprocessor either: nothing of the transfer competes
+// with the GEMMs for the SMs.
+//
+// Layout of the window, the same on every rank: flags, then data.
+//   arrived[r]: rank r's data of the call numbered by the value is in this rank's window;
+//   consumed[r]: rank r has read what this rank put in r's window, up to the call of the value.
+// A call numbered e (epoch) writes into peer p's data only once consumed[p] >= e - 1 here, so
+// that p has finished with e - 1's, then sets arrived[me] = e in p's window; the reader waits
+// for arrived[r] >= e, reads, and sets consumed[me] = e in r's window.
+#pragma once
+
+#include "transport/nccl/nccl_symmetric.h"
+
+#ifdef CCLZ_HAVE_NCCL_DEVICE_API
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace cclz {
+
+class NcclTransport;
+
+namespace overlap {
+
+class PeerWindow {
+ public:
+  static constexpr uint64_t kMaxRanks = 512;
+  static constexpr uint64_t kFlagBytes = 2 * kMaxRanks * sizeof(uint32_t);
+
+  // Collective over the transport's ranks (NCCL's device communicator). Throws cclzNotSupported
+  // where a peer is not load/store accessible (not every rank in one LSA team) or the driver
+  // lacks the stream memory operations.
+  explicit PeerWindow(NcclTransport& t);
+  ~PeerWindow();
+  PeerWindow(const PeerWindow&) = delete;
+  PeerWindow& operator=(const PeerWindow&) = delete;
+
+  // Makes the data part hold at least `bytes`: collective (every rank at the same call with the
+  // same bytes), never while a stream is captured; waits for the device first, so that no copy
+  // into the old window is in flight. The next call's epoch starts again at 1.
+  void reserve(uint64_t bytes);
+
+  // The next call's number (1, 2, ...), the same on every rank.
+  uint32_t nextEpoch() { return ++epoch_; }
+
+  uint8_t* localData() const { return base_ + kFlagBytes; }
+  uint8_t* peerData(int peer) const { return peers_[peer] + kFlagBytes; }
+
+  // Stream memory operations on the flags (no kernel): set a flag in peer `to`'s window, or wait
+  // until one of this rank's own reaches `value`.
+  void setArrived(cudaStream_t s, int to, uint32_t value) const;
+  void setConsumed(cudaStream_t s, int to, uint32_t value) const;
+  void waitArrived(cudaStream_t s, int from, uint32_t value) const;
+  void waitConsumed(cudaStream_t s, int by, uint32_t value) const;
+
+ private:
+  void write(cudaStream_t s, uint8_t* at, uint32_t value) const;
+  void wait(cudaStream_t s, uint8_t* at, uint32_t value) const;
+  uint8_t* arrivedIn(uint8_t* base, int rank) const {
+    return base + rank * sizeof(uint32_t);
+  }
+  uint8_t* consumedIn(uint8_t* base, int rank) const {
+    return base + (kMaxRanks + rank) * sizeof(uint32_t);
+  }
+
+  NcclSymmetric symmetric_;
+  int me_ = 0;
+  uint8_t* base_ = nullptr;      // this rank's window
+  std::vector<uint8_t*> peers_;  // every rank's window as mapped here (this rank's own at me_)
+  uint32_t epoch_ = 0;
+  void* writeValue_ = nullptr;   // cuStreamWriteValue32
+  void* waitValue_ = nullptr;    // cuStreamWaitValue32
+};
+
+// The peers' mapped addresses of window offset 0 (a kernel of one thread per rank calls
+// ncclGetPeerPointer), into `out` (host, n entries). Waits for it.
+void peerPointers(ncclWindow_t window, int n, std::vector<uint8_t*>* out);
+
+}  // namespace overlap
+}  // namespace cclz
+
+#else  // without NCCL's device API there is none: the type only completes DeviceOverlap's member
+
+namespace cclz::overlap {
+class PeerWindow {};
+}  // namespace cclz::overlap
+
+#endif  // CCLZ_HAVE_NCCL_DEVICE_API
