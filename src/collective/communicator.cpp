@@ -151,7 +151,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   if (settings_.twoLevel) learnNodes();
 }
 
-// Every rank's node key, exchanged as the call checks exchange descriptors: at creation, which
+// Every rank's node key, exchanged where the call checks exchange their descriptors (the
+// control mesh of a device communicator, the transport of a host one), at creation: a point
 // every rank reaches together.
 void Communicator::learnNodes() {
   const int n = transport_->size(), me = transport_->rank();
