@@ -265,6 +265,9 @@ void Communicator::failCheck(const std::string& message) {
   CCLZ_TRACE("deferred check failed (%s); aborting the transport%s", message.c_str(),
              callEnded ? "" : " while a call is blocked");
   if (fused_) fused_->abort();  // NCCL's abort does not end a fused kernel waiting for its peers
+#ifdef CCLZ_HAVE_CUDA
+  if (overlap_) overlap_->abort();  // nor a stream waiting for a copy-engine path's flag
+#endif
   transport_->abort();
   CCLZ_TRACE("deferred check failed: the transport is aborted");
 }
@@ -317,6 +320,9 @@ overlap::DeviceOverlap& Communicator::deviceOverlap() {
 void Communicator::abort() {
   aborted_ = true;
   if (fused_) fused_->abort();  // before the transport's: see failCheck
+#ifdef CCLZ_HAVE_CUDA
+  if (overlap_) overlap_->abort();
+#endif
   if (deferred_) deferred_->stop();
   if (proxy_) {
     setJobError(cclzInvalidUsage, "the communicator was aborted");

@@ -50,6 +50,10 @@ class DeviceOverlap {
   // A frame a decode rejected in finished work (then cleared): cclzCorruptFrame, else success.
   cclzResult_t pollError(std::string* message);
 
+  // Ends the copy-engine path's waits for its peers' flags (PeerWindow::release): call it before
+  // the transport is aborted. Any thread; the calls' outputs are then undefined.
+  void abort() noexcept;
+
   // The GEMM the calls run, for tests that compare with it.
   DeviceGemm& gemm() { return gemm_; }
 

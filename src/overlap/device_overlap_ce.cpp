@@ -238,7 +238,13 @@ void DeviceOverlap::matmulReduceScatterCe(Transport& t, const OverlapCall& call,
   end(stream, false);
 }
 
+void DeviceOverlap::abort() noexcept {
+  if (window_) window_->release();
+}
+
 #else  // no NCCL device API
+
+void DeviceOverlap::abort() noexcept {}
 
 PeerWindow& DeviceOverlap::peerWindow(Transport&) {
   CCLZ_FAIL(cclzNotSupported,

@@ -43,9 +43,14 @@ PeerWindow::PeerWindow(NcclTransport& t) : symmetric_(t.commHandle(), 1), me_(t.
                "CCLZ_OVERLAP_COPY=ce takes at most " + std::to_string(kMaxRanks) + " ranks");
   writeValue_ = driverFunction("cuStreamWriteValue32");
   waitValue_ = driverFunction("cuStreamWaitValue32");
+  CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(&release_, cudaStreamNonBlocking));
 }
 
-PeerWindow::~PeerWindow() = default;
+PeerWindow::~PeerWindow() { cudaStreamDestroy(release_); }
+
+void PeerWindow::release() noexcept {
+  if (base_) cudaMemsetAsync(base_, 0xFF, kFlagBytes, release_);
+}
 
 void PeerWindow::reserve(uint64_t bytes) {
   if (base_ && kFlagBytes + bytes <= symmetric_.windowBytes()) return;

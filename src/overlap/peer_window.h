@@ -52,6 +52,11 @@ class PeerWindow {
   // The next call's number (1, 2, ...), the same on every rank.
   uint32_t nextEpoch() { return ++epoch_; }
 
+  // Sets every flag of this rank's window to the greatest value, so that every wait on them ends:
+  // the communicator is being aborted (a failed deferred check, cclzCommAbort), and the calls'
+  // outputs are undefined. Any thread; queued on a stream of its own, which nothing blocks.
+  void release() noexcept;
+
   uint8_t* localData() const { return base_ + kFlagBytes; }
   uint8_t* peerData(int peer) const { return peers_[peer] + kFlagBytes; }
 
@@ -77,6 +82,7 @@ class PeerWindow {
   uint8_t* base_ = nullptr;      // this rank's window
   std::vector<uint8_t*> peers_;  // every rank's window as mapped here (this rank's own at me_)
   uint32_t epoch_ = 0;
+  cudaStream_t release_ = nullptr;
   void* writeValue_ = nullptr;   // cuStreamWriteValue32
   void* waitValue_ = nullptr;    // cuStreamWaitValue32
 };
