@@ -41,13 +41,13 @@ namespace {
 
 uint64_t roundUp256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+}  // namespace
+
 uint64_t maxPieces(const Pipeline& p, const std::vector<Span>& chunks) {
   uint64_t pieces = 0;
   for (const Span& c : chunks) pieces = std::max(pieces, pieceCount(c.count, p.pieceElems));
   return pieces;
 }
-
-}  // namespace
 
 void announceSizes(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
                    const std::vector<Incoming>& in) {

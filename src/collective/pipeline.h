@@ -85,6 +85,9 @@ struct Incoming {
   uint64_t count;
 };
 
+// The most pieces any of the chunks takes: the number of pieces a pipeline runs.
+uint64_t maxPieces(const Pipeline& p, const std::vector<Span>& chunks);
+
 // Point-to-point frames of one piece (docs/collectives.md, "Variable-size frames").
 // announceSizes, where p.exchangesSizes(): sends each outgoing frame's size to its peer, receives
 // the incoming ones and fetches them to the host. moveFrames then moves the frames: fixed-size

@@ -6,21 +6,10 @@
 // (an all-gather's output, a reduce-scatter's input), a ring carries 3N/4 across the boundary in
 // each direction, the flat compressed reduce-scatter N (every rank's block for every rank goes
 // straight to it), these N/2; then the codec divides it.
-#include <algorithm>
-
 #include "collective/node_layout.h"
 #include "collective/pipeline.h"
 
 namespace cclz {
-namespace {
-
-uint64_t maxPieces(const Pipeline& p, const std::vector<Span>& chunks) {
-  uint64_t pieces = 0;
-  for (const Span& c : chunks) pieces = std::max(pieces, pieceCount(c.count, p.pieceElems));
-  return pieces;
-}
-
-}  // namespace
 
 // Piece k of each rank's chunk is encoded once, by its owner, into the owner's slot of the
 // receive frames (indexed by rank). The frame goes to the owner's column across the nodes, then
