@@ -192,33 +192,14 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                         : DeviceWorkspace{};
   begin(stream, n, capturing);
 
-  // The caller's stream: step s's partial product, this rank's own rows last.
-  for (int s = 0; s < n; ++s) {
-    const Step step = reduceScatterStep(me, n, s);
-    timeline_.open("gemm", step.compute, stream);
-    gemm_.run(rowsGemm(call, static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
-                       call.m, partials + s * partialBytes),
-              stream);
-    CCLZ_CUDA_CHECK(cudaEventRecord(ready_[s], stream));
-  }
+  partialGemms(call, partials, n, me, stream);
 
   // The transfer stream: each partial to its owner as soon as it is computed (encoded once with
   // a codec), and each partial of this rank's rows added to the fp32 sum as it arrives, while
   // the later GEMMs run; this rank's own last, then the sum stored (reduceOrder, the host path's
   // bytes), so that only the own partial's addition follows the last GEMM.
-  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
   if (!call.codec) CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, outElements * sizeof(float), comm_));
-  auto add = [&](const uint8_t* values, int i) {  // the i-th partial into the sum
-    const bool last = i == n - 1;
-    if (call.codec) {
-      call.codec->decodeReduceDevice(call.config, values, wire, call.dtype, outElements,
-                                     ReduceStep{acc, i == 0, last ? call.c : nullptr, divisor},
-                                     ws, comm_);
-      return;
-    }
-    reduce::accumulateDevice(acc, values, outElements, call.dtype, comm_);
-    if (last) reduce::storeDevice(acc, outElements, divisor, call.dtype, call.c, comm_);
-  };
+  auto add = [&](const uint8_t* values, int i) { addPartial(call, acc, values, wire, i, n, ws); };
   for (int s = 0; s < n; ++s) {
     const Step step = reduceScatterStep(me, n, s);
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(comm_, ready_[s]));
@@ -240,6 +221,40 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
     add(frames + step.recvFrom * wire, s);  // reduceOrder(me, n, s) == step.recvFrom
   }
   end(stream, capturing);
+}
+
+// Step s's partial product on the caller's stream (rows of chunk reduceScatterStep(me, n, s)
+// .compute, this rank's own last) into partials + s * its bytes; ready_[s] after each.
+void DeviceOverlap::partialGemms(const OverlapCall& call, uint8_t* partials, int n, int me,
+                                 cudaStream_t stream) {
+  const uint64_t es = elemBytes(call), partialBytes = call.m * call.n * es;
+  for (int s = 0; s < n; ++s) {
+    const Step step = reduceScatterStep(me, n, s);
+    timeline_.open("gemm", step.compute, stream);
+    gemm_.run(rowsGemm(call,
+                       static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
+                       call.m, partials + s * partialBytes),
+              stream);
+    CCLZ_CUDA_CHECK(cudaEventRecord(ready_[s], stream));
+  }
+}
+
+// The i-th of n partials (a frame of wire bytes with a codec, else rows) into the fp32 sum on
+// the transfer stream; the last stores sum / divisor into call.c. Without a codec acc starts
+// zeroed by the caller.
+void DeviceOverlap::addPartial(const OverlapCall& call, float* acc, const uint8_t* values,
+                               uint64_t wire, int i, int n, const DeviceWorkspace& ws) {
+  const uint64_t elements = call.m * call.n;
+  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
+  const bool last = i == n - 1;
+  if (call.codec) {
+    call.codec->decodeReduceDevice(call.config, values, wire, call.dtype, elements,
+                                   ReduceStep{acc, i == 0, last ? call.c : nullptr, divisor}, ws,
+                                   comm_);
+    return;
+  }
+  reduce::accumulateDevice(acc, values, elements, call.dtype, comm_);
+  if (last) reduce::storeDevice(acc, elements, divisor, call.dtype, call.c, comm_);
 }
 
 cclzResult_t DeviceOverlap::pollError(std::string* message) {

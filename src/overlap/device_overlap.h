@@ -68,6 +68,11 @@ class DeviceOverlap {
   void end(cudaStream_t stream, bool capturing);
   DeviceWorkspace workspace(const OverlapCall& call, uint64_t elements, bool capturing);
 
+  void partialGemms(const OverlapCall& call, uint8_t* partials, int n, int me,
+                    cudaStream_t stream);
+  void addPartial(const OverlapCall& call, float* acc, const uint8_t* values, uint64_t wire, int i,
+                  int n, const DeviceWorkspace& ws);
+
   // The copy-engine paths (device_overlap_ce.cpp).
   void allGatherMatmulCe(Transport& t, const OverlapCall& call, cudaStream_t stream);
   void matmulReduceScatterCe(Transport& t, const OverlapCall& call, cudaStream_t stream);

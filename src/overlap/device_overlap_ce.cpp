@@ -176,30 +176,10 @@ void DeviceOverlap::matmulReduceScatterCe(Transport& t, const OverlapCall& call,
   begin(stream, n, false);
   startPushes(n);
 
-  // The caller's stream: step s's partial product, this rank's own rows last.
-  for (int s = 0; s < n; ++s) {
-    const Step step = reduceScatterStep(me, n, s);
-    timeline_.open("gemm", step.compute, stream);
-    gemm_.run(rowsGemm(call,
-                       static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
-                       call.m, partials + s * partialBytes),
-              stream);
-    CCLZ_CUDA_CHECK(cudaEventRecord(ready_[s], stream));
-  }
+  partialGemms(call, partials, n, me, stream);
 
-  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
   if (!call.codec) CCLZ_CUDA_CHECK(cudaMemsetAsync(acc, 0, outElements * sizeof(float), comm_));
-  auto add = [&](const uint8_t* values, int i) {  // the i-th partial into the sum
-    const bool last = i == n - 1;
-    if (call.codec) {
-      call.codec->decodeReduceDevice(call.config, values, wire, call.dtype, outElements,
-                                     ReduceStep{acc, i == 0, last ? call.c : nullptr, divisor},
-                                     ws, comm_);
-      return;
-    }
-    reduce::accumulateDevice(acc, values, outElements, call.dtype, comm_);
-    if (last) reduce::storeDevice(acc, outElements, divisor, call.dtype, call.c, comm_);
-  };
+  auto add = [&](const uint8_t* values, int i) { addPartial(call, acc, values, wire, i, n, ws); };
   // Step s: its partial out (encoded on the transfer stream first, with a codec), then the
   // partial that arrives at step s added. At every rank the step's encode is queued before its
   // wait, so no two ranks' transfer streams wait for each other.
