@@ -524,6 +524,24 @@ launcher=()  # what starts cclz-perf: nothing, or mpirun for the collectives
 # gtests LABEL RANKS PROGRAM [MPIRUN-ARGS...]: a gtest program on RANKS GPUs under a timeout (a
 # hang in a barrier fails it instead of holding the machine); its output to device.log, and to the
 # summary the exit status and the count of passing and failing ranks, the failed tests named.
+# overlap_py LABEL JSON [MPIRUN ARGS...]: bench/python/overlap_gemm.py on every GPU (its
+# options from CCLZ_OVERLAP_ARGS), the table to bench.log and the summary.
+overlap_py() {
+  local label=$1 json=$2 status; shift 2
+  echo "== overlap_gemm ($label, $ngpu ranks)" >>"$OUT/bench.log"
+  PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 500 \
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
+    -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY "$@" \
+    python3 bench/python/overlap_gemm.py ${CCLZ_OVERLAP_ARGS:-} --json "$json" \
+    >"$OUT/overlap.tmp" 2>&1
+  status=$?
+  grep '^|' "$OUT/overlap.tmp" >>"$OUT/bench.log"
+  echo "overlap_gemm ($label): exit $status" | tee -a "$summary"
+  [ $status -eq 0 ] || tail -15 "$OUT/overlap.tmp" | tee -a "$summary"
+  grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
+  rm -f "$OUT/overlap.tmp"
+}
+
 gtests() {
   local label=$1 n=$2 program=$3; shift 3
   local tmp=$OUT/gtests.tmp status
@@ -796,18 +814,7 @@ if has overlap; then
   for net in "${nets[@]}"; do
     wrap=()
     [ "$net" = nodes ] && wrap=(bench/python/two_nodes.sh)
-    echo "== overlap_gemm ($net, $ngpu ranks)" >>"$OUT/bench.log"
-    PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 500 \
-      mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
-      -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY ${wrap[@]+"${wrap[@]}"} \
-      python3 bench/python/overlap_gemm.py ${CCLZ_OVERLAP_ARGS:-} --json "$OUT/overlap_$net.json" \
-      >"$OUT/overlap.tmp" 2>&1
-    status=$?
-    grep '^|' "$OUT/overlap.tmp" >>"$OUT/bench.log"
-    echo "overlap_gemm ($net): exit $status" | tee -a "$summary"
-    [ $status -eq 0 ] || tail -15 "$OUT/overlap.tmp" | tee -a "$summary"
-    grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
-    rm -f "$OUT/overlap.tmp"
+    overlap_py "$net" "$OUT/overlap_$net.json" ${wrap[@]+"${wrap[@]}"}
   done
   # cclz-perf's view (the GEMM alone through cclz's own cuBLASLt plan, the plain collective, both
   # in turn, overlapped plain and fp8): Llama-3-70B's MLP at TP4, 4,096 and 16,384 tokens.
@@ -860,18 +867,7 @@ if has overlapce; then
     gtests "overlapce nccl_overlap_tests" "$n" $build/tests/overlap/nccl_overlap_tests \
       -x CCLZ_OVERLAP_COPY=ce
   done
-  echo "== overlap_gemm (nvlink, $ngpu ranks, CCLZ_OVERLAP_COPY=ce)" >>"$OUT/bench.log"
-  PYTHONPATH=$PWD/python CCLZ_LIBRARY=$PWD/$build/src/libcclz.so timeout 500 \
-    mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE \
-    -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x PYTHONPATH -x CCLZ_LIBRARY -x CCLZ_OVERLAP_COPY=ce \
-    python3 bench/python/overlap_gemm.py ${CCLZ_OVERLAP_ARGS:-} --json "$OUT/overlap_ce.json" \
-    >"$OUT/overlap.tmp" 2>&1
-  status=$?
-  grep '^|' "$OUT/overlap.tmp" >>"$OUT/bench.log"
-  echo "overlap_gemm (nvlink, copy engines): exit $status" | tee -a "$summary"
-  [ $status -eq 0 ] || tail -15 "$OUT/overlap.tmp" | tee -a "$summary"
-  grep '^|' "$OUT/overlap.tmp" | tee -a "$summary"
-  rm -f "$OUT/overlap.tmp"
+  overlap_py "nvlink, copy engines" "$OUT/overlap_ce.json" -x CCLZ_OVERLAP_COPY=ce
   launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
             -x NCCL_NVLS_ENABLE -x CCLZ_OVERLAP_COPY=ce)
   for op in ag_gemm gemm_rs; do

@@ -13,6 +13,7 @@
 #include "coll_cases.h"
 #include "coll_runner.h"
 #include "common/error.h"
+#include "forwarding_transport.h"
 #include "loopback_ranks.h"
 
 namespace cclz::test {
@@ -84,46 +85,29 @@ TEST(LoopbackAdaptive, TrialsAlternateThenEveryRankSettlesOnTheSamePath) {
 
 // Counts the 8-byte meetings an adaptive communicator holds before its timed trials: all-gathers
 // of 8 bytes a rank, and 8-byte pair exchanges (any group whose sends are all 8 bytes).
-class MeetingCounter final : public Transport {
+class MeetingCounter final : public ForwardingTransport {
  public:
   MeetingCounter(std::unique_ptr<Transport> inner, std::atomic<int>* meetings)
-      : inner_(std::move(inner)), meetings_(meetings) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  MemoryKind memory() const override { return inner_->memory(); }
-  const char* name() const override { return "meeting-counting loopback"; }
-  bool learnsReceivedSize() const override { return inner_->learnsReceivedSize(); }
+      : ForwardingTransport(std::move(inner)), meetings_(meetings) {}
   void groupStart(cclzStream_t s) override {
     sends_ = small_ = 0;
-    inner_->groupStart(s);
+    ForwardingTransport::groupStart(s);
   }
   void send(const void* buf, uint64_t bytes, int peer) override {
     ++sends_;
     if (bytes == 8) ++small_;
-    inner_->send(buf, bytes, peer);
-  }
-  void recv(void* buf, uint64_t capacity, int peer, uint64_t* received) override {
-    inner_->recv(buf, capacity, peer, received);
+    ForwardingTransport::send(buf, bytes, peer);
   }
   void groupEnd() override {
     if (sends_ && sends_ == small_) ++*meetings_;
-    inner_->groupEnd();
+    ForwardingTransport::groupEnd();
   }
   void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t s) override {
     if (bytes == 8) ++*meetings_;
-    inner_->allGather(send, recv, bytes, s);
-  }
-  bool reduceScatter(const void* send, void* recv, uint64_t count, int dtype, bool average,
-                     cclzStream_t s) override {
-    return inner_->reduceScatter(send, recv, count, dtype, average, s);
-  }
-  bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
-                 cclzStream_t s) override {
-    return inner_->allReduce(send, recv, count, dtype, average, s);
+    ForwardingTransport::allGather(send, recv, bytes, s);
   }
 
  private:
-  std::unique_ptr<Transport> inner_;
   std::atomic<int>* meetings_;
   int sends_ = 0, small_ = 0;
 };

@@ -22,6 +22,7 @@
 #include "cclz/cclz.h"
 #include "collective/node_layout.h"
 #include "collective/reduce.h"
+#include "forwarding_transport.h"
 #include "common/error.h"
 #include "loopback_ranks.h"
 #include "support/data.h"
@@ -87,41 +88,22 @@ const std::vector<Layout>& layouts() {
 
 // Counts the bytes this rank sends to ranks of other nodes (an all-gather's part counts once
 // per rank of another node).
-class CrossingCounter final : public Transport {
+class CrossingCounter final : public ForwardingTransport {
  public:
   CrossingCounter(std::unique_ptr<Transport> inner, std::function<int(int)> nodeOf,
                   std::atomic<uint64_t>* crossed)
-      : inner_(std::move(inner)), nodeOf_(std::move(nodeOf)), crossed_(crossed) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  MemoryKind memory() const override { return inner_->memory(); }
-  const char* name() const override { return "crossing-counting loopback"; }
-  bool learnsReceivedSize() const override { return inner_->learnsReceivedSize(); }
-  void groupStart(cclzStream_t s) override { inner_->groupStart(s); }
+      : ForwardingTransport(std::move(inner)), nodeOf_(std::move(nodeOf)), crossed_(crossed) {}
   void send(const void* buf, uint64_t bytes, int peer) override {
     if (nodeOf_(peer) != nodeOf_(rank())) *crossed_ += bytes;
-    inner_->send(buf, bytes, peer);
+    ForwardingTransport::send(buf, bytes, peer);
   }
-  void recv(void* buf, uint64_t capacity, int peer, uint64_t* received) override {
-    inner_->recv(buf, capacity, peer, received);
-  }
-  void groupEnd() override { inner_->groupEnd(); }
   void allGather(const void* send, void* recv, uint64_t bytes, cclzStream_t s) override {
     for (int r = 0; r < size(); ++r)
       if (nodeOf_(r) != nodeOf_(rank())) *crossed_ += bytes;
-    inner_->allGather(send, recv, bytes, s);
-  }
-  bool reduceScatter(const void* send, void* recv, uint64_t count, int dtype, bool average,
-                     cclzStream_t s) override {
-    return inner_->reduceScatter(send, recv, count, dtype, average, s);
-  }
-  bool allReduce(const void* send, void* recv, uint64_t count, int dtype, bool average,
-                 cclzStream_t s) override {
-    return inner_->allReduce(send, recv, count, dtype, average, s);
+    ForwardingTransport::allGather(send, recv, bytes, s);
   }
 
  private:
-  std::unique_ptr<Transport> inner_;
   std::function<int(int)> nodeOf_;
   std::atomic<uint64_t>* crossed_;
 };
