@@ -2,7 +2,7 @@
 
 #ifdef CCLZ_HAVE_NCCL_DEVICE_API
 
-#include <nccl_device/core.h>
+#include <nccl_device.h>
 
 #include "codec/device.h"
 #include "common/error.h"
