@@ -273,16 +273,18 @@ bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t s
   }
 }
 
-// Whether a call runs two-level (two_level.cpp): an all-gather, or a reduce-scatter without
-// error feedback, through a codec of fixed frame size (not none: its reductions are exact sums in
-// rank order), on a communicator whose ranks span nodes of several ranks each. The same answer
-// on every rank: the layout is, and the call's op, codec and feedback are checked equal.
+// Whether a call runs two-level (two_level.cpp): an all-gather, or a reduce-scatter or
+// all-reduce without error feedback, through a codec of fixed frame size (not none: its
+// reductions are exact sums in rank order), on a communicator whose ranks span nodes of several
+// ranks each. The same answer on every rank: the layout is, and the call's op, codec and
+// feedback are checked equal.
 bool runsTwoLevel(Communicator& comm, const CollArgs& a, const Plan& plan) {
   if (!comm.nodes().twoLevel() || plan.use.config.codec == cclzCodecNone ||
       !plan.use.codec->fixedFrameSize())
     return false;
+  const bool feedback = a.step || static_cast<bool>(a.residual);
   return a.op == CollOp::AllGather ||
-         (a.op == CollOp::ReduceScatter && !a.step && !static_cast<bool>(a.residual));
+         ((a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) && !feedback);
 }
 
 void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
@@ -309,9 +311,15 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
     case CollOp::AllReduce: {
       // Reduce-scatter into this rank's shard, then all-gather the shards (re-encoded once).
       uint8_t* shard = e.area(Area::Shard);
-      reducePieces(p, a.send, shard, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
+      if (twoLevel)
+        reducePiecesTwoLevel(p, comm.nodes(), a.send, shard, plan.chunks, divisor);
+      else
+        reducePieces(p, a.send, shard, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
       e.join();
-      gatherPieces(p, shard, a.recv, plan.chunks);
+      if (twoLevel)
+        gatherPiecesTwoLevel(p, comm.nodes(), shard, a.recv, plan.chunks);
+      else
+        gatherPieces(p, shard, a.recv, plan.chunks);
       const Span own = plan.chunks[me];
       if (a.step && own.count)
         e.foldError(a.residual.at(own.offset), shard, p.at(a.recv, own.offset), own.count, a.dtype,
@@ -403,9 +411,9 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
     comm.fused()->run(a, plan);
     return;
   }
-  // The two-level reduce-scatter moves raw pieces through its slots, and encodes its node's
-  // sums from an area of one piece.
-  const bool rawSlots = a.op == CollOp::ReduceScatter && runsTwoLevel(comm, a, plan);
+  // The two-level reduce-scatter (an all-reduce's first phase too) moves raw pieces through its
+  // slots, and encodes its node's sums from an area of one piece.
+  const bool rawSlots = a.op != CollOp::AllGather && runsTwoLevel(comm, a, plan);
   if (rawSlots) stride = std::max(stride, (plan.pieceElems * plan.elemBytes + 255) / 256 * 256);
   uint64_t bytes[static_cast<int>(Area::Count)] = {};
   dataBytes(a, plan, t.size(), t.rank(), e.memory(), stride, bytes);

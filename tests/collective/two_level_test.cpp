@@ -196,49 +196,55 @@ TEST(TwoLevel, AllGatherGivesTheFlatAllGathersBytes) {
   }
 }
 
-// What rank d's block of the two-level reduce-scatter must hold (see the file's comment).
-std::vector<uint8_t> reference(const Layout& l, const Codec& c, cclzDataType_t dtype, int d,
-                               cclzRedOp_t op) {
+// What the two-level reduce-scatter leaves at the owner `d` of the `count` elements at `offset`
+// of every rank's input (see the file's comment).
+std::vector<uint8_t> reduced(const Layout& l, const Codec& c, cclzDataType_t dtype,
+                             const std::vector<std::vector<uint8_t>>& inputs, int d,
+                             uint64_t offset, uint64_t count, cclzRedOp_t op) {
   const uint64_t elem = dtype == cclzBfloat16 ? 2 : 4;
-  std::vector<std::vector<uint8_t>> inputs;
-  for (int r = 0; r < l.n; ++r) inputs.push_back(input(r, kBlock * l.n, dtype));
-  int nodes = 0;
-  for (int r = 0; r < l.n; ++r) nodes = std::max(nodes, l.nodeOf(r) + 1);
   // Nodes in the order of their lowest rank (NodeLayout's numbering).
   std::vector<int> order;
   for (int r = 0; r < l.n; ++r)
     if (std::find(order.begin(), order.end(), l.nodeOf(r)) == order.end())
       order.push_back(l.nodeOf(r));
   auto nodeSum = [&](int node) {
-    std::vector<float> acc(kBlock, 0.0f);
+    std::vector<float> acc(count, 0.0f);
     for (int r = 0; r < l.n; ++r)
       if (l.nodeOf(r) == node)
-        for (uint64_t i = 0; i < kBlock; ++i)
-          reduce::accumulateElement(acc.data(), i, inputs[r].data() + d * kBlock * elem, dtype);
+        for (uint64_t i = 0; i < count; ++i)
+          reduce::accumulateElement(acc.data(), i, inputs[r].data() + offset * elem, dtype);
     return acc;
   };
   cclzCodec_t codec = nullptr;
   EXPECT_EQ(cclzCodecCreate(&codec, &c.config), cclzSuccess);
   std::vector<float> acc = nodeSum(l.nodeOf(d));
   for (int node : order) {
-    if (node == l.nodeOf(d)) continue;
+    if (node == l.nodeOf(d) || !count) continue;
     const std::vector<float> sum = nodeSum(node);
-    std::vector<uint8_t> partial(kBlock * elem);
-    for (uint64_t i = 0; i < kBlock; ++i)
+    std::vector<uint8_t> partial(count * elem);
+    for (uint64_t i = 0; i < count; ++i)
       reduce::storeElement(sum.data(), i, 1.0f, dtype, partial.data());
     size_t capacity = 0, bytes = 0;
-    cclzCodecMaxEncodedSize(codec, kBlock, dtype, &capacity);
+    cclzCodecMaxEncodedSize(codec, count, dtype, &capacity);
     std::vector<uint8_t> frame(capacity);
-    EXPECT_EQ(cclzEncodeHost(codec, partial.data(), kBlock, dtype, frame.data(), capacity, &bytes),
+    EXPECT_EQ(cclzEncodeHost(codec, partial.data(), count, dtype, frame.data(), capacity, &bytes),
               cclzSuccess);
-    EXPECT_EQ(cclzDecodeAccumulateHost(codec, frame.data(), bytes, acc.data(), kBlock, dtype),
+    EXPECT_EQ(cclzDecodeAccumulateHost(codec, frame.data(), bytes, acc.data(), count, dtype),
               cclzSuccess);
   }
   cclzCodecDestroy(codec);
-  std::vector<uint8_t> out(kBlock * elem);
+  std::vector<uint8_t> out(count * elem);
   const float divisor = op == cclzAvg ? static_cast<float>(l.n) : 1.0f;
-  for (uint64_t i = 0; i < kBlock; ++i) reduce::storeElement(acc.data(), i, divisor, dtype, out.data());
+  for (uint64_t i = 0; i < count; ++i) reduce::storeElement(acc.data(), i, divisor, dtype, out.data());
   return out;
+}
+
+// What rank d's block of the two-level reduce-scatter must hold.
+std::vector<uint8_t> reference(const Layout& l, const Codec& c, cclzDataType_t dtype, int d,
+                               cclzRedOp_t op) {
+  std::vector<std::vector<uint8_t>> inputs;
+  for (int r = 0; r < l.n; ++r) inputs.push_back(input(r, kBlock * l.n, dtype));
+  return reduced(l, c, dtype, inputs, d, d * kBlock, kBlock, op);
 }
 
 TEST(TwoLevel, ReduceScatterSumsEachNodeThenQuantizesItsSumOnce) {
@@ -275,6 +281,53 @@ TEST(TwoLevel, ReduceScatterSumsEachNodeThenQuantizesItsSumOnce) {
           EXPECT_LT(twoCrossed, flatCrossed) << "the two-level call did not run";
         }
       }
+    }
+  }
+}
+
+// The all-reduce: the two-level reduce-scatter into each rank's shard (uneven shards: count / n
+// elements, one more for the first count % n ranks), then the two-level all-gather of the shards,
+// each encoded once by its owner. Every rank ends with the same bytes: each shard's reduced
+// values through the codec's host encode and decode.
+TEST(TwoLevel, AllReduceReducesThenGathersTheShardsInTwoLevels) {
+  for (const Layout& l : layouts()) {
+    for (const Codec& c : codecs()) {
+      SCOPED_TRACE(std::string(l.label) + ", " + c.label);
+      const cclzDataType_t dtype = cclzBfloat16;
+      const uint64_t count = kBlock * l.n + 3;
+      std::vector<std::vector<uint8_t>> inputs, outs(l.n, std::vector<uint8_t>(count * 2));
+      for (int r = 0; r < l.n; ++r) inputs.push_back(input(r, count, dtype));
+      const uint64_t flatCrossed = onNodes(l, false, kTestPieceBytes, [&](cclzComm_t comm, int r) {
+        std::vector<uint8_t> out(count * 2);
+        EXPECT_EQ(cclzAllReduce(inputs[r].data(), out.data(), count, dtype, cclzSum, comm,
+                                &c.config, nullptr),
+                  cclzSuccess);
+      });
+      const uint64_t twoCrossed = onNodes(l, true, kTestPieceBytes, [&](cclzComm_t comm, int r) {
+        EXPECT_EQ(cclzAllReduce(inputs[r].data(), outs[r].data(), count, dtype, cclzSum, comm,
+                                &c.config, nullptr),
+                  cclzSuccess)
+            << cclzGetLastError(comm);
+      });
+      EXPECT_LT(twoCrossed, flatCrossed) << "the two-level call did not run";
+      std::vector<uint8_t> want(count * 2);
+      cclzCodec_t codec = nullptr;
+      ASSERT_EQ(cclzCodecCreate(&codec, &c.config), cclzSuccess);
+      for (int o = 0; o < l.n; ++o) {
+        const uint64_t base = count / l.n, extra = count % l.n;
+        const uint64_t offset = o * base + std::min<uint64_t>(o, extra);
+        const uint64_t n = base + (static_cast<uint64_t>(o) < extra ? 1 : 0);
+        const std::vector<uint8_t> shard = reduced(l, c, dtype, inputs, o, offset, n, cclzSum);
+        size_t capacity = 0, bytes = 0;
+        cclzCodecMaxEncodedSize(codec, n, dtype, &capacity);
+        std::vector<uint8_t> frame(capacity);
+        ASSERT_EQ(cclzEncodeHost(codec, shard.data(), n, dtype, frame.data(), capacity, &bytes),
+                  cclzSuccess);
+        ASSERT_EQ(cclzDecodeHost(codec, frame.data(), bytes, want.data() + offset * 2, n, dtype),
+                  cclzSuccess);
+      }
+      cclzCodecDestroy(codec);
+      for (int r = 0; r < l.n; ++r) EXPECT_EQ(outs[r], want) << "rank " << r;
     }
   }
 }
