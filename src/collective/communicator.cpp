@@ -19,6 +19,22 @@
 
 namespace cclz {
 
+namespace {
+
+// A setting of two values from the environment: false for `standard` (the default, also when
+// unset or empty), true for `other`; anything else is refused, naming both.
+bool envSwitch(const char* name, const char* standard, const char* other) {
+  const char* set = std::getenv(name);
+  if (!set || !*set) return false;
+  const std::string v = set;
+  CCLZ_REQUIRE(v == standard || v == other, cclzInvalidArgument,
+               std::string(name) + "=" + v + ": expected " + standard + " (the default) or " +
+                   other);
+  return v == other;
+}
+
+}  // namespace
+
 CommSettings CommSettings::fromEnvironment() {
   CommSettings s;
   if (const char* piece = std::getenv("CCLZ_PIECE_BYTES"); piece && *piece) {
@@ -41,24 +57,9 @@ CommSettings CommSettings::fromEnvironment() {
                    : v == "first" ? CheckCalls::First
                                   : CheckCalls::Deferred;
   }
-  if (const char* priority = std::getenv("CCLZ_MOVE_PRIORITY"); priority && *priority) {
-    const std::string v = priority;
-    CCLZ_REQUIRE(v == "high" || v == "normal", cclzInvalidArgument,
-                 "CCLZ_MOVE_PRIORITY=" + v + ": expected high (the default) or normal");
-    s.highPriorityMove = v == "high";
-  }
-  if (const char* windows = std::getenv("CCLZ_NCCL_WINDOWS"); windows && *windows) {
-    const std::string v = windows;
-    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
-                 "CCLZ_NCCL_WINDOWS=" + v + ": expected 0 (the default) or 1");
-    s.transportFrames = v == "1";
-  }
-  if (const char* fused = std::getenv("CCLZ_FUSED"); fused && *fused) {
-    const std::string v = fused;
-    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
-                 "CCLZ_FUSED=" + v + ": expected 0 (the default) or 1");
-    s.fused = v == "1";
-  }
+  s.highPriorityMove = !envSwitch("CCLZ_MOVE_PRIORITY", "high", "normal");
+  s.transportFrames = envSwitch("CCLZ_NCCL_WINDOWS", "0", "1");
+  s.fused = envSwitch("CCLZ_FUSED", "0", "1");
   if (const char* sms = std::getenv("CCLZ_OVERLAP_COMM_SMS"); sms && *sms) {
     char* end = nullptr;
     const long v = std::strtol(sms, &end, 10);
@@ -67,30 +68,10 @@ CommSettings CommSettings::fromEnvironment() {
                      ": expected a count of multiprocessors from 0 to 1024");
     s.overlapCommSms = static_cast<int>(v);
   }
-  if (const char* gather = std::getenv("CCLZ_OVERLAP_GATHER"); gather && *gather) {
-    const std::string v = gather;
-    CCLZ_REQUIRE(v == "ring" || v == "merged", cclzInvalidArgument,
-                 "CCLZ_OVERLAP_GATHER=" + v + ": expected ring (the default) or merged");
-    s.overlapMergedGather = v == "merged";
-  }
-  if (const char* copy = std::getenv("CCLZ_OVERLAP_COPY"); copy && *copy) {
-    const std::string v = copy;
-    CCLZ_REQUIRE(v == "nccl" || v == "ce", cclzInvalidArgument,
-                 "CCLZ_OVERLAP_COPY=" + v + ": expected nccl (the default) or ce");
-    s.overlapCopyEngine = v == "ce";
-  }
-  if (const char* two = std::getenv("CCLZ_TWO_LEVEL"); two && *two) {
-    const std::string v = two;
-    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
-                 "CCLZ_TWO_LEVEL=" + v + ": expected 0 (the default) or 1");
-    s.twoLevel = v == "1";
-  }
-  if (const char* adaptive = std::getenv("CCLZ_ADAPTIVE"); adaptive && *adaptive) {
-    const std::string v = adaptive;
-    CCLZ_REQUIRE(v == "0" || v == "1", cclzInvalidArgument,
-                 "CCLZ_ADAPTIVE=" + v + ": expected 1 (the default) or 0");
-    s.adaptive = v == "1";
-  }
+  s.overlapMergedGather = envSwitch("CCLZ_OVERLAP_GATHER", "ring", "merged");
+  s.overlapCopyEngine = envSwitch("CCLZ_OVERLAP_COPY", "nccl", "ce");
+  s.twoLevel = envSwitch("CCLZ_TWO_LEVEL", "0", "1");
+  s.adaptive = !envSwitch("CCLZ_ADAPTIVE", "1", "0");
   return s;
 }
 

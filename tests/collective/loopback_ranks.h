@@ -2,7 +2,10 @@
 // loopback transport, made from CommSettings directly (the C API's creators need MPI or NCCL).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -11,6 +14,7 @@
 #include "cclz/cclz.h"
 #include "coll_cases.h"
 #include "collective/communicator.h"
+#include "common/error.h"
 #include "transport/loopback.h"
 
 namespace cclz::test {
@@ -21,6 +25,20 @@ inline CommSettings testSettings() {
   s.pieceBytes = kTestPieceBytes;
   s.adaptive = false;  // the adaptive tests turn it on
   return s;
+}
+
+// Expects CommSettings::fromEnvironment to refuse `name`=`value` with cclzInvalidArgument and a
+// message that names the variable; leaves it unset.
+inline void expectEnvironmentRefuses(const char* name, const char* value) {
+  setenv(name, value, 1);
+  try {
+    CommSettings::fromEnvironment();
+    ADD_FAILURE() << name << "=" << value << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), cclzInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+  unsetenv(name);
 }
 
 using TransportWrap = std::function<std::unique_ptr<Transport>(std::unique_ptr<Transport>)>;
