@@ -95,6 +95,8 @@ void CommSettings::apply(const cclzCommConfig_t* config) {
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings settings)
     : transport_(std::move(transport)), settings_(settings) {
+  // First, before anything that every rank must do alike (settings_agreement.cpp).
+  agreeWithPeers();
   if (settings_.adaptive && !settings_.async) tuner_ = std::make_unique<Tuner>();
   // A host call returns complete: there is nothing to hand to a thread.
   CCLZ_REQUIRE(!settings_.async || transport_->memory() == MemoryKind::Device, cclzInvalidUsage,
@@ -129,25 +131,6 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
 #endif
   // Only a deferred check can fail while a call waits on work it queued.
   if (checksOnThread()) engine_->cancelWaitsWhen(&checkFailed_);
-  if (settings_.twoLevel) learnNodes();
-}
-
-// Every rank's node key, exchanged where the call checks exchange their descriptors (the
-// control mesh of a device communicator, the transport of a host one), at creation: a point
-// every rank reaches together.
-void Communicator::learnNodes() {
-  const int n = transport_->size(), me = transport_->rank();
-  const uint64_t mine = nodeKey(settings_.nodeName);
-  std::vector<int> peers;
-  for (int r = 0; r < n; ++r)
-    if (r != me) peers.push_back(r);
-  const std::vector<uint8_t> bytes = exchangeWithPeers(*this, &mine, sizeof mine, peers);
-  std::vector<uint64_t> keys(n);
-  std::memcpy(keys.data(), bytes.data(), n * sizeof(uint64_t));
-  nodes_ = nodeLayoutFromKeys(keys);
-  CCLZ_TRACE("two-level calls: %d nodes of %d ranks%s", nodes_.nodes, nodes_.perNode,
-             nodes_.twoLevel() ? "" : " (not used: they need 2 or more nodes of 2 or more ranks, "
-                                      "the same number on each)");
 }
 
 // The proxy's jobs still use the engine and the transport: they run to the end

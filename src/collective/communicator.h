@@ -83,8 +83,7 @@ struct CommSettings {
   bool overlapCopyEngine = false;
 
   // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
-  // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Learning the layout is an exchange at
-  // creation. Off by default until measured on GPUs (docs/collectives.md, "Two-level calls
+  // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Off by default until measured on GPUs (docs/collectives.md, "Two-level calls
   // across nodes").
   bool twoLevel = false;
 
@@ -94,8 +93,8 @@ struct CommSettings {
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
   // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS, CCLZ_OVERLAP_GATHER,
-  // CCLZ_OVERLAP_COPY, CCLZ_TWO_LEVEL);
-  // every rank must see the same.
+  // CCLZ_OVERLAP_COPY, CCLZ_TWO_LEVEL); every rank must see the same (creation fails on every
+  // rank where they differ, settings_agreement.cpp).
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);
@@ -133,7 +132,7 @@ class Communicator {
   // The adaptive choice of path: NULL when the communicator is not adaptive.
   Tuner* tuner() { return tuner_.get(); }
 
-  // Which ranks share a node: learned at creation with settings().twoLevel, else one node.
+  // Which ranks share a node, learned at creation.
   const NodeLayout& nodes() const { return nodes_; }
   // How the last call that reached its data part ran (cclzCommGetLastPath).
   void setLastPath(Path path, bool decided) { lastPath_ = path, lastDecided_ = decided; }
@@ -171,8 +170,9 @@ class Communicator {
  private:
   // On the checking thread: records a deferred check's failure and aborts the transport.
   void failCheck(const std::string& message);
-  // nodes_ from every rank's node key (a collective exchange; settings().twoLevel).
-  void learnNodes();
+  // At creation, with every rank (settings_agreement.cpp): fails alike on every rank where a
+  // setting that the ranks must share differs, and learns nodes_ from the node keys.
+  void agreeWithPeers();
 
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Engine> engine_;

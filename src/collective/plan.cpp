@@ -279,7 +279,8 @@ bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t s
 // ranks each. The same answer on every rank: the layout is, and the call's op, codec and
 // feedback are checked equal.
 bool runsTwoLevel(Communicator& comm, const CollArgs& a, const Plan& plan) {
-  if (!comm.nodes().twoLevel() || plan.use.config.codec == cclzCodecNone ||
+  if (!comm.settings().twoLevel || !comm.nodes().twoLevel() ||
+      plan.use.config.codec == cclzCodecNone ||
       !plan.use.codec->fixedFrameSize())
     return false;
   const bool feedback = a.step || static_cast<bool>(a.residual);
