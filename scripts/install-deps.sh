@@ -2,7 +2,7 @@
 # Installs what cclz builds with, from Debian's packages, where it is missing. Needs root (or sudo).
 # The CUDA toolkit is optional and not installed here: with nvcc on PATH the kernels build too.
 set -euo pipefail
-packages=(cmake ninja-build g++ python3 libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+packages=(cmake ninja-build g++ python3 python3-dev libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev
           openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do

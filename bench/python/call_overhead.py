@@ -3,12 +3,13 @@ back to back, on one GPU per MPI rank, beside the same loop in C (c_call_loop.c)
 
     bench/python/call_overhead.sh BUILD OUTDIR   (builds c_call_loop.so, runs, writes tables)
 
-For each size and codec, every round times CALLS queued calls three ways, one after the other on
-the same communicator, tensors and stream (the GPU's work is drained after each, so the launch
-queue never backs up): in C (c_call_loop.so's loop), through the raw ctypes function with its
-arguments built once (what ctypes itself costs), and through Communicator.all_gather_into_tensor.
-Reported: the median over ROUNDS of each, and the median of the per-round differences
-(Python method minus C: the overhead), which the host's drift from round to round does not move.
+For each size and codec, every round times CALLS queued calls in each way, one after the other
+on the same communicator, tensors and stream (the GPU's work is drained after each, so the launch
+queue never backs up): in C (c_call_loop.so's loop); the raw ctypes function and the raw
+cclz._fastcall function with their arguments built once (what each binding itself costs); and
+Communicator.all_gather_into_tensor through each binding (the package's default, _capi.binding,
+and ctypes). Reported: the median over ROUNDS of each, and the medians of the per-round
+differences against C (the overheads), which the host's drift from round to round does not move.
 """
 import argparse
 import ctypes
@@ -64,6 +65,16 @@ def c_loop_us(world, c_loop, args, calls):
     return us
 
 
+def method_loop(world, comm, calls_binding, out, x, codec, calls):
+    """timed_loop of the method, its hot calls through calls_binding (_capi.calls or
+    _capi.ctypes_calls) for this round."""
+    kept, comm._calls = comm._calls, calls_binding
+    try:
+        return timed_loop(world, comm.all_gather_into_tensor, (out, x, codec), calls)
+    finally:
+        comm._calls = kept
+
+
 def paired_rounds(world, ways, rounds):
     """{way: [us per call, per round]}: each round runs every way once, in order; round 0 warms
     up and is dropped."""
@@ -108,19 +119,30 @@ def main():
                       None if codec is None else ctypes.addressof(config_struct),
                       stream.value)
             fn = _capi.lib.cclzAllGather
-            times = paired_rounds(world, {
+            ways = {
                 "c": lambda: c_loop_us(world, c_loop, c_args, args.calls),
                 "ctypes": lambda: timed_loop(world, fn, raw_args, args.calls),
-                "python": lambda: timed_loop(world, comm.all_gather_into_tensor, (out, x, codec),
-                                             args.calls),
-            }, args.rounds)
+                "python": lambda: method_loop(world, comm, _capi.calls, out, x, codec,
+                                              args.calls),
+                "python_ctypes": lambda: method_loop(world, comm, _capi.ctypes_calls, out, x,
+                                                     codec, args.calls),
+            }
+            if _capi.fast_calls:
+                int_args = (x.data_ptr(), out.data_ptr(), numel, 9, comm.handle.value,
+                            c_args[4], stream.value)
+                ways["fastcall"] = lambda: timed_loop(world, _capi.fast_calls.cclzAllGather,
+                                                      int_args, args.calls)
+            times = paired_rounds(world, ways, args.rounds)
             median = statistics.median
-            rows.append({
-                "bytes": nbytes, "codec": name, "c_us": median(times["c"]),
-                "ctypes_us": median(times["ctypes"]), "python_us": median(times["python"]),
-                "overhead_us": median([p - c for p, c in zip(times["python"], times["c"])]),
-                "ctypes_overhead_us": median([r - c for r, c in zip(times["ctypes"], times["c"])]),
-                "rounds_us": times})
+            row = {"bytes": nbytes, "codec": name, "binding": _capi.binding, "rounds_us": times}
+            for way in ways:
+                row[f"{way}_us"] = median(times[way])
+                if way != "c":
+                    row[f"{way}_overhead_us"] = median(
+                        [t - c for t, c in zip(times[way], times["c"])])
+            # The headline: the package's method, as a user calls it, over C.
+            row["overhead_us"] = row["python_overhead_us"]
+            rows.append(row)
     comm.close()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -4,10 +4,17 @@ that turns a failing result code into CclzError.
 Nothing here is compiled against torch (the way vLLM binds NCCL): any torch works with the same
 library. Which library loads: $CCLZ_LIBRARY if set, else the libcclz.so installed inside this
 package (pip install .), else one in a build folder of the source tree (build*/src/).
+
+The calls on a training step's path (`calls`) go through cclz._fastcall, a module compiled
+against Python alone (src/python/fastcall.c), where it was built: ctypes costs ~1.5 us a call.
+Otherwise, or with CCLZ_FASTCALL=0, through ctypes. Both take the same plain ints.
 """
 import ctypes
 import glob
+import importlib.machinery
+import importlib.util
 import os
+import types
 
 # torch first: libcclz links NCCL (libnccl.so.2), and the process must hold one NCCL, the one
 # torch ships with. Loaded first, libcclz's would be the one torch's libraries then bind to.
@@ -105,6 +112,9 @@ _p = ctypes.c_void_p
 _size = ctypes.c_size_t
 _int = ctypes.c_int
 _result = ctypes.c_int
+# A codec configuration is passed by its address (a CodecConfig kept alive by the caller), as
+# an int: the one form that both bindings of the hot calls take.
+_cfg = _p
 
 # name: (argument types); every function returns cclzResult_t but the two that return text.
 _SIGNATURES = {
@@ -125,19 +135,19 @@ _SIGNATURES = {
     "cclzCommUserRank": [_p, ctypes.POINTER(_int)],
     "cclzCommGetAsyncError": [_p, ctypes.POINTER(_result)],
     "cclzCommGetLastPath": [_p, ctypes.POINTER(_int), ctypes.POINTER(_int)],
-    "cclzAllGather": [_p, _p, _size, _int, _p, ctypes.POINTER(CodecConfig), _p],
-    "cclzReduceScatter": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzAllGather": [_p, _p, _size, _int, _p, _cfg, _p],
+    "cclzReduceScatter": [_p, _p, _size, _int, _int, _p, _cfg, _p],
     "cclzAllGatherMatmul": [_p, _p, _p, _p, _size, _size, _size, _int, _int, _p,
-                            ctypes.POINTER(CodecConfig), _p],
+                            _cfg, _p],
     "cclzMatmulReduceScatter": [_p, _p, _p, _size, _size, _size, _int, _int, _int, _p,
-                                ctypes.POINTER(CodecConfig), _p],
-    "cclzAllReduce": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
-    "cclzReduceScatterFeedback": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig),
+                                _cfg, _p],
+    "cclzAllReduce": [_p, _p, _size, _int, _int, _p, _cfg, _p],
+    "cclzReduceScatterFeedback": [_p, _p, _size, _int, _int, _p, _cfg,
                                   _p, _p],
-    "cclzAllReduceFeedback": [_p, _p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p, _p],
-    "cclzAllToAll": [_p, _p, _size, _int, _p, ctypes.POINTER(CodecConfig), _p],
-    "cclzSend": [_p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
-    "cclzRecv": [_p, _size, _int, _int, _p, ctypes.POINTER(CodecConfig), _p],
+    "cclzAllReduceFeedback": [_p, _p, _size, _int, _int, _p, _cfg, _p, _p],
+    "cclzAllToAll": [_p, _p, _size, _int, _p, _cfg, _p],
+    "cclzSend": [_p, _size, _int, _int, _p, _cfg, _p],
+    "cclzRecv": [_p, _size, _int, _int, _p, _cfg, _p],
     "cclzFeedbackCreate": [ctypes.POINTER(_p), _size, _int],
     "cclzFeedbackCreateWithDtype": [ctypes.POINTER(_p), _size, _int, _int],
     "cclzFeedbackDestroy": [_p],
@@ -192,6 +202,63 @@ def _load():
 
 
 lib, library_path = _load()
+
+# ---- the calls on a training step's path -----------------------------------------------------
+# Every argument a plain int (data pointers, the communicator and feedback handles' addresses, a
+# codec configuration's address, the stream) or None for NULL; each returns the result code.
+HOT_CALLS = ("cclzAllGather", "cclzAllToAll", "cclzReduceScatter", "cclzAllReduce",
+             "cclzReduceScatterFeedback", "cclzAllReduceFeedback", "cclzSend", "cclzRecv")
+
+
+def _ctypes_calls():
+    """The hot calls through ctypes: function objects of their own (lib[name] makes a new one),
+    with the signatures above."""
+    calls = {}
+    for name in HOT_CALLS:
+        fn = lib[name]
+        fn.argtypes = _SIGNATURES[name]
+        fn.restype = _result
+        calls[name] = fn
+    return types.SimpleNamespace(**calls)
+
+
+def _fastcall_module():
+    """cclz._fastcall built for this Python: inside the package (pip install .), else beside
+    the library that loaded (a build tree's src/); None where it was not built."""
+    try:
+        from . import _fastcall
+        return _fastcall
+    except ImportError:
+        pass
+    folder = os.path.dirname(os.path.abspath(library_path))
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = os.path.join(folder, "_fastcall" + suffix)
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("cclz._fastcall", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    return None
+
+
+def _fast_calls():
+    """The hot calls through cclz._fastcall, bound to this library's functions; None where the
+    module was not built or CCLZ_FASTCALL=0."""
+    setting = os.environ.get("CCLZ_FASTCALL", "1")
+    if setting not in ("0", "1"):
+        raise ImportError(f"CCLZ_FASTCALL={setting}: expected 1 (the default) or 0 (ctypes)")
+    module = _fastcall_module() if setting == "1" else None
+    if module is None:
+        return None
+    for name in HOT_CALLS:
+        module.bind(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
+    return types.SimpleNamespace(**{name: getattr(module, name) for name in HOT_CALLS})
+
+
+ctypes_calls = _ctypes_calls()
+fast_calls = _fast_calls()
+calls = fast_calls or ctypes_calls
+binding = "fastcall" if fast_calls else "ctypes"  # which one `calls` is
 
 
 def last_error(comm=None):

@@ -31,9 +31,6 @@ _OPS = {"sum": 0, "avg": 4}
 # compressed or plain, whichever its trials found faster. Exact either way.
 _AUTO = Lossless()
 _LOSSLESS_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-# The plain all-gather, the call whose overhead is measured (bench/python/call_overhead.py),
-# looked up once.
-_all_gather = _capi.lib.cclzAllGather
 # The current stream's cudaStream_t as an int, without making a torch.cuda.Stream object (a few
 # microseconds a call); torch's private binding, so looked up, with the public one as fallback.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -65,6 +62,10 @@ class Communicator:
 
     def __init__(self, handle, device, adaptive=True):
         self._handle = handle
+        self._address = handle.value  # the handle as the hot calls take it (an int)
+        # The calls on a training step's path (_capi.calls: cclz._fastcall where built, else
+        # ctypes), every argument an int.
+        self._calls = _capi.calls
         self.device = torch.device(device)
         self.adaptive = adaptive  # whether calls may run plain where that is faster
         self._device_index = self.device.index if self.device.type == "cuda" else -1
@@ -179,8 +180,8 @@ class Communicator:
             raise ValueError(f"all_gather_into_tensor: output has {output.numel()} elements, "
                              f"expected {self.size} x {n}")
         config = None if codec is None else self._codec(codec, input.dtype, feedback_ok=False)
-        code = _all_gather(input.data_ptr(), output.data_ptr(), n, dtype, self._handle, config,
-                           self._stream())
+        code = self._calls.cclzAllGather(input.data_ptr(), output.data_ptr(), n, dtype,
+                                         self._address, config, self._stream())
         if code:
             self._raise("cclzAllGather", code)
 
@@ -193,11 +194,14 @@ class Communicator:
             raise ValueError(f"reduce_scatter_tensor: input has {input.numel()} elements, "
                              f"expected {self.size} x {n}")
         config, feedback = self._codec_and_feedback(codec, input)
-        args = (input.data_ptr(), output.data_ptr(), n, dtype, _op(op), self._handle, config)
+        args = (input.data_ptr(), output.data_ptr(), n, dtype, _op(op), self._address, config)
         if feedback is None:
-            self._call("cclzReduceScatter", *args, self._stream())
+            code = self._calls.cclzReduceScatter(*args, self._stream())
         else:
-            self._call("cclzReduceScatterFeedback", *args, feedback, self._stream())
+            code = self._calls.cclzReduceScatterFeedback(*args, feedback, self._stream())
+        if code:
+            self._raise("cclzReduceScatter" if feedback is None else "cclzReduceScatterFeedback",
+                        code)
 
     def all_reduce(self, tensor, op="sum", codec=None):
         """tensor = the element-wise reduction of every rank's tensor, in place; every rank gets
@@ -205,11 +209,13 @@ class Communicator:
         dtype = self._check_tensors(tensor)
         config, feedback = self._codec_and_feedback(codec, tensor)
         data = tensor.data_ptr()
-        args = (data, data, tensor.numel(), dtype, _op(op), self._handle, config)
+        args = (data, data, tensor.numel(), dtype, _op(op), self._address, config)
         if feedback is None:
-            self._call("cclzAllReduce", *args, self._stream())
+            code = self._calls.cclzAllReduce(*args, self._stream())
         else:
-            self._call("cclzAllReduceFeedback", *args, feedback, self._stream())
+            code = self._calls.cclzAllReduceFeedback(*args, feedback, self._stream())
+        if code:
+            self._raise("cclzAllReduce" if feedback is None else "cclzAllReduceFeedback", code)
 
     def all_to_all_single(self, output, input, codec=None):
         """Equal splits: block p of input (input.numel() / size elements) goes to rank p, and
@@ -220,24 +226,31 @@ class Communicator:
                              f"elements, a multiple of {self.size} (got {input.numel()} and "
                              f"{output.numel()})")
         config = self._codec(codec, input.dtype, feedback_ok=False)
-        self._call("cclzAllToAll", input.data_ptr(), output.data_ptr(),
-                   input.numel() // self.size, dtype, self._handle, config, self._stream())
+        code = self._calls.cclzAllToAll(input.data_ptr(), output.data_ptr(),
+                                        input.numel() // self.size, dtype, self._address, config,
+                                        self._stream())
+        if code:
+            self._raise("cclzAllToAll", code)
 
     def send(self, tensor, dst, codec=None):
         """Sends tensor to rank dst, which calls recv with a tensor of the same size and dtype."""
         dtype = self._check_tensors(tensor)
         self._check_peer(dst)
         config = self._codec(codec, tensor.dtype, feedback_ok=False)
-        self._call("cclzSend", tensor.data_ptr(), tensor.numel(), dtype, dst, self._handle,
-                   config, self._stream())
+        code = self._calls.cclzSend(tensor.data_ptr(), tensor.numel(), dtype, dst, self._address,
+                                    config, self._stream())
+        if code:
+            self._raise("cclzSend", code)
 
     def recv(self, tensor, src, codec=None):
         """Receives into tensor what rank src sends."""
         dtype = self._check_tensors(tensor)
         self._check_peer(src)
         config = self._codec(codec, tensor.dtype, feedback_ok=False)
-        self._call("cclzRecv", tensor.data_ptr(), tensor.numel(), dtype, src, self._handle,
-                   config, self._stream())
+        code = self._calls.cclzRecv(tensor.data_ptr(), tensor.numel(), dtype, src, self._address,
+                                    config, self._stream())
+        if code:
+            self._raise("cclzRecv", code)
 
     # ---- tensor-parallel GEMMs with their communication in peer-to-peer steps ---------------
     def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
@@ -350,7 +363,8 @@ class Communicator:
             raise ValueError(f"peer {peer}: expected another rank in [0, {self.size})")
 
     def _codec(self, codec, dtype, feedback_ok):
-        """The cclzCodecConfig_t for codec (None: plain data), built once per codec."""
+        """The address of the cclzCodecConfig_t for codec (None: plain data), built once per
+        codec and kept alive in self._configs."""
         if codec is None:
             return None
         if isinstance(codec, str):
@@ -375,7 +389,8 @@ class Communicator:
         if entry is None or entry[0] is not codec:
             if len(self._configs) >= 256:  # codecs made per call (a new Feedback each time)
                 self._configs.clear()
-            entry = self._configs[id(codec)] = (codec, ctypes.byref(codec.config()))
+            config = codec.config()
+            entry = self._configs[id(codec)] = (codec, ctypes.addressof(config), config)
         return entry[1]
 
     def _codec_and_feedback(self, codec, data):
@@ -391,7 +406,7 @@ class Communicator:
                              f"{data.numel()}")
         if feedback.device != (data.device.type == "cuda"):
             raise ValueError("Qgrad feedback must live where the data does (Feedback(device=...))")
-        return config, feedback.handle
+        return config, feedback.handle.value
 
     def _stream_function(self):
         """A function of no arguments giving the current CUDA stream of the communicator's

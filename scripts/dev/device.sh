@@ -19,8 +19,8 @@
 #   python     (2 or more GPUs) the Python package's tests over NCCL, on 2 and 4 ranks.
 #   nccltests  (2 or more GPUs) NVIDIA's nccl-tests with -c 1, plain and under the NCCL drop-in
 #              (their source in .deps/nccl-tests; skipped without it).
-#   pybench    (2 or more GPUs) the Python call's overhead over C; with 4 GPUs the DDP hooks
-#              (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
+#   pybench    the Python call's overhead over C (2 ranks, or 1 on a machine of one GPU); with
+#              4 GPUs the DDP hooks (DDP, bf16_compress, PowerSGD, cclz) over two emulated nodes.
 #   trainsmoke (2 or more GPUs; runs on 2) cclz.train for 20 steps of each policy on the small
 #              model (and of TP2 with --overlap), then 4 steps of the 1.3B model on tp 2, to
 #              catch errors (~2 minutes).
@@ -235,7 +235,12 @@ fi
 # (4 GPUs) the DDP hooks over two emulated nodes: DDP's own all-reduce, bf16_compress, PowerSGD,
 # cclz qgrad4 and lossless, time per step and loss (bench/python/).
 if has pybench; then
-  bench/python/call_overhead.sh $build "$OUT/overhead" >>"$log" 2>&1
+  { ls $build/src/_fastcall*.so 2>/dev/null ||
+      echo "no cclz._fastcall in $build/src (no Python headers?): calls through ctypes"; } |
+    tee -a "$summary"
+  # Two ranks where there are two GPUs; one on a machine of one (the overhead is the host's).
+  CCLZ_RANKS=$(( $(nvidia-smi -L | wc -l) >= 2 ? 2 : 1 )) \
+    bench/python/call_overhead.sh $build "$OUT/overhead" >>"$log" 2>&1
   echo "pybench call overhead: exit $?" | tee -a "$summary"
   cat "$OUT/overhead/call_overhead.md" 2>/dev/null | tee -a "$summary"
   if [ "$(nvidia-smi -L | wc -l)" -ge 4 ]; then
