@@ -367,6 +367,11 @@ class Communicator:
         codec and kept alive in self._configs."""
         if codec is None:
             return None
+        # A codec object met before (the common case: a layer's or policy's own), checked as it
+        # was the first time: its entry says whether it carries feedback.
+        entry = self._configs.get(id(codec))
+        if entry is not None and entry[0] is codec and (feedback_ok or not entry[3]):
+            return entry[1]
         if isinstance(codec, str):
             if codec != "auto":
                 raise ValueError(f"codec {codec!r}: expected None, 'auto', cclz.Lossless(), "
@@ -390,7 +395,9 @@ class Communicator:
             if len(self._configs) >= 256:  # codecs made per call (a new Feedback each time)
                 self._configs.clear()
             config = codec.config()
-            entry = self._configs[id(codec)] = (codec, ctypes.addressof(config), config)
+            has_feedback = getattr(codec, "feedback", None) is not None
+            entry = self._configs[id(codec)] = (codec, ctypes.addressof(config), config,
+                                                has_feedback)
         return entry[1]
 
     def _codec_and_feedback(self, codec, data):
