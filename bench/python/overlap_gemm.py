@@ -44,6 +44,9 @@ def timed(fn, iters, warmup, rounds):
     return statistics.median(times)
 
 
+# In each row cclz's calls come before torch's fused op: once torch has set up its symmetric
+# memory in the process, NCCL refused the device communicator of cclz's copy-engine path (GIN
+# not supported, CCLZ_OVERLAP_COPY=ce; bench/results/overlap-copy-engine-2xh200).
 def torch_fused(kind, group_name):
     """PyTorch's fused op for kind ('ag_gemm' or 'gemm_rs'), or (None, reason)."""
     try:
@@ -72,6 +75,10 @@ def ag_gemm(comm, tokens, hidden, ffn, args):
         dist.all_gather_into_tensor(gathered, x)
         torch.mm(gathered, w.t(), out=out)
     row["serial_ms"] = t(serial)
+    row["cclz_ms"] = t(lambda: comm.all_gather_matmul(out, x, w, gathered=gathered))
+    fp8 = cclz.Fp8(row_elems=hidden)  # one object: the communicator keeps its config by identity
+    row["cclz_fp8_ms"] = t(lambda: comm.all_gather_matmul(out, x, w, gathered=gathered,
+                                                          codec=fp8))
     op, why = torch_fused("ag_gemm", dist.group.WORLD.group_name)
     if op is not None:
         try:
@@ -81,10 +88,6 @@ def ag_gemm(comm, tokens, hidden, ffn, args):
             why = f"{type(e).__name__}: {e}"
     if why:
         row["torch_fused_error"] = why[:300]
-    row["cclz_ms"] = t(lambda: comm.all_gather_matmul(out, x, w, gathered=gathered))
-    fp8 = cclz.Fp8(row_elems=hidden)  # one object: the communicator keeps its config by identity
-    row["cclz_fp8_ms"] = t(lambda: comm.all_gather_matmul(out, x, w, gathered=gathered,
-                                                          codec=fp8))
     return row
 
 
@@ -104,6 +107,9 @@ def gemm_rs(comm, tokens, hidden, ffn, args):
         torch.mm(h, w.t(), out=partial)
         dist.reduce_scatter_tensor(out, partial)
     row["serial_ms"] = t(serial)
+    row["cclz_ms"] = t(lambda: comm.matmul_reduce_scatter(out, h, w))
+    fp8 = cclz.Fp8(row_elems=hidden)
+    row["cclz_fp8_ms"] = t(lambda: comm.matmul_reduce_scatter(out, h, w, codec=fp8))
     op, why = torch_fused("gemm_rs", dist.group.WORLD.group_name)
     if op is not None:
         try:
@@ -113,9 +119,6 @@ def gemm_rs(comm, tokens, hidden, ffn, args):
             why = f"{type(e).__name__}: {e}"
     if why:
         row["torch_fused_error"] = why[:300]
-    row["cclz_ms"] = t(lambda: comm.matmul_reduce_scatter(out, h, w))
-    fp8 = cclz.Fp8(row_elems=hidden)
-    row["cclz_fp8_ms"] = t(lambda: comm.matmul_reduce_scatter(out, h, w, codec=fp8))
     return row
 
 

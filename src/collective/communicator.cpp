@@ -269,7 +269,7 @@ overlap::DeviceOverlap& Communicator::deviceOverlap() {
 #ifdef CCLZ_HAVE_CUDA
   if (!overlap_)
     overlap_ = std::make_unique<overlap::DeviceOverlap>(
-        settings_.highPriorityMove, settings_.overlapCommSms, settings_.overlapMergedGather,
+        settings_.highPriorityMove, settings_.overlapReservedSms(), settings_.overlapMergedGather,
         settings_.overlapCopyEngine);
   return *overlap_;
 #else

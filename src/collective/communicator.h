@@ -66,11 +66,17 @@ struct CommSettings {
   // yet faster than NCCL (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
   // Device communicators: the multiprocessors the overlapped GEMMs leave to the transfers,
-  // encodes and decodes that run beside them (CCLZ_OVERLAP_COMM_SMS, default 16; 0: the GEMMs
-  // plan for every one). cuBLASLt's Hopper GEMMs keep one CTA on every multiprocessor they plan
-  // for until they end, so a transfer queued beside one would otherwise wait for the whole GEMM
-  // (docs/overlap.md, "The device path").
-  int overlapCommSms = 16;
+  // encodes and decodes that run beside them (CCLZ_OVERLAP_COMM_SMS; 0: the GEMMs plan for every
+  // one; -1, unset: overlapReservedSms() chooses). cuBLASLt's Hopper GEMMs keep one CTA on every
+  // multiprocessor they plan for until they end, so a transfer kernel queued beside one would
+  // otherwise wait for the whole GEMM (docs/overlap.md, "The device path").
+  int overlapCommSms = -1;
+  // What the GEMMs leave: CCLZ_OVERLAP_COMM_SMS where set; else 16 beside NCCL's transfer
+  // kernels, and 0 beside copy-engine transfers, which take no multiprocessor (measured faster
+  // at every shape on 2 H200s, docs/overlap.md, "Copy-engine transfers").
+  int overlapReservedSms() const {
+    return overlapCommSms >= 0 ? overlapCommSms : overlapCopyEngine ? 0 : 16;
+  }
   // Device communicators: the overlapped all-gather + GEMM's GEMMs one per chunk as it arrives
   // (CCLZ_OVERLAP_GATHER=ring, the default), or this rank's chunk first and the others in at most
   // two GEMMs once all have arrived (=merged: no partial last wave per chunk, the transfers after

@@ -103,7 +103,8 @@ DeviceWorkspace DeviceOverlap::workspace(const OverlapCall& call, uint64_t eleme
 }
 
 void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaStream_t stream) {
-  if (copyEngine_) return allGatherMatmulCe(t, call, stream);
+  // A rank alone has nothing to copy (and NCCL no device communicator of one rank to give).
+  if (copyEngine_ && t.size() > 1) return allGatherMatmulCe(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), elements = call.m * call.k, chunkBytes = elements * es;
@@ -178,7 +179,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
 
 void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                         cudaStream_t stream) {
-  if (copyEngine_) return matmulReduceScatterCe(t, call, stream);
+  if (copyEngine_ && t.size() > 1) return matmulReduceScatterCe(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), outElements = call.m * call.n, partialBytes = outElements * es;

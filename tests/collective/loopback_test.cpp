@@ -489,11 +489,16 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_FUSED", "0", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().fused);
   expectEnvironmentRefuses("CCLZ_FUSED", "on");
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapCommSms, 16);
-  setenv("CCLZ_OVERLAP_COMM_SMS", "0", 1);
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapCommSms, 0);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 16);  // beside NCCL's kernels
+  setenv("CCLZ_OVERLAP_COPY", "ce", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 0);  // copy engines take none
   setenv("CCLZ_OVERLAP_COMM_SMS", "24", 1);
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapCommSms, 24);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 24);  // set: as set
+  unsetenv("CCLZ_OVERLAP_COPY");
+  setenv("CCLZ_OVERLAP_COMM_SMS", "0", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 0);
+  setenv("CCLZ_OVERLAP_COMM_SMS", "24", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 24);
   for (const char* bad : {"-1", "many", "16x", "5000"}) expectEnvironmentRefuses("CCLZ_OVERLAP_COMM_SMS", bad);
   EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);  // ring by default
   setenv("CCLZ_OVERLAP_GATHER", "merged", 1);

@@ -72,7 +72,7 @@ cclzCodecConfig_t fp8Config() {
 // chooses its own at the first chunk: the same heuristics for the same shape on the same GPU,
 // planned for the same multiprocessors as the communicator's.
 struct ReferenceGemm {
-  overlap::DeviceGemm gemm{CommSettings::fromEnvironment().overlapCommSms};
+  overlap::DeviceGemm gemm{CommSettings::fromEnvironment().overlapReservedSms()};
   // C (rows x n) = A (rows x k) * B^T, B n x k, on the device.
   std::vector<uint8_t> run(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
                            size_t rows, const Shape& s, size_t chunkRows) {

@@ -14,6 +14,18 @@ NcclSymmetric::NcclSymmetric(const std::atomic<ncclComm_t>& commHandle, int lsaB
     : comm_(commHandle), lsaBarriers_(lsaBarriers) {
   ncclComm_t comm = comm_.load();
   CCLZ_REQUIRE(comm, cclzInvalidUsage, "the communicator was aborted");
+  // The device API's structures change between NCCL releases (2.28.3's requirements are not
+  // 2.28.9's), and NCCL takes them without a size or version: a library other than the headers'
+  // misreads them (measured: "GIN not supported" from 2.28.9 given 2.28.3's). In a torch
+  // process the NCCL loaded is torch's.
+  int loaded = 0;
+  CCLZ_NCCL_CHECK(ncclGetVersion(&loaded));
+  CCLZ_REQUIRE(loaded == NCCL_VERSION_CODE, cclzNotSupported,
+               "NCCL's device API (CCLZ_FUSED=1, CCLZ_OVERLAP_COPY=ce) needs the NCCL that cclz "
+               "was built against: built with " + std::to_string(NCCL_VERSION_CODE) +
+                   ", the process loaded " + std::to_string(loaded) +
+                   " (in a torch process, torch's: build cclz with NCCL_HOME set to that NCCL, "
+                   "whose headers torch's nvidia-nccl package holds)");
   // NOTE: NCCL 2.28 has no initializer for the requirements (NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
   // comes in 2.29): zero every field, then ask for the LSA barriers alone (no GIN, no multimem,
   // no LL all-to-all buffers).
