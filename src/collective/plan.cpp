@@ -24,12 +24,27 @@ namespace {
 
 bool isDeviceMemory(const void* p) {
 #ifdef CCLZ_HAVE_CUDA
+  // The driver's answer costs a good part of a small call's host time (two per call), and
+  // training passes the same buffers again and again: the last device pointers are
+  // remembered per thread. Only device verdicts are: a host address never becomes device memory,
+  // and a device one freed and handed out again as pinned host memory (the one case the cache
+  // answers wrongly) stays addressable by the GPU, so the call still moves the right bytes.
+  constexpr int kRemembered = 8;
+  thread_local const void* remembered[kRemembered] = {};
+  thread_local int next = 0;
+  for (const void* r : remembered)
+    if (r == p) return true;
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  const bool device = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  if (device) {
+    remembered[next] = p;
+    next = (next + 1) % kRemembered;
+  }
+  return device;
 #else
   (void)p;
   return false;
