@@ -96,6 +96,12 @@ log=$OUT/device.log
 
 has() { [[ " $stages " == *" $1 "* ]]; }
 
+# One NCCL for every program of a run: torch's where torch has one (its Python processes load it
+# whatever libcclz was linked against, and NCCL's device API needs the headers' own release;
+# the machines' system NCCL is another release), else the system's.
+nccl_choice=""
+python3 -c "import nvidia.nccl" 2>/dev/null && nccl_choice="-DCCLZ_NCCL_FROM_TORCH=ON"
+
 # end_when_silent PID LOG SECONDS: returns when PID ends; ends it first (TERM, then KILL 15 s
 # later) once LOG has not grown for SECONDS, and then returns 1 (a hang, not a slow run).
 end_when_silent() {
@@ -114,11 +120,11 @@ end_when_silent() {
 
 if has build; then
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$summary"
-  cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+  cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a $nccl_choice \
     -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
     ninja -C $build >>"$log" 2>&1
   status=$?
-  echo "build: exit $status" | tee -a "$summary"
+  echo "build: exit $status ($(grep -h '^CCLZ_NCCL_LIBRARY:' $build/CMakeCache.txt))" | tee -a "$summary"
   [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
 fi
 
@@ -169,7 +175,7 @@ if has fulltests; then gpu_tests fulltests -L gpu -LE fused; fi
 # traced (CCLZ_TRACE=1), and the trace's end kept in ncclsolo.log.
 if has ncclsolo; then
   if ! has build; then
-    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a $nccl_choice \
       -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
       ninja -C $build nccl_tests nccl_async_tests >>"$log" 2>&1
     status=$?
@@ -803,7 +809,7 @@ fi
 # CCLZ_OVERLAP_NODES=1 the same over two emulated nodes (bench/python/two_nodes.sh).
 if has overlap; then
   if ! has build; then
-    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a $nccl_choice \
       -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
       ninja -C $build nccl_overlap_tests cclz cclz-perf >>"$log" 2>&1
     status=$?
@@ -916,7 +922,7 @@ fi
 
 if has fused; then
   if ! has build; then
-    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a \
+    cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a $nccl_choice \
       -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
       ninja -C $build nccl_fused_tests cclz-perf >>"$log" 2>&1
     status=$?

@@ -24,8 +24,7 @@ NcclSymmetric::NcclSymmetric(const std::atomic<ncclComm_t>& commHandle, int lsaB
                "NCCL's device API (CCLZ_FUSED=1, CCLZ_OVERLAP_COPY=ce) needs the NCCL that cclz "
                "was built against: built with " + std::to_string(NCCL_VERSION_CODE) +
                    ", the process loaded " + std::to_string(loaded) +
-                   " (in a torch process, torch's: build cclz with NCCL_HOME set to that NCCL, "
-                   "whose headers torch's nvidia-nccl package holds)");
+                   " (in a torch process, torch's: build cclz with -DCCLZ_NCCL_FROM_TORCH=ON)");
   // NOTE: NCCL 2.28 has no initializer for the requirements (NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
   // comes in 2.29): zero every field, then ask for the LSA barriers alone (no GIN, no multimem,
   // no LL all-to-all buffers).
