@@ -95,6 +95,7 @@ void CommSettings::apply(const cclzCommConfig_t* config) {
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings settings)
     : transport_(std::move(transport)), settings_(settings) {
+  traceRefresh();  // CCLZ_TRACE as set now
   // First, before anything that every rank must do alike (settings_agreement.cpp).
   agreeWithPeers();
   if (settings_.adaptive && !settings_.async) tuner_ = std::make_unique<Tuner>();

@@ -54,8 +54,8 @@ void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {
 }
 
 void DeferredChecks::queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op) {
+  static_assert(sizeof mine <= CheckExchange::kBlockBytes, "a descriptor is one block");
   Pending p;
-  p.mine.resize(CheckExchange::kBlockBytes);
   std::memcpy(p.mine.data(), &mine, sizeof mine);
   p.peers = peers;
   p.op = op;
@@ -68,7 +68,6 @@ std::vector<uint8_t> DeferredChecks::exchangeNow(const void* mine, size_t bytes,
   CCLZ_REQUIRE(bytes <= CheckExchange::kBlockBytes, cclzInternalError,
                "a control exchange carries at most one 64-byte block");
   Pending p;
-  p.mine.assign(CheckExchange::kBlockBytes, 0);
   std::memcpy(p.mine.data(), mine, bytes);
   p.peers = peers;
   p.op = CollOp::AllGather;  // unused: an answer is not judged here

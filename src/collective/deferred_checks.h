@@ -21,6 +21,7 @@
 // are tested without a GPU.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -90,7 +91,7 @@ class DeferredChecks {
  private:
   struct Answer;  // what exchangeNow waits for
   struct Pending {
-    std::vector<uint8_t> mine;  // kBlockBytes
+    std::array<uint8_t, CheckExchange::kBlockBytes> mine{};  // in place: no allocation per call
     std::vector<int> peers;
     CollOp op = CollOp::AllGather;
     uint64_t number = 0;             // 1, 2, ...: the order of the exchanges

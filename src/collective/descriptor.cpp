@@ -93,12 +93,19 @@ const char* collOpName(CollOp op) {
 }
 
 uint64_t configHash(const cclzCodecConfig_t& c) {
+  // Every call's descriptor carries it, and a thread's calls mostly repeat one configuration:
+  // the last one's hash is kept (the whole struct compared, so a new seed hashes again, alike).
+  thread_local cclzCodecConfig_t last{};
+  thread_local uint64_t lastHash = 0;
+  thread_local bool hashed = false;
+  if (hashed && std::memcmp(&last, &c, sizeof c) == 0) return lastHash;
   uint64_t h = 14695981039346656037ull;
   for (int64_t v : {int64_t{c.codec}, int64_t{c.chunkElems}, int64_t{c.bits},
                     int64_t{c.blockElems}, int64_t{c.rounding}, int64_t{c.fp8Format},
                     int64_t{c.fp8RowElems}, int64_t{c.fp8HadamardSize}, int64_t{c.fp8Rotation},
                     int64_t{c.fp8RotateThreshold}, int64_t{c.fp8ScaleCandidates}})
     mix(h, v);
+  last = c, lastHash = h, hashed = true;
   return h;
 }
 

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -13,12 +15,28 @@
 
 namespace cclz {
 
-// Read at every step (a scan of the environment, well under a microsecond), so that it can be
-// switched on in a running process, e.g. a test or a debugger.
-bool traceEnabled() {
+namespace {
+
+bool traceSetting() {
   const char* v = std::getenv("CCLZ_TRACE");
   return v && std::strcmp(v, "1") == 0;
 }
+
+std::atomic<bool> traceOn{traceSetting()};
+
+}  // namespace
+
+// A look at the environment scans all of it: asked at every step, it was a quarter of a small
+// call's host time (bench/probes/callcost.cpp). So each thread reads it again every 256th ask,
+// and every communicator's creation does (traceRefresh): set in a running process, e.g. by a
+// test or a debugger, it takes effect within 256 steps.
+bool traceEnabled() {
+  thread_local uint32_t asks = 0;
+  if ((asks++ & 255u) == 0) traceOn.store(traceSetting(), std::memory_order_relaxed);
+  return traceOn.load(std::memory_order_relaxed);
+}
+
+void traceRefresh() { traceOn.store(traceSetting(), std::memory_order_relaxed); }
 
 void traceLine(const char* format, ...) {
   using Clock = std::chrono::steady_clock;
