@@ -877,6 +877,8 @@ if has overlapce; then
     [ "$n" -le "$ngpu" ] || continue
     gtests "overlapce nccl_overlap_tests" "$n" $build/tests/overlap/nccl_overlap_tests \
       -x CCLZ_OVERLAP_COPY=ce
+    gtests "overlapce nccl_overlap_tests, auto" "$n" $build/tests/overlap/nccl_overlap_tests \
+      -x CCLZ_OVERLAP_COPY=auto
   done
   overlap_py "nvlink, copy engines" "$OUT/overlap_ce.json" -x CCLZ_OVERLAP_COPY=ce
   launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"

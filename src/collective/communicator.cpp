@@ -69,7 +69,14 @@ CommSettings CommSettings::fromEnvironment() {
     s.overlapCommSms = static_cast<int>(v);
   }
   s.overlapMergedGather = envSwitch("CCLZ_OVERLAP_GATHER", "ring", "merged");
-  s.overlapCopyEngine = envSwitch("CCLZ_OVERLAP_COPY", "nccl", "ce");
+  if (const char* copy = std::getenv("CCLZ_OVERLAP_COPY"); copy && *copy) {
+    const std::string v = copy;
+    CCLZ_REQUIRE(v == "nccl" || v == "ce" || v == "auto", cclzInvalidArgument,
+                 "CCLZ_OVERLAP_COPY=" + v + ": expected nccl (the default), ce or auto");
+    s.overlapCopy = v == "ce"     ? OverlapCopy::CopyEngines
+                    : v == "auto" ? OverlapCopy::Auto
+                                  : OverlapCopy::Nccl;
+  }
   s.twoLevel = envSwitch("CCLZ_TWO_LEVEL", "0", "1");
   s.adaptive = !envSwitch("CCLZ_ADAPTIVE", "1", "0");
   return s;
@@ -270,8 +277,8 @@ overlap::DeviceOverlap& Communicator::deviceOverlap() {
 #ifdef CCLZ_HAVE_CUDA
   if (!overlap_)
     overlap_ = std::make_unique<overlap::DeviceOverlap>(
-        settings_.highPriorityMove, settings_.overlapReservedSms(), settings_.overlapMergedGather,
-        settings_.overlapCopyEngine);
+        settings_.highPriorityMove, settings_.overlapReservedSms(false),
+        settings_.overlapReservedSms(true), settings_.overlapMergedGather, settings_.overlapCopy);
   return *overlap_;
 #else
   CCLZ_FAIL(cclzNotSupported, "this build of cclz has no CUDA support");

@@ -16,6 +16,7 @@
 #include "collective/fused_nvlink.h"
 #include "collective/node_layout.h"
 #include "collective/proxy.h"
+#include "overlap/copy_path.h"
 #include "transport/transport.h"
 #include "tune/tuner.h"
 
@@ -74,8 +75,8 @@ struct CommSettings {
   // What the GEMMs leave: CCLZ_OVERLAP_COMM_SMS where set; else 16 beside NCCL's transfer
   // kernels, and 0 beside copy-engine transfers, which take no multiprocessor (measured faster
   // at every shape on 2 H200s, docs/overlap.md, "Copy-engine transfers").
-  int overlapReservedSms() const {
-    return overlapCommSms >= 0 ? overlapCommSms : overlapCopyEngine ? 0 : 16;
+  int overlapReservedSms(bool copyEngines) const {
+    return overlapCommSms >= 0 ? overlapCommSms : copyEngines ? 0 : 16;
   }
   // Device communicators: the overlapped all-gather + GEMM's GEMMs one per chunk as it arrives
   // (CCLZ_OVERLAP_GATHER=ring, the default), or this rank's chunk first and the others in at most
@@ -83,10 +84,11 @@ struct CommSettings {
   // the own chunk's GEMM exposed). An experiment until measured (docs/overlap.md).
   bool overlapMergedGather = false;
 
-  // Device communicators: the overlapped GEMMs' transfers as copies into the peers' memory on the
-  // copy engines, announced by flags (CCLZ_OVERLAP_COPY=ce; overlap/peer_window.h), or NCCL's
-  // point-to-point calls (=nccl, the default). An experiment until measured (docs/overlap.md).
-  bool overlapCopyEngine = false;
+  // Device communicators: the overlapped GEMMs' transfers as NCCL's point-to-point calls
+  // (CCLZ_OVERLAP_COPY=nccl, the default), as copies into the peers' memory on the copy engines
+  // announced by flags (=ce; overlap/peer_window.h), or the copy engines where every rank can use
+  // them (=auto). The copy engines stay off by default until measured on 4 GPUs (docs/overlap.md).
+  OverlapCopy overlapCopy = OverlapCopy::Nccl;
 
   // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
   // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Off by default until measured on GPUs (docs/collectives.md, "Two-level calls

@@ -219,6 +219,21 @@ std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uin
   return all;
 }
 
+bool everyRankCan(Communicator& comm, bool mine) {
+  const int n = comm.transport().size(), me = comm.transport().rank();
+  std::vector<int> peers;
+  for (int r = 0; r < n; ++r)
+    if (r != me) peers.push_back(r);
+  const uint64_t word = mine ? 1 : 0;
+  const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &word, sizeof word, peers);
+  for (int r = 0; r < n; ++r) {
+    uint64_t theirs = 0;
+    std::memcpy(&theirs, bytes.data() + r * sizeof word, sizeof word);
+    if (theirs != 1) return false;
+  }
+  return true;
+}
+
 // The ranks a call exchanges with: its peer for send/recv, else every other rank.
 std::vector<int> peersOf(const CollArgs& a, int n, int me) {
   if (a.op == CollOp::Send || a.op == CollOp::Recv) return {a.peer};

@@ -35,6 +35,10 @@ std::vector<int> peersOf(const CollArgs& a, int n, int me);
 std::vector<uint8_t> exchangeWithPeers(Communicator& comm, const void* mine, uint64_t d,
                                        const std::vector<int>& peers);
 
+// Whether `mine` is true on every rank: one exchange of a word with every other rank, so a
+// collective (every rank asks at the same point of its calls). Every rank gets the same answer.
+bool everyRankCan(Communicator& comm, bool mine);
+
 // The call check: this rank's descriptor against its peers' (a 64-byte exchange). Returns the
 // verdict ("" when the call agrees everywhere).
 std::string checkWithPeers(Communicator& comm, const CallDescriptor& mine,

@@ -28,7 +28,7 @@ struct SharedSettings {
   uint8_t transportFrames;     // CCLZ_NCCL_WINDOWS: window registration is collective
   uint8_t fused;               // CCLZ_FUSED: NCCL's device communicator is made collectively
   uint8_t overlapMergedGather; // CCLZ_OVERLAP_GATHER: the transfers' order
-  uint8_t overlapCopyEngine;   // CCLZ_OVERLAP_COPY: NCCL transfers or copies with flags
+  uint8_t overlapCopy;         // CCLZ_OVERLAP_COPY: NCCL transfers, copies with flags, either
   uint8_t twoLevel;            // CCLZ_TWO_LEVEL: which ranks exchange with which
 };
 static_assert(sizeof(SharedSettings) <= CheckExchange::kBlockBytes,
@@ -49,7 +49,7 @@ SharedSettings recordOf(const CommSettings& s) {
   r.transportFrames = s.transportFrames;
   r.fused = s.fused;
   r.overlapMergedGather = s.overlapMergedGather;
-  r.overlapCopyEngine = s.overlapCopyEngine;
+  r.overlapCopy = static_cast<uint8_t>(s.overlapCopy);
   r.twoLevel = s.twoLevel;
   return r;
 }
@@ -73,8 +73,8 @@ const Field kFields[] = {
     {"CCLZ_FUSED", [](const SharedSettings& r) -> uint64_t { return r.fused; }},
     {"CCLZ_OVERLAP_GATHER (0 ring, 1 merged)",
      [](const SharedSettings& r) -> uint64_t { return r.overlapMergedGather; }},
-    {"CCLZ_OVERLAP_COPY (0 nccl, 1 ce)",
-     [](const SharedSettings& r) -> uint64_t { return r.overlapCopyEngine; }},
+    {"CCLZ_OVERLAP_COPY (0 nccl, 1 ce, 2 auto)",
+     [](const SharedSettings& r) -> uint64_t { return r.overlapCopy; }},
     {"CCLZ_TWO_LEVEL", [](const SharedSettings& r) -> uint64_t { return r.twoLevel; }},
 };
 

@@ -29,8 +29,13 @@ void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_
 
 }  // namespace
 
-DeviceOverlap::DeviceOverlap(bool highPriority, int commSms, bool mergedGather, bool copyEngine)
-    : gemm_(commSms), mergedGather_(mergedGather), copyEngine_(copyEngine) {
+DeviceOverlap::DeviceOverlap(bool highPriority, int smsBesideNccl, int smsBesideCopyEngines,
+                             bool mergedGather, OverlapCopy copy)
+    : smsBesideNccl_(smsBesideNccl),
+      smsBesideCopyEngines_(smsBesideCopyEngines),
+      mergedGather_(mergedGather),
+      copy_(copy) {
+  if (copy_ == OverlapCopy::Nccl) gemm_ = std::make_unique<DeviceGemm>(smsBesideNccl_);
   int least = 0, greatest = 0;
   CCLZ_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CCLZ_CUDA_CHECK(
@@ -95,6 +100,13 @@ void DeviceOverlap::end(cudaStream_t stream, bool capturing) {
   }
 }
 
+bool DeviceOverlap::copyEnginesFor(cudaStream_t stream) const {
+  CCLZ_REQUIRE(gemm_, cclzInternalError, "the overlapped GEMMs' transfer path was not decided");
+  // With auto, a call captured into a CUDA graph takes NCCL's path: a replay would repeat the
+  // copy path's call numbers. Every rank captures the same calls, so every rank takes it.
+  return useCopyEngines_ && (copy_ != OverlapCopy::Auto || !isCapturing(stream));
+}
+
 DeviceWorkspace DeviceOverlap::workspace(const OverlapCall& call, uint64_t elements,
                                          bool capturing) {
   const uint64_t bytes = std::max<uint64_t>(
@@ -103,8 +115,7 @@ DeviceWorkspace DeviceOverlap::workspace(const OverlapCall& call, uint64_t eleme
 }
 
 void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaStream_t stream) {
-  // A rank alone has nothing to copy (and NCCL no device communicator of one rank to give).
-  if (copyEngine_ && t.size() > 1) return allGatherMatmulCe(t, call, stream);
+  if (copyEnginesFor(stream)) return allGatherMatmulCe(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), elements = call.m * call.k, chunkBytes = elements * es;
@@ -150,7 +161,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
     const bool direct = !call.codec;
     if (!direct) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[me]));
     timeline_.open("gemm", me, stream);
-    gemm_.run(rowsGemm(call, direct ? call.a : gathered + me * chunkBytes, call.m,
+    gemm_->run(rowsGemm(call, direct ? call.a : gathered + me * chunkBytes, call.m,
                        static_cast<uint8_t*>(call.c) + me * outChunk),
               stream);
     for (int c = 0; c < n; ++c)
@@ -158,7 +169,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
     for (const auto& [lo, hi] : {std::pair<int, int>{me + 1, n}, std::pair<int, int>{0, me}}) {
       if (lo >= hi) continue;
       timeline_.open("gemm", lo, stream);
-      gemm_.run(rowsGemm(call, gathered + lo * chunkBytes, (hi - lo) * call.m,
+      gemm_->run(rowsGemm(call, gathered + lo * chunkBytes, (hi - lo) * call.m,
                          static_cast<uint8_t*>(call.c) + lo * outChunk),
                 stream);
     }
@@ -170,7 +181,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
     const bool direct = s == 0 && !call.codec;
     if (!direct) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[c]));
     timeline_.open("gemm", c, stream);
-    gemm_.run(rowsGemm(call, direct ? call.a : gathered + c * chunkBytes, call.m,
+    gemm_->run(rowsGemm(call, direct ? call.a : gathered + c * chunkBytes, call.m,
                        static_cast<uint8_t*>(call.c) + c * outChunk),
               stream);
   }
@@ -179,7 +190,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
 
 void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                         cudaStream_t stream) {
-  if (copyEngine_ && t.size() > 1) return matmulReduceScatterCe(t, call, stream);
+  if (copyEnginesFor(stream)) return matmulReduceScatterCe(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), outElements = call.m * call.n, partialBytes = outElements * es;
@@ -232,7 +243,7 @@ void DeviceOverlap::partialGemms(const OverlapCall& call, uint8_t* partials, int
   for (int s = 0; s < n; ++s) {
     const Step step = reduceScatterStep(me, n, s);
     timeline_.open("gemm", step.compute, stream);
-    gemm_.run(rowsGemm(call,
+    gemm_->run(rowsGemm(call,
                        static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
                        call.m, partials + s * partialBytes),
               stream);

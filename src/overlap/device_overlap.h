@@ -17,6 +17,7 @@
 #include "codec/codec.h"
 #include "codec/device.h"
 #include "collective/timeline.h"
+#include "overlap/copy_path.h"
 #include "overlap/device_gemm.h"
 #include "overlap/host_overlap.h"
 
@@ -31,16 +32,29 @@ class PeerWindow;
 class DeviceOverlap {
  public:
   // highPriority: the transfer stream at the device's greatest priority, so that its kernels
-  // take the multiprocessors the GEMMs leave (commSms of them, DeviceGemm) ahead of queued work.
-  // mergedGather: the all-gather's GEMMs as CommSettings::overlapMergedGather says.
-  // copyEngine: the transfers as copies into the peers' memory on the copy engines with flags
-  // in memory (CommSettings::overlapCopyEngine; device_overlap_ce.cpp), instead of NCCL's
-  // point-to-point kernels.
-  DeviceOverlap(bool highPriority, int commSms, bool mergedGather = false,
-                bool copyEngine = false);
+  // take the multiprocessors the GEMMs leave ahead of queued work. smsBesideNccl,
+  // smsBesideCopyEngines: the multiprocessors the GEMMs leave beside each path's transfers
+  // (CommSettings::overlapReservedSms, DeviceGemm). mergedGather: the all-gather's GEMMs as
+  // CommSettings::overlapMergedGather says. copy: the transfers as NCCL's point-to-point kernels,
+  // as copies into the peers' memory on the copy engines with flags in memory
+  // (device_overlap_ce.cpp), or either (CommSettings::overlapCopy); with the copy engines asked
+  // for, the path is decided at the first call (decideCopy).
+  DeviceOverlap(bool highPriority, int smsBesideNccl, int smsBesideCopyEngines,
+                bool mergedGather = false, OverlapCopy copy = OverlapCopy::Nccl);
   ~DeviceOverlap();
   DeviceOverlap(const DeviceOverlap&) = delete;
   DeviceOverlap& operator=(const DeviceOverlap&) = delete;
+
+  // Where the copy engines are asked for, the first call decides (overlap_call.cpp) from what
+  // each rank can tell alone (copyEnginesHere: empty where this rank can use them, else why
+  // not; a first call captured into a CUDA graph cannot make the window) and whether every rank
+  // can (an exchange): the copy engines, with the peer window made
+  // (a collective; a communicator that is not one LSA team is found there, alike on every rank);
+  // else NCCL's calls (OverlapCopy::Auto) or cclzNotSupported on every rank (CopyEngines). A
+  // rank alone takes NCCL's path: it has nothing to move.
+  bool copyUndecided() const { return !gemm_; }
+  std::string copyEnginesHere(Transport& t, cudaStream_t stream) const;
+  void decideCopy(Transport& t, bool everyRankCan, const std::string& whyNotHere);
 
   // One call, queued on `stream` (device memory throughout). The transport is the
   // communicator's device transport; every rank makes the call at the same point of its calls.
@@ -54,8 +68,8 @@ class DeviceOverlap {
   // the transport is aborted. Any thread; the calls' outputs are then undefined.
   void abort() noexcept;
 
-  // The GEMM the calls run, for tests that compare with it.
-  DeviceGemm& gemm() { return gemm_; }
+  // The GEMM the calls run (once the path is decided), for tests that compare with it.
+  DeviceGemm& gemm() { return *gemm_; }
 
  private:
   // Device memory of this object's own, grown outside captures only.
@@ -76,17 +90,20 @@ class DeviceOverlap {
   // The copy-engine paths (device_overlap_ce.cpp).
   void allGatherMatmulCe(Transport& t, const OverlapCall& call, cudaStream_t stream);
   void matmulReduceScatterCe(Transport& t, const OverlapCall& call, cudaStream_t stream);
-  // The peer window (made at the first call: collective) and one push stream per rank.
-  PeerWindow& peerWindow(Transport& t);
+  // The copy engines for this call: decided for them, and not in a capture where NCCL's path can
+  // stand in (Auto).
+  bool copyEnginesFor(cudaStream_t stream) const;
   // The push streams wait for the call's start; joinPushes makes the transfer stream wait for
   // everything queued on them.
   void startPushes(int n);
   void joinPushes();
 
-  DeviceGemm gemm_;
+  std::unique_ptr<DeviceGemm> gemm_;  // made once the path is decided (its SMs depend on it)
+  const int smsBesideNccl_, smsBesideCopyEngines_;
   const bool mergedGather_;
-  const bool copyEngine_;
-  std::unique_ptr<PeerWindow> window_;
+  const OverlapCopy copy_;
+  bool useCopyEngines_ = false;         // decided for them (decideCopy)
+  std::unique_ptr<PeerWindow> window_;  // made where the copy engines were decided for
   std::vector<cudaStream_t> push_;     // one per rank (this rank's unused): copies and flags
   std::vector<cudaEvent_t> pushDone_;  // per push stream, the call's last work
   std::vector<cudaEvent_t> encoded_;   // per step, a frame ready to push (copy engine, codec)

@@ -15,6 +15,7 @@
 
 #include "collective/device_kernels.h"
 #include "common/error.h"
+#include "common/trace.h"
 #include "overlap/device_overlap_parts.h"
 #include "overlap/peer_window.h"
 #include "overlap/schedule.h"
@@ -36,13 +37,38 @@ void refuseCapture(cudaStream_t stream) {
 
 }  // namespace
 
-PeerWindow& DeviceOverlap::peerWindow(Transport& t) {
-  if (!window_) {
-    auto* nccl = dynamic_cast<NcclTransport*>(&t);
-    CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_OVERLAP_COPY=ce is for NCCL communicators");
-    window_ = std::make_unique<PeerWindow>(*nccl);
+std::string DeviceOverlap::copyEnginesHere(Transport& t, cudaStream_t stream) const {
+  if (t.size() == 1) return "a rank alone has nothing to move";
+  if (isCapturing(stream))
+    return "the first overlapped call is captured into a CUDA graph (the copy engines' window "
+           "cannot be made in a capture)";
+  auto* nccl = dynamic_cast<NcclTransport*>(&t);
+  if (!nccl) return "the copy engines are for NCCL communicators";
+  return PeerWindow::unavailableHere(*nccl);
+}
+
+void DeviceOverlap::decideCopy(Transport& t, bool everyRankCan, const std::string& whyNotHere) {
+  bool copyEngines = false;
+  if (t.size() > 1 && everyRankCan) {
+    try {
+      window_ = std::make_unique<PeerWindow>(dynamic_cast<NcclTransport&>(t));
+      copyEngines = true;
+    } catch (const Error& e) {
+      // Not one LSA team: the same answer on every rank, so every rank falls back alike.
+      if (e.code() != cclzNotSupported || copy_ != OverlapCopy::Auto) throw;
+      CCLZ_TRACE("overlap: NCCL's transfers (%s)", e.what());
+    }
+  } else if (t.size() > 1) {
+    CCLZ_REQUIRE(copy_ == OverlapCopy::Auto, cclzNotSupported,
+                 "CCLZ_OVERLAP_COPY=ce: " +
+                     (whyNotHere.empty() ? std::string("another rank cannot use the copy engines")
+                                         : whyNotHere));
+    CCLZ_TRACE("overlap: NCCL's transfers (%s)",
+               whyNotHere.empty() ? "another rank cannot use the copy engines"
+                                  : whyNotHere.c_str());
   }
-  return *window_;
+  useCopyEngines_ = copyEngines;
+  gemm_ = std::make_unique<DeviceGemm>(copyEngines ? smsBesideCopyEngines_ : smsBesideNccl_);
 }
 
 void DeviceOverlap::startPushes(int n) {
@@ -80,7 +106,7 @@ void DeviceOverlap::allGatherMatmulCe(Transport& t, const OverlapCall& call,
   const uint64_t es = elemBytes(call), elements = call.m * call.k, chunkBytes = elements * es;
   const uint64_t wire = wireBytes(call, elements), slot = roundUp256(wire);
   const uint64_t outChunk = call.m * call.n * es;
-  PeerWindow& w = peerWindow(t);
+  PeerWindow& w = *window_;
   w.reserve(n * slot);
   const uint32_t epoch = w.nextEpoch();
   uint8_t* window = w.localData();
@@ -141,7 +167,7 @@ void DeviceOverlap::allGatherMatmulCe(Transport& t, const OverlapCall& call,
       rows = window + c * slot;
     }
     timeline_.open("gemm", c, stream);
-    gemm_.run(rowsGemm(call, rows, call.m, static_cast<uint8_t*>(call.c) + c * outChunk), stream);
+    gemm_->run(rowsGemm(call, rows, call.m, static_cast<uint8_t*>(call.c) + c * outChunk), stream);
   }
 
   // Every read of the window is done once the GEMMs and the transfer stream are: then each
@@ -165,7 +191,7 @@ void DeviceOverlap::matmulReduceScatterCe(Transport& t, const OverlapCall& call,
   const uint64_t es = elemBytes(call), outElements = call.m * call.n;
   const uint64_t partialBytes = outElements * es;
   const uint64_t wire = wireBytes(call, outElements), slot = roundUp256(wire);
-  PeerWindow& w = peerWindow(t);
+  PeerWindow& w = *window_;
   w.reserve(n * slot);
   const uint32_t epoch = w.nextEpoch();
   uint8_t* window = w.localData();
@@ -226,18 +252,20 @@ void DeviceOverlap::abort() noexcept {
 
 void DeviceOverlap::abort() noexcept {}
 
-PeerWindow& DeviceOverlap::peerWindow(Transport&) {
-  CCLZ_FAIL(cclzNotSupported,
-            "CCLZ_OVERLAP_COPY=ce needs NCCL's device API (NCCL 2.28 or later at build time)");
+std::string DeviceOverlap::copyEnginesHere(Transport& t, cudaStream_t) const {
+  if (t.size() == 1) return "a rank alone has nothing to move";
+  return "the copy engines need NCCL's device API (NCCL 2.28 or later at build time)";
+}
+void DeviceOverlap::decideCopy(Transport& t, bool, const std::string& whyNotHere) {
+  CCLZ_REQUIRE(t.size() == 1 || copy_ == OverlapCopy::Auto, cclzNotSupported,
+               "CCLZ_OVERLAP_COPY=ce: " + whyNotHere);
+  useCopyEngines_ = false;
+  gemm_ = std::make_unique<DeviceGemm>(smsBesideNccl_);
 }
 void DeviceOverlap::startPushes(int) {}
 void DeviceOverlap::joinPushes() {}
-void DeviceOverlap::allGatherMatmulCe(Transport& t, const OverlapCall&, cudaStream_t) {
-  peerWindow(t);
-}
-void DeviceOverlap::matmulReduceScatterCe(Transport& t, const OverlapCall&, cudaStream_t) {
-  peerWindow(t);
-}
+void DeviceOverlap::allGatherMatmulCe(Transport&, const OverlapCall&, cudaStream_t) {}
+void DeviceOverlap::matmulReduceScatterCe(Transport&, const OverlapCall&, cudaStream_t) {}
 
 #endif  // CCLZ_HAVE_NCCL_DEVICE_API
 

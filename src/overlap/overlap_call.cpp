@@ -112,6 +112,12 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
 #ifdef CCLZ_HAVE_CUDA
     DeviceOverlap& device = comm.deviceOverlap();
     const auto s = reinterpret_cast<cudaStream_t>(stream);
+    if (device.copyUndecided()) {
+      // The first overlapped call, checked with its peers already (the first call of an op is
+      // checked before its data): every rank is here, and decides alike.
+      const std::string here = device.copyEnginesHere(t, s);
+      device.decideCopy(t, everyRankCan(comm, here.empty()), here);
+    }
     if (op == CollOp::AllGatherMatmul)
       device.allGatherMatmul(t, call, s);
     else

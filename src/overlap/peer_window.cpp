@@ -31,6 +31,20 @@ void* driverFunction(const char* name) {
 
 }  // namespace
 
+std::string PeerWindow::unavailableHere(NcclTransport& t) {
+  if (static_cast<uint64_t>(t.size()) > kMaxRanks)
+    return "the copy engines take at most " + std::to_string(kMaxRanks) + " ranks";
+  std::string why = ncclDeviceApiMismatch();
+  if (!why.empty()) return why;
+  try {
+    driverFunction("cuStreamWriteValue32");
+    driverFunction("cuStreamWaitValue32");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 // One LSA barrier, which this path never uses: NCCL's device communicator is made as the fused
 // paths make theirs, the case measured on the device.
 PeerWindow::PeerWindow(NcclTransport& t) : symmetric_(t.commHandle(), 1), me_(t.rank()) {

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace cclz {
@@ -40,6 +41,10 @@ class PeerWindow {
   // where a peer is not load/store accessible (not every rank in one LSA team) or the driver
   // lacks the stream memory operations.
   explicit PeerWindow(NcclTransport& t);
+  // What this rank alone can tell before the collective creation: empty where it can make one,
+  // else why not (too many ranks, another NCCL release than the headers', a driver without the
+  // stream memory operations). Whether every rank is in one LSA team is known only after.
+  static std::string unavailableHere(NcclTransport& t);
   ~PeerWindow();
   PeerWindow(const PeerWindow&) = delete;
   PeerWindow& operator=(const PeerWindow&) = delete;

@@ -489,16 +489,13 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_FUSED", "0", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().fused);
   expectEnvironmentRefuses("CCLZ_FUSED", "on");
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 16);  // beside NCCL's kernels
-  setenv("CCLZ_OVERLAP_COPY", "ce", 1);
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 0);  // copy engines take none
-  setenv("CCLZ_OVERLAP_COMM_SMS", "24", 1);
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 24);  // set: as set
-  unsetenv("CCLZ_OVERLAP_COPY");
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(false), 16);  // beside NCCL's
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(true), 0);  // copy engines: none
   setenv("CCLZ_OVERLAP_COMM_SMS", "0", 1);
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 0);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(false), 0);
   setenv("CCLZ_OVERLAP_COMM_SMS", "24", 1);
-  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(), 24);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(false), 24);  // set: as set
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(true), 24);
   for (const char* bad : {"-1", "many", "16x", "5000"}) expectEnvironmentRefuses("CCLZ_OVERLAP_COMM_SMS", bad);
   EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);  // ring by default
   setenv("CCLZ_OVERLAP_GATHER", "merged", 1);
@@ -506,11 +503,13 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_OVERLAP_GATHER", "ring", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);
   expectEnvironmentRefuses("CCLZ_OVERLAP_GATHER", "fused");
-  EXPECT_FALSE(CommSettings::fromEnvironment().overlapCopyEngine);  // NCCL's calls by default
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::Nccl);  // by default
   setenv("CCLZ_OVERLAP_COPY", "ce", 1);
-  EXPECT_TRUE(CommSettings::fromEnvironment().overlapCopyEngine);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::CopyEngines);
+  setenv("CCLZ_OVERLAP_COPY", "auto", 1);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::Auto);
   setenv("CCLZ_OVERLAP_COPY", "nccl", 1);
-  EXPECT_FALSE(CommSettings::fromEnvironment().overlapCopyEngine);
+  EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::Nccl);
   expectEnvironmentRefuses("CCLZ_OVERLAP_COPY", "dma");
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective/plan.h"
 #include "common/error.h"
 #include "forwarding_transport.h"
 #include "loopback_ranks.h"
@@ -82,7 +83,7 @@ std::vector<Difference> differences() {
       {"CCLZ_CHECK_CALLS", [](CommSettings& s) { s.checkCalls = CheckCalls::First; }},
       {"adaptive", [](CommSettings& s) { s.adaptive = !s.adaptive; }},
       {"CCLZ_OVERLAP_GATHER", [](CommSettings& s) { s.overlapMergedGather = true; }},
-      {"CCLZ_OVERLAP_COPY", [](CommSettings& s) { s.overlapCopyEngine = true; }},
+      {"CCLZ_OVERLAP_COPY", [](CommSettings& s) { s.overlapCopy = OverlapCopy::Auto; }},
   };
 }
 
@@ -138,6 +139,40 @@ TEST(SettingsAgreement, RanksOnDifferentNodesAgree) {
     return s;
   });
   for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+// everyRankCan, the agreement of the overlapped GEMMs' first call on the copy engines: true on
+// every rank only where it is true on every rank, over a host transport and over a control mesh.
+TEST(SettingsAgreement, EveryRankCanIsTrueOnlyWhereEveryRankIs) {
+  for (bool withMesh : {false, true})
+    for (int n : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(withMesh ? "mesh, " : "host, ") + std::to_string(n) + " ranks");
+      std::vector<MeshListener> listeners;
+      std::vector<MeshAddress> addresses;
+      if (withMesh)
+        for (int r = 0; r < n; ++r) {
+          listeners.emplace_back("127.0.0.1");
+          addresses.push_back(listeners.back().address());
+        }
+      const TransportWrap wrap = [&](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
+        if (!withMesh) return t;
+        const int r = t->rank();
+        return std::make_unique<MeshTransport>(
+            std::move(t), std::make_unique<HostMesh>(std::move(listeners[r]), addresses, r, 10s));
+      };
+      std::vector<int> answers(n * (n + 1), -1);
+      onRanks(
+          n,
+          [&](cclzComm_t comm, int rank) {
+            Communicator& c = *comm->impl;
+            for (int no = 0; no <= n; ++no)  // rank `no` says no (n: nobody does)
+              answers[no * n + rank] = everyRankCan(c, rank != no) ? 1 : 0;
+          },
+          std::chrono::seconds(20), wrap);
+      for (int no = 0; no <= n; ++no)
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(answers[no * n + r], no == n ? 1 : 0) << "rank " << no << " said no, rank " << r;
+    }
 }
 
 }  // namespace

@@ -70,9 +70,11 @@ cclzCodecConfig_t fp8Config() {
 
 // The test's own cuBLASLt GEMM, its algorithm chosen at a first GEMM of m rows, as the path
 // chooses its own at the first chunk: the same heuristics for the same shape on the same GPU,
-// planned for the same multiprocessors as the communicator's.
+// planned for the same multiprocessors as the communicator's (with CCLZ_OVERLAP_COPY=auto, as
+// decided where every rank can use the copy engines, as on the device machines).
 struct ReferenceGemm {
-  overlap::DeviceGemm gemm{CommSettings::fromEnvironment().overlapReservedSms()};
+  overlap::DeviceGemm gemm{CommSettings::fromEnvironment().overlapReservedSms(
+      CommSettings::fromEnvironment().overlapCopy != OverlapCopy::Nccl)};
   // C (rows x n) = A (rows x k) * B^T, B n x k, on the device.
   std::vector<uint8_t> run(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
                            size_t rows, const Shape& s, size_t chunkRows) {

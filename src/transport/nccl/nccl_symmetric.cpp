@@ -10,6 +10,16 @@
 
 namespace cclz {
 
+std::string ncclDeviceApiMismatch() {
+  int loaded = 0;
+  if (ncclGetVersion(&loaded) != ncclSuccess) return "ncclGetVersion failed";
+  if (loaded == NCCL_VERSION_CODE) return {};
+  return "NCCL's device API (CCLZ_FUSED=1, CCLZ_OVERLAP_COPY=ce) needs the NCCL that cclz was "
+         "built against: built with " + std::to_string(NCCL_VERSION_CODE) +
+         ", the process loaded " + std::to_string(loaded) +
+         " (in a torch process, torch's: build cclz with -DCCLZ_NCCL_FROM_TORCH=ON)";
+}
+
 NcclSymmetric::NcclSymmetric(const std::atomic<ncclComm_t>& commHandle, int lsaBarriers)
     : comm_(commHandle), lsaBarriers_(lsaBarriers) {
   ncclComm_t comm = comm_.load();
@@ -18,13 +28,8 @@ NcclSymmetric::NcclSymmetric(const std::atomic<ncclComm_t>& commHandle, int lsaB
   // 2.28.9's), and NCCL takes them without a size or version: a library other than the headers'
   // misreads them (measured: "GIN not supported" from 2.28.9 given 2.28.3's). In a torch
   // process the NCCL loaded is torch's.
-  int loaded = 0;
-  CCLZ_NCCL_CHECK(ncclGetVersion(&loaded));
-  CCLZ_REQUIRE(loaded == NCCL_VERSION_CODE, cclzNotSupported,
-               "NCCL's device API (CCLZ_FUSED=1, CCLZ_OVERLAP_COPY=ce) needs the NCCL that cclz "
-               "was built against: built with " + std::to_string(NCCL_VERSION_CODE) +
-                   ", the process loaded " + std::to_string(loaded) +
-                   " (in a torch process, torch's: build cclz with -DCCLZ_NCCL_FROM_TORCH=ON)");
+  const std::string mismatch = ncclDeviceApiMismatch();
+  CCLZ_REQUIRE(mismatch.empty(), cclzNotSupported, mismatch);
   // NOTE: NCCL 2.28 has no initializer for the requirements (NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
   // comes in 2.29): zero every field, then ask for the LSA barriers alone (no GIN, no multimem,
   // no LL all-to-all buffers).

@@ -22,6 +22,11 @@ namespace cclz {
 
 #ifdef CCLZ_HAVE_NCCL_DEVICE_API
 
+// Empty where the NCCL loaded in the process is the release of the headers cclz was built with,
+// else why NCCL's device API cannot be used: its structs change layout between releases and
+// NCCL takes them without a size or version.
+std::string ncclDeviceApiMismatch();
+
 class NcclSymmetric {
  public:
   // Collective over comm's ranks: ncclDevCommCreate with `lsaBarriers` LSA barriers (one per
