@@ -35,27 +35,37 @@ class MeshTransport final : public ForwardingTransport {
   std::unique_ptr<HostMesh> mesh_;
 };
 
+// n ranks' listeners on the loopback interface, and their addresses: wrap(t) gives rank t's
+// transport its control mesh to them.
+struct Listening {
+  explicit Listening(int n) {
+    for (int r = 0; r < n; ++r) {
+      listeners.emplace_back("127.0.0.1");
+      addresses.push_back(listeners.back().address());
+    }
+  }
+  std::unique_ptr<Transport> wrap(std::unique_ptr<Transport> t) {
+    const int r = t->rank();
+    return std::make_unique<MeshTransport>(
+        std::move(t), std::make_unique<HostMesh>(std::move(listeners[r]), addresses, r, 10s));
+  }
+  std::vector<MeshListener> listeners;
+  std::vector<MeshAddress> addresses;
+};
+
 // Creates a communicator on each of n rank threads with settingsOf(rank), over the loopback
 // (withMesh: and a control mesh). Returns each rank's error message, empty where creation
 // succeeded (that communicator then made a call, so that a success is a working one).
 std::vector<std::string> create(int n, bool withMesh,
                                 const std::function<CommSettings(int)>& settingsOf) {
   auto hub = std::make_shared<LoopbackHub>(n, 20s);
-  std::vector<MeshListener> listeners;
-  std::vector<MeshAddress> addresses;
-  if (withMesh)
-    for (int r = 0; r < n; ++r) {
-      listeners.emplace_back("127.0.0.1");
-      addresses.push_back(listeners.back().address());
-    }
+  Listening mesh(withMesh ? n : 0);
   std::vector<std::string> errors(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       std::unique_ptr<Transport> t = std::make_unique<LoopbackTransport>(hub, r);
-      if (withMesh)
-        t = std::make_unique<MeshTransport>(
-            std::move(t), std::make_unique<HostMesh>(std::move(listeners[r]), addresses, r, 10s));
+      if (withMesh) t = mesh.wrap(std::move(t));
       try {
         Communicator comm(std::move(t), settingsOf(r));
         std::vector<float> in(8, static_cast<float>(r)), out(8 * n, -1.0f);
@@ -147,18 +157,9 @@ TEST(SettingsAgreement, EveryRankCanIsTrueOnlyWhereEveryRankIs) {
   for (bool withMesh : {false, true})
     for (int n : {1, 2, 3}) {
       SCOPED_TRACE(std::string(withMesh ? "mesh, " : "host, ") + std::to_string(n) + " ranks");
-      std::vector<MeshListener> listeners;
-      std::vector<MeshAddress> addresses;
-      if (withMesh)
-        for (int r = 0; r < n; ++r) {
-          listeners.emplace_back("127.0.0.1");
-          addresses.push_back(listeners.back().address());
-        }
+      Listening mesh(withMesh ? n : 0);
       const TransportWrap wrap = [&](std::unique_ptr<Transport> t) -> std::unique_ptr<Transport> {
-        if (!withMesh) return t;
-        const int r = t->rank();
-        return std::make_unique<MeshTransport>(
-            std::move(t), std::make_unique<HostMesh>(std::move(listeners[r]), addresses, r, 10s));
+        return withMesh ? mesh.wrap(std::move(t)) : std::move(t);
       };
       std::vector<int> answers(n * (n + 1), -1);
       onRanks(
