@@ -6,7 +6,9 @@
 // call"; issue 36's small calls). For 2 ranks: the median over rounds of ns per call of
 // cclzAllReduce and cclzAllGather, in batches of 20 calls (a training step's burst, nccl-tests'
 // -n 20), the checks drained between batches, untimed: a caller far ahead of its checks would
-// time the checking thread's exchanges instead (their own cost: bench/probes/meshcost.cpp).
+// time the checking thread's exchanges instead. That is the third line: 10000 all-reduces and
+// the drain of their checks, the rate a long burst of calls is held to (at most two rings of
+// checks wait: DeferredChecks::handOver).
 // Build and run from the repository root after building cclz_core in build/ (a CUDA build also
 // needs its libraries, which the probe never calls on its host buffers):
 //   g++ -O2 -std=c++20 -Isrc -Iinclude -Itests/collective bench/probes/callcost.cpp \
@@ -57,7 +59,7 @@ void run() {
     addresses.push_back(listeners.back().address());
   }
   std::atomic<int> arrived{0};
-  std::vector<std::vector<double>> times(2);  // [op][round], rank 0's ns per call
+  std::vector<std::vector<double>> times(3);  // [way][round], rank 0's ns per call
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r)
     threads.emplace_back([&, r] {
@@ -69,42 +71,54 @@ void run() {
       auto* comm = new cclzComm;
       comm->impl = std::make_unique<Communicator>(std::move(t), s);
       std::vector<uint16_t> in(32768), out(32768 * kRanks);
-      for (int op = 0; op < 2; ++op)
+      auto call = [&](int op) {
+        const cclzResult_t code =
+            op != 1 ? cclzAllReduce(in.data(), in.data(), in.size(), cclzBfloat16, cclzSum, comm,
+                                    nullptr, nullptr)
+                    : cclzAllGather(in.data(), out.data(), in.size(), cclzBfloat16, comm, nullptr,
+                                    nullptr);
+        if (code != cclzSuccess) {
+          std::fprintf(stderr, "rank %d: %s\n", r, cclzGetLastError(comm));
+          std::abort();
+        }
+      };
+      using Clock = std::chrono::steady_clock;
+      auto since = [](Clock::time_point t0) {
+        return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+      };
+      for (int way = 0; way < 3; ++way)
         for (int round = 0; round < kRounds; ++round) {
           // Start together (a spin barrier), so that neither rank's checks wait for the other.
-          const int target = (op * kRounds + round + 1) * kRanks;
+          const int target = (way * kRounds + round + 1) * kRanks;
           arrived.fetch_add(1);
           while (arrived.load() < target) std::this_thread::yield();
           double ns = 0;
-          for (int b = 0; b < kBatches; ++b) {
-            const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < kBatch; ++i) {
-              const cclzResult_t code =
-                  op == 0 ? cclzAllReduce(in.data(), in.data(), in.size(), cclzBfloat16, cclzSum,
-                                          comm, nullptr, nullptr)
-                          : cclzAllGather(in.data(), out.data(), in.size(), cclzBfloat16, comm,
-                                          nullptr, nullptr);
-              if (code != cclzSuccess) {
-                std::fprintf(stderr, "rank %d: %s\n", r, cclzGetLastError(comm));
-                std::abort();
-              }
+          if (way < 2) {
+            for (int b = 0; b < kBatches; ++b) {
+              const auto t0 = Clock::now();
+              for (int i = 0; i < kBatch; ++i) call(way);
+              ns += since(t0);
+              comm->impl->deferredChecks().drain();
             }
-            ns += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
-                      .count();
+            ns /= kBatches * kBatch;
+          } else {
+            const auto t0 = Clock::now();
+            for (int i = 0; i < kBatches * kBatch; ++i) call(way);
             comm->impl->deferredChecks().drain();
+            ns = since(t0) / (kBatches * kBatch);
           }
-          ns /= kBatches * kBatch;
-          if (r == 0) times[op].push_back(ns);
+          if (r == 0) times[way].push_back(ns);
         }
       cclzCommDestroy(comm);
     });
   for (auto& t : threads) t.join();
-  const char* names[] = {"all-reduce", "all-gather"};
-  for (int op = 0; op < 2; ++op) {
-    std::sort(times[op].begin(), times[op].end());
+  const char* names[] = {"all-reduce, batches of 20", "all-gather, batches of 20",
+                         "all-reduce, 10000 in a row and their checks"};
+  for (int way = 0; way < 3; ++way) {
+    std::sort(times[way].begin(), times[way].end());
     std::printf("%s, codec none, deferred checks, 2 ranks: %.0f ns per call (median of %d "
-                "rounds of %d batches of %d; min %.0f)\n",
-                names[op], times[op][kRounds / 2], kRounds, kBatches, kBatch, times[op].front());
+                "rounds; min %.0f)\n",
+                names[way], times[way][kRounds / 2], kRounds, times[way].front());
   }
 }
 

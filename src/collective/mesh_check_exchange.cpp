@@ -34,13 +34,18 @@ class MeshCheckExchange final : public CheckExchange {
     ++started_;
     CCLZ_TRACE("control exchange %llu: %zu bytes with %zu peers",
                static_cast<unsigned long long>(started_), kBlockBytes, peers.size());
+    // Queued: the next arrived() or idle() writes every exchange started since, one write per
+    // peer (the checking thread starts all the checks waiting, then polls).
     for (int r : peers) {
       waitingFor_[r].push_back(slot);
-      mesh_.post(r, mine, kBlockBytes);
+      mesh_.queue(r, mine, kBlockBytes);
     }
   }
 
   bool arrived(int slot) override {
+    // Blocks of several exchanges come in one read: a slot complete already needs no system
+    // call, unless this rank's own blocks still wait to be written.
+    if (!mesh_.hasQueued() && collect(slot)) return true;
     mesh_.progress(0);
     return collect(slot);
   }

@@ -460,7 +460,7 @@ void HostMesh::readFrom(Peer& p) {
   }
 }
 
-void HostMesh::post(int peer, const void* data, uint32_t bytes) {
+void HostMesh::queue(int peer, const void* data, uint32_t bytes) {
   CCLZ_REQUIRE(peer >= 0 && peer < size() && peer != rank_, cclzInternalError,
                "control message to rank " + std::to_string(peer));
   Peer& p = peers_[peer];
@@ -472,7 +472,18 @@ void HostMesh::post(int peer, const void* data, uint32_t bytes) {
   put32(p.out.data() + at + 4, bytes);
   put64(p.out.data() + at + 8, p.sent);
   std::memcpy(p.out.data() + at + kHeaderBytes, data, bytes);
-  flush(p);
+}
+
+bool HostMesh::hasQueued() const {
+  for (const Peer& p : peers_)
+    if (!p.out.empty() && !p.sendEnded) return true;
+  return false;
+}
+
+void HostMesh::post(int peer, const void* data, uint32_t bytes) {
+  queue(peer, data, bytes);
+  Peer& p = peers_[peer];
+  if (!p.sendEnded) flush(p);
 }
 
 void HostMesh::progress(int waitMs) {

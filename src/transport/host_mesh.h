@@ -82,6 +82,11 @@ class HostMesh {
   // the connection closed(), and the ranks still judge what arrived before (a peer that failed a
   // check and went leaves the others to reach the same verdict).
   void post(int peer, const void* data, uint32_t bytes);
+  // post without writing yet: the message goes with the next post or progress, in one write with
+  // the others queued for that peer (a burst of checks: one system call, not one each).
+  void queue(int peer, const void* data, uint32_t bytes);
+  // Whether a connection still has bytes to write (queued, or more than it took).
+  bool hasQueued() const;
   // Writes queued bytes and reads what has arrived, first waiting up to waitMs (0: not at all)
   // for a connection to have something. A connection that ends, closed by its peer or broken,
   // is marked (closed()) and not thrown about here.
