@@ -31,7 +31,8 @@
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
 #              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes,
 #              tp4-nodes-two-level: TP4 over the nodes with CCLZ_TWO_LEVEL=1, tp4-nvlink,
-#              tp4-nvlink-overlap, tp2dp2-nodes, ...).
+#              tp4-nvlink-overlap, tp4-nvlink-overlap-ce (CCLZ_OVERLAP_COPY=auto),
+#              tp2dp2-nodes, ...; on 2 GPUs also tp2-nvlink, tp2-nvlink-overlap(-ce)).
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 2,400 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
 #              TP with E4M3, and on 2 GPUs TP's codec on its gathers alone and on its reductions
@@ -299,6 +300,7 @@ if has train || has trainsmoke || has trainlong; then
     [ -n "${CCLZ_ADAPTIVE:-}" ] && envs+=(-x CCLZ_ADAPTIVE)
     [ -n "${CCLZ_FUSED:-}" ] && envs+=(-x CCLZ_FUSED)
     [ -n "${CCLZ_TWO_LEVEL:-}" ] && envs+=(-x CCLZ_TWO_LEVEL)
+    [ -n "${CCLZ_OVERLAP_COPY:-}" ] && envs+=(-x CCLZ_OVERLAP_COPY)
     [ "$net" = nodes ] && wrap=(bench/python/two_nodes.sh) &&
       envs+=(-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)
     local cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ranks" "${envs[@]}"
@@ -378,6 +380,9 @@ if has train || has trainsmoke || has trainlong; then
       # Issue 37's end to end: the TP linears as overlapped calls, against tp4-nvlink's none.
       trainonly tp4-nvlink-overlap nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --overlap \
         --policy none,tp-fp8
+      # The same with the copy engines where every rank can use them (docs/overlap.md).
+      CCLZ_OVERLAP_COPY=auto trainonly tp4-nvlink-overlap-ce nvlink 4 "$secs" "${run[@]}" \
+        "${tp4[@]}" --overlap --policy none,tp-fp8
       trainonly tp2dp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainonly tp2pp2-nvlink nvlink 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
     elif [ "$tgpus" -ge 2 ]; then
@@ -386,6 +391,13 @@ if has train || has trainsmoke || has trainlong; then
       trainonly tp2-nodes nodes 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
       trainonly dp2-nodes nodes 2 "$secs" "${run[@]}" --dp 2 --batch 16 --micro-batches 2 --policy none,dp-qgrad
       trainonly pp2-nodes nodes 2 "$secs" "${run[@]}" --pp 2 --batch 16 --micro-batches 8 --policy none,pp-fp8
+      # TP2 over NVLink, and with the overlapped linears (NCCL's transfers, then the copy
+      # engines), each beside its own uncompressed run.
+      trainonly tp2-nvlink nvlink 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
+      trainonly tp2-nvlink-overlap nvlink 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 \
+        --overlap --policy none,tp-fp8
+      CCLZ_OVERLAP_COPY=auto trainonly tp2-nvlink-overlap-ce nvlink 2 "$secs" "${run[@]}" --tp 2 \
+        --batch 8 --micro-batches 1 --overlap --policy none,tp-fp8
     else
       echo "train: needs 2 GPUs, this machine has $tgpus" | tee -a "$summary"
     fi
