@@ -97,3 +97,33 @@ def test_the_module_passes_the_librarys_refusals_through(comm):
     communicator), and the package raises it as CclzError."""
     for calls in (_capi.ctypes_calls, _capi.fast_calls):
         assert calls.cclzAllGather(None, None, 1, 9, None, None, None) == 4  # invalid argument
+
+
+@requires_fastcall
+def test_a_blocked_call_lets_other_threads_run(comm):
+    """The module releases the GIL around the library call, as ctypes does: while one rank's call
+    waits for a late peer, the rank's other Python threads run. (CPU ranks: a host call blocks
+    until its peers arrive.)"""
+    import threading
+    import time
+
+    if DEVICE.type != "cpu" or comm.size < 2:
+        pytest.skip("a host communicator of 2 or more ranks blocks until its peers call")
+    x = torch.ones(1024)
+    if comm.rank != 0:
+        time.sleep(0.6)  # late: rank 0's call waits for this rank
+        comm.all_reduce(x)
+        return
+    kept, comm._calls = comm._calls, _capi.fast_calls
+    try:
+        returned = []
+        caller = threading.Thread(target=lambda: (comm.all_reduce(x),
+                                                  returned.append(time.monotonic())))
+        caller.start()
+        time.sleep(0.1)  # the call waits for rank 1 by now, inside the library
+        worked = time.monotonic()  # this thread runs: it holds the GIL now
+        caller.join()
+    finally:
+        comm._calls = kept
+    # Held by the waiting call, the GIL would have let this thread on only after it returned.
+    assert worked < returned[0], "the main thread ran only once the blocked call had returned"
