@@ -16,6 +16,12 @@ int deviceCount() {
   return n;
 }
 
+uint64_t deviceBytesInUse() {
+  size_t free = 0, total = 0;
+  PERF_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
 std::string deviceName(int device) {
   cudaDeviceProp prop{};
   PERF_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

@@ -25,6 +25,8 @@ inline void checkCuda(cudaError_t err, const char* call) {
 // CUDA devices usable now; 0 when there are none or no driver (never fails).
 int deviceCount();
 std::string deviceName(int device);
+// Bytes of the current device's memory in use (cudaMemGetInfo: by every process on it).
+uint64_t deviceBytesInUse();
 
 // Device memory owned by one object (cudaMalloc is 256-byte aligned).
 class Buffer {

@@ -436,6 +436,9 @@ struct CollRow {
   double ratio = 0, timeUs = 0, baseUs = 0, nmse = 0, maxRel = 0;
   uint64_t wrong = 0, baseWrong = 0;
   uint64_t pieceBytes = 0;  // the pipeline piece the library used (cclzCommGetPieceBytes)
+  // GPU: the device memory cclz's calls have taken so far in the run (its scratch, frames and
+  // windows grow at the first call of a larger size and are kept), -1 on the CPU.
+  int64_t cclzDeviceBytes = -1;
   bool checked = false;
   std::string path;  // cclzCommGetLastPath after the timed calls: compressed or plain
   double algbw(double us) const { return us > 0 ? double(shape.bytes) / us * 1e-3 : 0; }
@@ -511,14 +514,20 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       if (opt.fused)
         fmt::print("#   fused: CCLZ_FUSED=1, the fp8 all-gather's compressed path is the fused "
                    "NVLink kernel where every rank shares NVLink\n");
+      if (gpu)
+        fmt::print("#   mem(MiB): the device memory cclz's calls have taken so far in the run "
+                   "(scratch, frames, windows: grown by the first calls of a larger size, kept)\n");
       fmt::print("#\n# {:>12} {:>11} {:>5} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>9} {:>10} "
-                 "{:>8} {:>7} {:>10}\n",
+                 "{:>8} {:>7} {:>10} {:>9}\n",
                  "size(B)", "count", "type", "redop", "codec", "ratio", "time(us)", "algbw",
-                 "busbw", "#wrong", "nmse", "base(us)", "base_bw", "speedup", "path");
+                 "busbw", "#wrong", "nmse", "base(us)", "base_bw", "speedup", "path", "mem(MiB)");
       std::fflush(stdout);
     }
 
     std::vector<CollRow> rows;
+#ifdef CCLZ_HAVE_CUDA
+    int64_t cclzDeviceBytes = 0;  // GPU: what cclz's first calls of each size added, so far
+#endif
     for (uint64_t size = opt.minBytes; size <= opt.maxBytes; size *= opt.stepFactor) {
       CollRow row;
       row.shape = coll::shapeFor(kind, size, opt.dtype, ranks, rank);
@@ -563,12 +572,24 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
             b.clearOutput();  // cclz's next output is checked on a cleared buffer
           }};
       // Adaptive: the kind's trials run before the timing (untimed), until every rank says it
-      // is settled, so that the timed calls are the steady state a training loop sees.
+      // is settled, so that the timed calls are the steady state a training loop sees. The
+      // device memory cclz takes for the size is what these first calls add.
+      b.sync();
+#ifdef CCLZ_HAVE_CUDA
+      const uint64_t inUseBefore = gpu ? perf::gpu::deviceBytesInUse() : 0;
+#endif
       for (int i = 0; i < kMaxSettleCalls; ++i) {
         cclz.call();
         if (settledEverywhere(comm)) break;
       }
       b.sync();
+#ifdef CCLZ_HAVE_CUDA
+      if (gpu) {
+        const uint64_t inUseAfter = perf::gpu::deviceBytesInUse();
+        cclzDeviceBytes += inUseAfter > inUseBefore ? inUseAfter - inUseBefore : 0;
+        row.cclzDeviceBytes = cclzDeviceBytes;
+      }
+#endif
       b.clearOutput();
       std::tie(row.timeUs, row.baseUs) = opt.batch ? timeBatches(opt, b, cclz, baseline)
                                                    : timeAlternating(opt, b, cclz, baseline);
@@ -587,14 +608,17 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       row.nmse = errsAll[0], row.maxRel = errsAll[1];
       if (rank == 0) {
         fmt::print("  {:>12} {:>11} {:>5} {:>5} {:>9} {:>7.3f} {:>10.1f} {:>8.2f} {:>8.2f} {:>7} "
-                   "{:>9} {:>10.1f} {:>8.2f} {:>7.3f} {:>10}\n",
+                   "{:>9} {:>10.1f} {:>8.2f} {:>7.3f} {:>10} {:>9}\n",
                    s.bytes, s.count, dtypeName(opt.dtype), reduces ? opt.redOp : "-", opt.codec,
                    row.ratio, row.timeUs, row.algbw(row.timeUs),
                    row.algbw(row.timeUs) * s.busFactor,
                    row.checked ? std::to_string(row.wrong + row.baseWrong) : "-",
                    lossy && row.checked ? fmt::format("{:.3e}", row.nmse) : "-", row.baseUs,
                    row.algbw(row.baseUs), row.timeUs > 0 ? row.baseUs / row.timeUs : 0,
-                   row.path);
+                   row.path,
+                   row.cclzDeviceBytes >= 0
+                       ? fmt::format("{:.1f}", row.cclzDeviceBytes / 1048576.0)
+                       : std::string("-"));
         std::fflush(stdout);
       }
       if (row.wrong || row.baseWrong) exitCode = 1;
@@ -628,6 +652,9 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                                            : nlohmann::json()},
                        {"check", r.checked},
                        {"path", r.path},
+                       {"cclz_device_bytes", r.cclzDeviceBytes >= 0
+                                                 ? nlohmann::json(r.cclzDeviceBytes)
+                                                 : nlohmann::json()},
                        {"feedback", withFeedback},
                        {"adaptive", opt.adaptive == 1   ? "on"
                                     : opt.adaptive == 0 ? "off"
