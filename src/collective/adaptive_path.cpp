@@ -187,6 +187,13 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   }
   comm.setLastPath(call.path, call.decided);
   CollArgs run = a;
+  // A kind settled on plain data (the steady state of most small calls over NVLink): the
+  // network's own collective, as runData would run it, without copying the plan.
+  if (call.path == Path::Plain && !call.timed && !a.step) {
+    run.codec = nullptr;
+    CCLZ_TRACE("%s: data part on the caller's thread, plain", collOpName(a.op));
+    if (runNative(comm.transport(), run, plan, a.stream)) return;
+  }
   Plan runPlan = plan;
   if (call.path == Path::Plain) {  // the same call through the codec none, already validated
     run.codec = nullptr;
