@@ -18,7 +18,13 @@ Tuner::Call Tuner::next(const TuneKey& key) {
     it = entries_.emplace(key, Entry{}).first;
   }
   Entry& e = it->second;
-  if (e.decided) return Call{e.path, false, false, true};
+  if (e.decided) {
+    if (e.settledCalls < kRetrialCalls) {
+      ++e.settledCalls;
+      return Call{e.path, false, false, true};
+    }
+    e = Entry{};  // on trial again, from the start
+  }
   if (e.calls == 2 * kTrialPairs) return Call{Path::Compressed, false, true, false};
   const int i = e.calls++;
   return Call{i % 2 == 0 ? Path::Compressed : Path::Plain, i >= 2, false, false};

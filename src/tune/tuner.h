@@ -8,7 +8,10 @@
 // first; the first pair warms up (scratch growth, the transport's first connections) and the
 // others are timed. The call after them settles the key: every rank's fastest time per path is
 // exchanged, and the key keeps the path that is faster on the slowest rank, compressed only when
-// it is faster by more than kMargin (plain data is exact, and costs nothing to encode). Every rank
+// it is faster by more than kMargin (plain data is exact, and costs nothing to encode). After
+// kRetrialCalls calls on its path a key is tried again the same way, so that a verdict that trial
+// noise or a passing load got wrong (a training step's first calls, peers still arriving) does not
+// stay for the whole run, and a network that changes is followed. Every rank
 // makes the same calls in the same order, so every rank schedules and settles alike; this class
 // holds the schedule and the verdict, the caller (collective/adaptive_path.cpp) runs, times and
 // exchanges.
@@ -48,6 +51,9 @@ class Tuner {
  public:
   static constexpr int kTrialPairs = 3;
   static constexpr double kMargin = 0.03;
+  // Calls of a key on its settled path before it is tried again: its trials then cost under 0.5%
+  // of its calls (3 of 2 * kTrialPairs on the slower path, one settling exchange).
+  static constexpr int kRetrialCalls = 2048;
   // Keys beyond this many run compressed, untried (so the table stays small when sizes vary).
   static constexpr size_t kMaxKeys = 1024;
 
@@ -59,7 +65,7 @@ class Tuner {
   };
 
   // What the next call of `key` does. A call with settling set does not count: after settle() the
-  // same call asks again.
+  // same call asks again. The call after kRetrialCalls settled ones starts the key's trials anew.
   Call next(const TuneKey& key);
   // What a call of `key` that must not count as a trial runs (one being captured into a CUDA
   // graph, whose timing events could not be read): the settled path, else compressed.
@@ -78,8 +84,9 @@ class Tuner {
 
  private:
   struct Entry {
-    int calls = 0;  // calls scheduled so far
+    int calls = 0;  // calls scheduled so far in the key's trials
     bool decided = false;
+    int settledCalls = 0;  // calls on the settled path since the key was settled
     Path path = Path::Compressed;
     std::vector<std::pair<Path, std::unique_ptr<Stopwatch>>> trials;
   };

@@ -114,6 +114,25 @@ class MeetingCounter final : public ForwardingTransport {
 
 // Each timed trial starts where every rank has arrived: one 8-byte meeting before each (the
 // trials after the first pair), none before the untimed ones or once the kind is settled.
+// After Tuner::kRetrialCalls settled calls the kind is on trial again, on every rank at the same
+// call, and settles again alike; every output stays right.
+TEST(LoopbackAdaptive, AKindIsTriedAgainOnEveryRankAtTheSameCall) {
+  const CollCase c{Coll::AllGather, cclzBfloat16, codecNamed("lossless"), 64, cclzSum};
+  const int n = 2, retrial = kTrialCalls + Tuner::kRetrialCalls;
+  const int calls = retrial + kTrialCalls + 2;
+  const auto seen = runRepeated(c, n, calls);
+  for (int r = 0; r < n; ++r)
+    for (int i = kTrialCalls; i < calls; ++i) {
+      const bool onTrial = i >= retrial && i < retrial + kTrialCalls;
+      ASSERT_EQ(seen[r][i].decided, onTrial ? 0 : 1) << "rank " << r << " call " << i;
+      if (onTrial)
+        EXPECT_EQ(seen[r][i].path, (i - retrial) % 2 == 0 ? cclzPathCompressed : cclzPathPlain)
+            << "rank " << r << " call " << i;
+      else
+        EXPECT_EQ(seen[r][i].path, seen[0][i].path) << "rank " << r << " call " << i;
+    }
+}
+
 TEST(LoopbackAdaptive, TimedTrialsStartWhereEveryRankHasArrived) {
   const CollCase c{Coll::AllGather, cclzBfloat16, codecNamed("fp8"), 20000, cclzSum};
   const int n = 3;

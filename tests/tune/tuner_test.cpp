@@ -88,6 +88,37 @@ TEST(Tuner, SettledKeyKeepsItsPathForEveryLaterCall) {
   EXPECT_EQ(tuner.settledOr(slow), Path::Plain);
 }
 
+// After kRetrialCalls settled calls a key goes on trial again (warm-up pair, timed pairs,
+// settling), and the new verdict replaces the old one: a key settled plain on noisy first trials
+// returns to compressed where that is faster now.
+TEST(Tuner, ASettledKeyIsTriedAgainAfterItsRetrialCalls) {
+  Tuner tuner;
+  const TuneKey key = keyOf(16 << 20);
+  runTrials(tuner, key, 3e-3, 2e-3);  // compressed slower at first
+  tuner.settle(key, {tuner.measured(key)});
+  for (int i = 0; i < Tuner::kRetrialCalls; ++i) {
+    const Tuner::Call c = tuner.next(key);
+    ASSERT_TRUE(c.decided) << "call " << i;
+    ASSERT_EQ(c.path, Path::Plain);
+  }
+  const Tuner::Call first = tuner.next(key);
+  EXPECT_FALSE(first.decided);
+  EXPECT_EQ(first.path, Path::Compressed);  // the trials start over, compressed first
+  EXPECT_FALSE(first.timed);                // with their warm-up pair
+  EXPECT_EQ(tuner.next(key).path, Path::Plain);
+  for (int i = 2; i < 2 * Tuner::kTrialPairs; ++i) {
+    const Tuner::Call c = tuner.next(key);
+    ASSERT_TRUE(c.timed);
+    tuner.record(key, c.path,
+                 std::make_unique<FixedStopwatch>(c.path == Path::Compressed ? 1e-3 : 2e-3));
+  }
+  EXPECT_TRUE(tuner.next(key).settling);
+  tuner.settle(key, {tuner.measured(key)});
+  const Tuner::Call after = tuner.next(key);
+  EXPECT_TRUE(after.decided);
+  EXPECT_EQ(after.path, Path::Compressed);  // only this retrial's times count
+}
+
 TEST(Tuner, KeysOfOtherSizesOpsAndPeersHaveTheirOwnTrials) {
   Tuner tuner;
   runTrials(tuner, keyOf(1 << 20), 1e-3, 2e-3);
