@@ -138,8 +138,11 @@ void sendPieces(const Pipeline& p, const void* in, uint64_t count, int peer);
 // fixed frame size; the reduce-scatter's slots hold a raw piece (twoLevelStride).
 void gatherPiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* mine, void* out,
                           const std::vector<Span>& chunks);
+// With error feedback (residual given), a rank's residual holds, for the blocks it encodes (its
+// column's on the other nodes), what quantizing its node's sum of them dropped.
 void reducePiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* in, void* mine,
-                          const std::vector<Span>& chunks, float divisor);
+                          const std::vector<Span>& chunks, float divisor, Residual residual,
+                          uint64_t step);
 void recvPieces(const Pipeline& p, void* out, uint64_t count, int peer);
 
 }  // namespace cclz

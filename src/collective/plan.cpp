@@ -303,19 +303,18 @@ bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t s
   }
 }
 
-// Whether a call runs two-level (two_level.cpp): an all-gather, or a reduce-scatter or
-// all-reduce without error feedback, through a codec of fixed frame size (not none: its
-// reductions are exact sums in rank order), on a communicator whose ranks span nodes of several
-// ranks each. The same answer on every rank: the layout is, and the call's op, codec and
-// feedback are checked equal.
+// Whether a call runs two-level (two_level.cpp): an all-gather, reduce-scatter or all-reduce
+// (with error feedback too), through a codec of fixed frame size (not none: its reductions are
+// exact sums in rank order), on a communicator with CCLZ_TWO_LEVEL=1 whose ranks span nodes of
+// several ranks each. The same answer on every rank: the layout and the setting are, and the
+// call's op and codec are checked equal.
 bool runsTwoLevel(Communicator& comm, const CollArgs& a, const Plan& plan) {
   if (!comm.settings().twoLevel || !comm.nodes().twoLevel() ||
       plan.use.config.codec == cclzCodecNone ||
       !plan.use.codec->fixedFrameSize())
     return false;
-  const bool feedback = a.step || static_cast<bool>(a.residual);
-  return a.op == CollOp::AllGather ||
-         ((a.op == CollOp::ReduceScatter || a.op == CollOp::AllReduce) && !feedback);
+  return a.op == CollOp::AllGather || a.op == CollOp::ReduceScatter ||
+         a.op == CollOp::AllReduce;
 }
 
 void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t stride) {
@@ -335,7 +334,8 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
       break;
     case CollOp::ReduceScatter:
       if (twoLevel)
-        reducePiecesTwoLevel(p, comm.nodes(), a.send, a.recv, plan.chunks, divisor);
+        reducePiecesTwoLevel(p, comm.nodes(), a.send, a.recv, plan.chunks, divisor, a.residual,
+                             a.step ? *a.step : 0);
       else
         reducePieces(p, a.send, a.recv, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
       break;
@@ -343,7 +343,8 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
       // Reduce-scatter into this rank's shard, then all-gather the shards (re-encoded once).
       uint8_t* shard = e.area(Area::Shard);
       if (twoLevel)
-        reducePiecesTwoLevel(p, comm.nodes(), a.send, shard, plan.chunks, divisor);
+        reducePiecesTwoLevel(p, comm.nodes(), a.send, shard, plan.chunks, divisor, a.residual,
+                             a.step ? *a.step : 0);
       else
         reducePieces(p, a.send, shard, plan.chunks, divisor, a.residual, a.step ? *a.step : 0);
       e.join();

@@ -75,7 +75,12 @@ void gatherPiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* mi
 //  4. the owner adds the decoded frames of the other nodes, in node order, to its node's sum
 //     and stores sum / divisor in the dtype.
 // Each element is quantized once, as in the flat reduce-scatter, but as a node's sum rather than
-// as each rank's value. Steps 3 and 4 of piece k - 1 follow steps 1 and 2 of piece k, so that the
+// as each rank's value. With error feedback the encoding rank's residual takes what that
+// quantization drops, for the block it encodes (its region of the residual, at the block's
+// offset in the input); the same rank encodes the same blocks at every call, so the residual
+// goes back into the same node's sum. The other blocks of its node move raw and leave nothing,
+// but for its own block's region, where an all-reduce folds its all-gather's error (as flat):
+// that goes into the rank's own block at the next call. Steps 3 and 4 of piece k - 1 follow steps 1 and 2 of piece k, so that the
 // transfer across the nodes overlaps the next piece's sums and encodes.
 //
 // Slots, by rank index: the receive frames hold the raw blocks from the node's other ranks at
@@ -83,7 +88,8 @@ void gatherPiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* mi
 // nodes at the sender's index (this column); the send frames hold the encoded sums at their
 // destination's index. The stride covers a raw piece (runData).
 void reducePiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* in, void* mine,
-                          const std::vector<Span>& chunks, float divisor) {
+                          const std::vector<Span>& chunks, float divisor, Residual residual,
+                          uint64_t step) {
   const int me = p.me, j = l.localOf[me], home = l.nodeOf[me];
   const uint64_t pieces = maxPieces(p, chunks);
   auto pieceAt = [&](int r, uint64_t k) { return pieceOf(chunks[r], p.pieceElems, k); };
@@ -121,14 +127,22 @@ void reducePiecesTwoLevel(const Pipeline& p, const NodeLayout& l, const void* in
                        c, p.use.dtype, acc);
       p.e.store(acc, c, 1.0f, p.use.dtype, partial);
       p.e.encode(p.use, partial, c, p.sendFrame(slot, dest), p.stride, &p.sizes(slot)[dest],
-                 Residual{}, 0);
+                 residual.at(chunks[dest].offset + k * p.pieceElems), step);
     }
-    // Last, so that the accumulator keeps it for the frames from the other nodes.
+    // Last, so that the accumulator keeps it for the frames from the other nodes. With error
+    // feedback this rank's own block carries its residual in (and zeroes it): an all-reduce
+    // folds its all-gather's error there, which no encode of this rank's would send back.
     if (const uint64_t c = pieceAt(me, k).count) {
+      const void* own = inputOf(me, k);
+      if (residual) {
+        p.e.addResidual(partial, own, residual.at(chunks[me].offset + k * p.pieceElems), c,
+                        p.use.dtype);
+        own = partial;
+      }
       p.e.zero(acc, c);
       for (int r : l.ranks[home])
-        p.e.accumulate(r == me ? inputOf(me, k) : p.recvFrame(slot, l.rankAt(home, l.localOf[r])),
-                       c, p.use.dtype, acc);
+        p.e.accumulate(r == me ? own : p.recvFrame(slot, l.rankAt(home, l.localOf[r])), c,
+                       p.use.dtype, acc);
     }
   };
   auto exchangeAcross = [&](uint64_t k, int slot) {

@@ -3,8 +3,9 @@
 // of two, ranks of a node contiguous and interleaved. The all-gather must give the flat
 // all-gather's bytes; the reduce-scatter must give a reference built here from the inputs: each
 // node's sum of a block, rounded to the dtype and passed through the codec's host encode and
-// decode, added to the owner's node sum in node order. A transport wrapper counts the bytes that
-// cross a node boundary, so that a call which silently ran flat fails.
+// decode, added to the owner's node sum in node order; with error feedback, what each node's sum
+// dropped must come back in the next calls. A transport wrapper counts the bytes that cross a
+// node boundary, so that a call which silently ran flat fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <random>
@@ -347,26 +349,72 @@ TEST(TwoLevel, OtherLayoutsAndCallsRunFlat) {
     EXPECT_EQ(run(true, &two), run(false, &flat));
     EXPECT_EQ(two, flat);
   }
-  // Error feedback: the residual covers each rank's own quantization, which a node's sum would
-  // not have; such calls run flat.
-  const Layout& l = layouts()[0];
-  cclzCodecConfig_t qgrad = codecs()[2].config;
-  auto run = [&](bool twoLevel, std::vector<std::vector<uint8_t>>* outs) {
-    outs->assign(l.n, std::vector<uint8_t>(kBlock * 4));
-    return onNodes(l, twoLevel, kTestPieceBytes, [&](cclzComm_t comm, int r) {
-      const std::vector<uint8_t> in = input(r, kBlock * l.n, cclzFloat32);
-      cclzFeedback_t feedback = nullptr;
-      ASSERT_EQ(cclzFeedbackCreate(&feedback, kBlock * l.n, cclzMemoryHost), cclzSuccess);
-      EXPECT_EQ(cclzReduceScatterFeedback(in.data(), (*outs)[r].data(), kBlock, cclzFloat32,
-                                          cclzSum, comm, &qgrad, feedback, nullptr),
-                cclzSuccess)
-          << cclzGetLastError(comm);
-      cclzFeedbackDestroy(feedback);
-    });
-  };
-  std::vector<std::vector<uint8_t>> flat, two;
-  EXPECT_EQ(run(true, &two), run(false, &flat));
-  EXPECT_EQ(two, flat);
+}
+
+
+// Error feedback through the two-level reduce-scatter and all-reduce (qgrad int4, fp32): the
+// same input at every step, so that without feedback every step makes the same quantization
+// error, while with it what a node's sum dropped goes into the next step's: the mean of the
+// outputs over the steps then nears the exact sum (the error of one step spread over all).
+// The calls cross the boundary with fewer bytes than the flat ones, so they did run two-level.
+TEST(TwoLevel, FeedbackCallsCarryWhatEachNodesSumDropped) {
+  constexpr int kSteps = 24;
+  const cclzCodecConfig_t qgrad = codecs()[2].config;
+  for (const Layout& l : {layouts()[0], layouts()[1]}) {
+    for (const bool allReduce : {false, true}) {
+      SCOPED_TRACE(std::string(l.label) + (allReduce ? ", all-reduce" : ", reduce-scatter"));
+      const uint64_t total = kBlock * l.n, outCount = allReduce ? total : kBlock;
+      // outs[r][t]: rank r's output at step t (fp32).
+      using Outputs = std::vector<std::vector<std::vector<float>>>;
+      auto run = [&](bool twoLevel, bool feedback, int steps, Outputs* outs) {
+        outs->assign(l.n, std::vector<std::vector<float>>(steps, std::vector<float>(outCount)));
+        return onNodes(l, twoLevel, kTestPieceBytes, [&](cclzComm_t comm, int r) {
+          const std::vector<uint8_t> in = input(r, total, cclzFloat32);
+          cclzFeedback_t state = nullptr;
+          ASSERT_EQ(cclzFeedbackCreate(&state, total, cclzMemoryHost), cclzSuccess);
+          for (int t = 0; t < steps; ++t) {
+            float* out = (*outs)[r][t].data();
+            cclzFeedback_t f = feedback ? state : nullptr;
+            const cclzResult_t result =
+                allReduce ? cclzAllReduceFeedback(in.data(), out, total, cclzFloat32, cclzSum,
+                                                  comm, &qgrad, f, nullptr)
+                          : cclzReduceScatterFeedback(in.data(), out, kBlock, cclzFloat32,
+                                                      cclzSum, comm, &qgrad, f, nullptr);
+            ASSERT_EQ(result, cclzSuccess) << cclzGetLastError(comm);
+          }
+          cclzFeedbackDestroy(state);
+        });
+      };
+      Outputs flat, once, fed;
+      const uint64_t flatCrossed = run(false, true, 1, &flat);
+      const uint64_t twoCrossed = run(true, true, kSteps, &fed);
+      EXPECT_LT(twoCrossed, kSteps * flatCrossed) << "the two-level calls did not run";
+      run(true, false, 1, &once);
+      for (int r = 0; r < l.n; ++r) {
+        // The exact sum of what rank r receives (its block, or everything for an all-reduce).
+        const uint64_t offset = allReduce ? 0 : r * kBlock;
+        std::vector<double> exact(outCount, 0.0);
+        for (int q = 0; q < l.n; ++q) {
+          const std::vector<uint8_t> in = input(q, total, cclzFloat32);
+          const float* v = reinterpret_cast<const float*>(in.data()) + offset;
+          for (uint64_t i = 0; i < outCount; ++i) exact[i] += v[i];
+        }
+        double errorOnce = 0, errorOfMean = 0;
+        for (uint64_t i = 0; i < outCount; ++i) {
+          double mean = 0;
+          for (int t = 0; t < kSteps; ++t) mean += fed[r][t][i];
+          mean /= kSteps;
+          errorOnce = std::max(errorOnce, std::abs(once[r][0][i] - exact[i]));
+          errorOfMean = std::max(errorOfMean, std::abs(mean - exact[i]));
+        }
+        EXPECT_GT(errorOnce, 0.0) << "rank " << r << ": int4 left no error to carry";
+        EXPECT_LT(errorOfMean, errorOnce / 4) << "rank " << r;
+        if (allReduce)
+          for (int t = 0; t < kSteps; ++t)
+            EXPECT_EQ(fed[r][t], fed[0][t]) << "rank " << r << " step " << t;
+      }
+    }
+  }
 }
 
 }  // namespace
