@@ -101,7 +101,11 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 # whatever libcclz was linked against, and NCCL's device API needs the headers' own release;
 # the machines' system NCCL is another release), else the system's.
 nccl_choice=""
-python3 -c "import nvidia.nccl" 2>/dev/null && nccl_choice="-DCCLZ_NCCL_FROM_TORCH=ON"
+if torch_nccl=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null); then
+  nccl_choice="-DCCLZ_NCCL_FROM_TORCH=ON"
+  # The programs find it by their RUNPATH; ahead of any other on LD_LIBRARY_PATH too.
+  export LD_LIBRARY_PATH="$torch_nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 # end_when_silent PID LOG SECONDS: returns when PID ends; ends it first (TERM, then KILL 15 s
 # later) once LOG has not grown for SECONDS, and then returns 1 (a hang, not a slow run).
