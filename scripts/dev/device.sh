@@ -726,13 +726,14 @@ if has twolevel; then
   # The two-level all-gather and reduce-scatter (CCLZ_TWO_LEVEL=1, docs/collectives.md,
   # "Two-level calls across nodes") over two emulated nodes of ngpu/2 GPUs: first the NCCL
   # tests with it (every rank's device and host communicators learn the same layout, so
-  # NcclCollective and NcclLarge compare the device's two-level bytes with the host's), then the
+  # NcclCollective, NcclLarge and NcclFeedback (outputs and residuals) compare the device's
+  # two-level bytes with the host's), then the
   # collnodes sweep of fp8 INT8 all-gathers and reduce-scatters, two-level beside flat, each
   # beside plain NCCL.
   if [ "$ngpu" -ge 4 ]; then
     ranks "$ngpu" -x CCLZ_TWO_LEVEL=1 bench/python/two_nodes.sh \
       $build/tests/collective/nccl_tests --gtest_brief=1 \
-      --gtest_filter='NcclCollective*:NcclLarge*' >"$OUT/tests.tmp" 2>&1
+      --gtest_filter='NcclCollective*:NcclLarge*:NcclFeedback*' >"$OUT/tests.tmp" 2>&1
     echo "twolevel nccl_tests ($ngpu ranks, two nodes): exit $? -- $(grep -m1 -E 'PASSED|FAILED' "$OUT/tests.tmp")" | tee -a "$summary"
     grep -E '^\[  FAILED' "$OUT/tests.tmp" | sort -u | head -20 | tee -a "$summary"
     cat "$OUT/tests.tmp" >>"$log"
