@@ -127,3 +127,13 @@ def test_a_blocked_call_lets_other_threads_run(comm):
         comm._calls = kept
     # Held by the waiting call, the GIL would have let this thread on only after it returned.
     assert worked < returned[0], "the main thread ran only once the blocked call had returned"
+
+
+def test_a_fastcall_setting_other_than_0_or_1_is_refused(monkeypatch):
+    """CCLZ_FASTCALL takes 1 (the default) or 0 (ctypes); anything else is refused, naming the
+    variable, rather than guessed."""
+    monkeypatch.setenv("CCLZ_FASTCALL", "yes")
+    with pytest.raises(ImportError, match="CCLZ_FASTCALL=yes"):
+        _capi._fast_calls()
+    monkeypatch.setenv("CCLZ_FASTCALL", "0")
+    assert _capi._fast_calls() is None

@@ -14,8 +14,8 @@
 namespace cclz::overlap {
 namespace {
 
-using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-using WaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+// cuStreamWriteValue32 and cuStreamWaitValue32 alike.
+using ValueOp32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 // A driver function through the runtime (libcclz does not link libcuda itself).
 void* driverFunction(const char* name) {
@@ -27,6 +27,15 @@ void* driverFunction(const char* name) {
                std::string("the CUDA driver has no ") + name +
                    " (stream memory operations, for CCLZ_OVERLAP_COPY=ce)");
   return fn;
+}
+
+// One stream memory operation on the 32-bit flag at `at` (the two share a signature).
+void valueOp(void* fn, const char* name, cudaStream_t s, uint8_t* at, uint32_t value,
+             unsigned int flags) {
+  const CUresult r = reinterpret_cast<ValueOp32>(fn)(
+      reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(at), value, flags);
+  CCLZ_REQUIRE(r == CUDA_SUCCESS, cclzUnhandledCudaError,
+               std::string(name) + " failed (CUresult " + std::to_string(r) + ")");
 }
 
 }  // namespace
@@ -81,22 +90,14 @@ void PeerWindow::reserve(uint64_t bytes) {
              static_cast<unsigned long long>(symmetric_.windowBytes()));
 }
 
+// The default flags order the write after the stream's earlier work, with a memory fence: the
+// copies before it are visible to whoever sees the value.
 void PeerWindow::write(cudaStream_t s, uint8_t* at, uint32_t value) const {
-  // The default flags order the write after the stream's earlier work, with a memory fence:
-  // the copies before it are visible to whoever sees the value.
-  const CUresult r = reinterpret_cast<WriteValue32>(writeValue_)(
-      reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(at), value,
-      CU_STREAM_WRITE_VALUE_DEFAULT);
-  CCLZ_REQUIRE(r == CUDA_SUCCESS, cclzUnhandledCudaError,
-               "cuStreamWriteValue32 failed (CUresult " + std::to_string(r) + ")");
+  valueOp(writeValue_, "cuStreamWriteValue32", s, at, value, CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 void PeerWindow::wait(cudaStream_t s, uint8_t* at, uint32_t value) const {
-  const CUresult r = reinterpret_cast<WaitValue32>(waitValue_)(
-      reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(at), value,
-      CU_STREAM_WAIT_VALUE_GEQ);
-  CCLZ_REQUIRE(r == CUDA_SUCCESS, cclzUnhandledCudaError,
-               "cuStreamWaitValue32 failed (CUresult " + std::to_string(r) + ")");
+  valueOp(waitValue_, "cuStreamWaitValue32", s, at, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 void PeerWindow::setArrived(cudaStream_t s, int to, uint32_t value) const {
