@@ -4,9 +4,11 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "codec/device.h"
 #include "common/error.h"
@@ -77,19 +79,41 @@ void Timeline::report(cudaStream_t stream) {
   cudaEvent_t joined = event();
   CCLZ_CUDA_CHECK(cudaEventRecord(joined, stream));
   CCLZ_CUDA_CHECK(cudaEventSynchronize(joined));
+  // A span whose time cannot be read prints "-" and the runtime's reason once, rather than
+  // failing the call: the timeline is a diagnostic. NOTE: cudaEventElapsedTime answers "invalid
+  // resource handle" for an event never recorded; one overlapped call of the NCCL path did, and
+  // the span's label says which event it was.
+  const char* unreadable = nullptr;
   auto at = [&](cudaEvent_t e) {
     float ms = 0;
-    CCLZ_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_, e));
-    return 1000.0 * ms;
+    const cudaError_t status = cudaEventElapsedTime(&ms, origin_, e);
+    if (status == cudaSuccess) return 1000.0 * ms;
+    (void)cudaGetLastError();  // not sticky: clear it, so that no later check reports it
+    if (!unreadable) unreadable = cudaGetErrorString(status);
+    return std::nan("");
   };
   const int pid = static_cast<int>(getpid());
   ++calls_;
-  for (const Span& s : spans_)
-    std::fprintf(stderr, "cclz-timeline pid %d call %llu %-7s slot %d %9.1f .. %9.1f us (%.1f)\n",
-                 pid, static_cast<unsigned long long>(calls_), s.label, s.slot,
-                 at(s.begin), at(s.end), at(s.end) - at(s.begin));
-  std::fprintf(stderr, "cclz-timeline pid %d call %llu end %9.1f us\n", pid,
-               static_cast<unsigned long long>(calls_), at(joined));
+  auto print = [](double us) {
+    char text[24];
+    if (std::isnan(us))
+      std::snprintf(text, sizeof text, "%9s", "-");
+    else
+      std::snprintf(text, sizeof text, "%9.1f", us);
+    return std::string(text);
+  };
+  for (const Span& s : spans_) {
+    const double begin = at(s.begin), end = at(s.end);
+    std::fprintf(stderr, "cclz-timeline pid %d call %llu %-7s slot %d %s .. %s us (%s)\n", pid,
+                 static_cast<unsigned long long>(calls_), s.label, s.slot, print(begin).c_str(),
+                 print(end).c_str(),
+                 print(end - begin).c_str());
+  }
+  std::fprintf(stderr, "cclz-timeline pid %d call %llu end %s us\n", pid,
+               static_cast<unsigned long long>(calls_), print(at(joined)).c_str());
+  if (unreadable)
+    std::fprintf(stderr, "cclz-timeline pid %d call %llu: spans marked - could not be read (%s)\n",
+                 pid, static_cast<unsigned long long>(calls_), unreadable);
   origin_ = nullptr;
 }
 
