@@ -11,7 +11,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "overlap/device_overlap_parts.h"
-#include "overlap/peer_window.h"
+#include "transport/nccl/peer_window.h"
 #include "overlap/schedule.h"
 #include "transport/transport.h"
 

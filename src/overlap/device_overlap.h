@@ -24,10 +24,9 @@
 namespace cclz {
 
 class Transport;
+class PeerWindow;
 
 namespace overlap {
-
-class PeerWindow;
 
 class DeviceOverlap {
  public:

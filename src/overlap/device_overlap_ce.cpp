@@ -1,6 +1,6 @@
 // The overlapped GEMMs with copy-engine transfers (CCLZ_OVERLAP_COPY=ce; docs/overlap.md,
 // "Copy-engine transfers"): each chunk (all-gather) or partial (reduce-scatter) is copied
-// straight into its destination's peer window (overlap/peer_window.h) by cudaMemcpyAsync, one
+// straight into its destination's peer window (transport/nccl/peer_window.h) by cudaMemcpyAsync, one
 // push stream per peer, and announced by a flag written after the copy; the consumer waits for
 // the flag with a stream memory operation. No NCCL kernel and no transfer kernel runs beside the
 // GEMMs; with a codec only its encodes and decodes do (on the transfer stream). The chunks move
@@ -17,7 +17,7 @@
 #include "common/error.h"
 #include "common/trace.h"
 #include "overlap/device_overlap_parts.h"
-#include "overlap/peer_window.h"
+#include "transport/nccl/peer_window.h"
 #include "overlap/schedule.h"
 #include "transport/nccl/nccl_transport.h"
 

@@ -62,7 +62,7 @@ void* allocateSymmetricWindow(ncclComm_t comm, uint64_t bytes, ncclWindow_t* win
   void* p = nullptr;
   CCLZ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
   // Zeroed before the registration, which every rank must enter before any returns: a peer
-  // never sees old bytes in it (the overlapped GEMMs' flags start at zero, overlap/peer_window.h).
+  // never sees old bytes in it (the copy engines' flags start at zero: peer_window.h).
   cudaError_t zeroed = cudaMemset(p, 0, bytes);
   if (zeroed == cudaSuccess) zeroed = cudaDeviceSynchronize();
   if (zeroed != cudaSuccess) {

@@ -1,6 +1,7 @@
 // Memory every rank of a communicator can write into its peers' copies of, over NVLink with the
 // copy engines, and flags to say when: the overlapped GEMMs' copy-engine transfers
-// (CCLZ_OVERLAP_COPY=ce; docs/overlap.md, "Copy-engine transfers"). An NCCL symmetric window
+// (CCLZ_OVERLAP_COPY=ce; docs/overlap.md, "Copy-engine transfers") and the fused collectives'
+// (CCLZ_FUSED=ce; docs/collectives.md, "Fused NVLink paths"). An NCCL symmetric window
 // (ncclMemAlloc, registered collectively) whose peers' copies NCCL maps into this process
 // (ncclGetPeerPointer); cudaMemcpyAsync into a peer's copy runs on a copy engine, and the flags
 // are written and waited for with CUDA's stream memory operations (cuStreamWriteValue32,
@@ -8,11 +9,13 @@
 // with the GEMMs for the SMs.
 //
 // Layout of the window, the same on every rank: flags, then data.
-//   arrived[r]: rank r's data of the call numbered by the value is in this rank's window;
-//   consumed[r]: rank r has read what this rank put in r's window, up to the call of the value.
-// A call numbered e (epoch) writes into peer p's data only once consumed[p] >= e - 1 here, so
-// that p has finished with e - 1's, then sets arrived[me] = e in p's window; the reader waits
-// for arrived[r] >= e, reads, and sets consumed[me] = e in r's window.
+//   arrived[r]: rank r's data up to the step numbered by the value is in this rank's window;
+//   consumed[r]: rank r has read what this rank put in r's window, up to the step of the value.
+// Steps are numbered alike on every rank (a call takes one, or one per piece: advance). A call
+// whose steps follow step b writes into peer p's data only once consumed[p] >= b here, so that
+// p has finished with the earlier call's, then sets arrived[me] to each of its steps in p's
+// window; the reader waits for arrived[r] >= the step, reads, and sets consumed[me] to the
+// call's last step in r's window.
 #pragma once
 
 #include "transport/nccl/nccl_symmetric.h"
@@ -21,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,8 +33,6 @@
 namespace cclz {
 
 class NcclTransport;
-
-namespace overlap {
 
 class PeerWindow {
  public:
@@ -51,13 +53,22 @@ class PeerWindow {
 
   // Makes the data part hold at least `bytes`: collective (every rank at the same call with the
   // same bytes), never while a stream is captured; waits for the device first, so that no copy
-  // into the old window is in flight. The next call's epoch starts again at 1.
+  // into the old window is in flight. The steps start again at 1.
   void reserve(uint64_t bytes);
 
-  // The next call's number (1, 2, ...), the same on every rank.
-  uint32_t nextEpoch() { return ++epoch_; }
+  // The next call's number (1, 2, ...), the same on every rank: a call of one step.
+  uint32_t nextEpoch() { return advance(1) + 1; }
+  // A call of `steps` steps (its pieces): returns b, the last step before it; its steps are
+  // b + 1 ... b + steps, modulo 2^32: the waits compare cyclically ((int32_t)(flag - value) >= 0,
+  // cuStreamWaitValue32's GEQ), so the count may wrap as long as no wait is 2^31 steps behind.
+  uint32_t advance(uint32_t steps) {
+    const uint32_t before = epoch_.load(std::memory_order_relaxed);
+    epoch_.store(before + steps, std::memory_order_relaxed);
+    return before;
+  }
 
-  // Sets every flag of this rank's window to the greatest value, so that every wait on them ends:
+  // Sets every flag of this rank's window 2^30 steps ahead of the last step, so that every wait on
+  // them ends (the comparison is cyclic: "the greatest value" would be behind most steps):
   // the communicator is being aborted (a failed deferred check, cclzCommAbort), and the calls'
   // outputs are undefined. Any thread; queued on a stream of its own, which nothing blocks.
   void release() noexcept;
@@ -86,7 +97,7 @@ class PeerWindow {
   int me_ = 0;
   uint8_t* base_ = nullptr;      // this rank's window
   std::vector<uint8_t*> peers_;  // every rank's window as mapped here (this rank's own at me_)
-  uint32_t epoch_ = 0;
+  std::atomic<uint32_t> epoch_{0};  // the last step; release() reads it from any thread
   cudaStream_t release_ = nullptr;
   void* writeValue_ = nullptr;   // cuStreamWriteValue32
   void* waitValue_ = nullptr;    // cuStreamWaitValue32
@@ -96,13 +107,12 @@ class PeerWindow {
 // ncclGetPeerPointer), into `out` (host, n entries). Waits for it.
 void peerPointers(ncclWindow_t window, int n, std::vector<uint8_t*>* out);
 
-}  // namespace overlap
 }  // namespace cclz
 
-#else  // without NCCL's device API there is none: the type only completes DeviceOverlap's member
+#else  // without NCCL's device API there is none: the type only completes its users' members
 
-namespace cclz::overlap {
+namespace cclz {
 class PeerWindow {};
-}  // namespace cclz::overlap
+}  // namespace cclz
 
 #endif  // CCLZ_HAVE_NCCL_DEVICE_API

@@ -1,17 +1,18 @@
-#include "overlap/peer_window.h"
+#include "transport/nccl/peer_window.h"
 
 #ifdef CCLZ_HAVE_NCCL_DEVICE_API
 
 #include <cuda.h>
 
 #include <string>
+#include <vector>
 
 #include "codec/device.h"
 #include "common/error.h"
 #include "common/trace.h"
 #include "transport/nccl/nccl_transport.h"
 
-namespace cclz::overlap {
+namespace cclz {
 namespace {
 
 // cuStreamWriteValue32 and cuStreamWaitValue32 alike.
@@ -72,7 +73,14 @@ PeerWindow::PeerWindow(NcclTransport& t) : symmetric_(t.commHandle(), 1), me_(t.
 PeerWindow::~PeerWindow() { cudaStreamDestroy(release_); }
 
 void PeerWindow::release() noexcept {
-  if (base_) cudaMemsetAsync(base_, 0xFF, kFlagBytes, release_);
+  if (!base_) return;
+  // NOTE: not a memset to 0xFF: as a cyclic comparison 0xFFFFFFFF is behind every step from 1 to
+  // 2^31 - 1, and the waits would go on.
+  static_assert(kFlagBytes == 2 * kMaxRanks * sizeof(uint32_t), "the flags are 32-bit words");
+  std::vector<uint32_t> ahead(2 * kMaxRanks, epoch_.load() + (1u << 30));
+  if (cudaMemcpyAsync(base_, ahead.data(), kFlagBytes, cudaMemcpyHostToDevice, release_) ==
+      cudaSuccess)
+    cudaStreamSynchronize(release_);  // the pageable source must outlive the copy
 }
 
 void PeerWindow::reserve(uint64_t bytes) {
@@ -85,7 +93,7 @@ void PeerWindow::reserve(uint64_t bytes) {
   for (size_t r = 0; r < peers_.size(); ++r)
     CCLZ_REQUIRE(peers_[r], cclzNotSupported,
                  "rank " + std::to_string(r) + "'s window is not mapped here");
-  epoch_ = 0;  // the new window's flags are zero on every rank
+  epoch_.store(0);  // the new window's flags are zero on every rank
   CCLZ_TRACE("overlap: peer window of %llu bytes",
              static_cast<unsigned long long>(symmetric_.windowBytes()));
 }
@@ -113,6 +121,6 @@ void PeerWindow::waitConsumed(cudaStream_t s, int by, uint32_t value) const {
   wait(s, consumedIn(base_, by), value);
 }
 
-}  // namespace cclz::overlap
+}  // namespace cclz
 
 #endif  // CCLZ_HAVE_NCCL_DEVICE_API

@@ -1,4 +1,4 @@
-#include "overlap/peer_window.h"
+#include "transport/nccl/peer_window.h"
 
 #ifdef CCLZ_HAVE_NCCL_DEVICE_API
 
@@ -7,7 +7,7 @@
 #include "codec/device.h"
 #include "common/error.h"
 
-namespace cclz::overlap {
+namespace cclz {
 namespace {
 
 __global__ void peerPointersKernel(ncclWindow_t window, int n, void** out) {
@@ -31,6 +31,6 @@ void peerPointers(ncclWindow_t window, int n, std::vector<uint8_t*>* out) {
   for (int r = 0; r < n; ++r) (*out)[r] = static_cast<uint8_t*>(host[r]);
 }
 
-}  // namespace cclz::overlap
+}  // namespace cclz
 
 #endif  // CCLZ_HAVE_NCCL_DEVICE_API
