@@ -58,13 +58,15 @@
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
-#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter
-#              (CCLZ_FUSED=1): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
+#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter, each path of
+#              CCLZ_FUSED_MODES (default "1 ce": frames stored by a kernel, copied by the copy
+#              engines): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
-#              op's sweep 4 MiB - 1 GiB over NVLink, nccl-tests' timing: fused, and the codec's
-#              pipeline, each beside plain NCCL; a short table per op (plain, pipeline, fused);
-#              then each op's timeline at 64 MiB (CCLZ_TIMELINE=1). Without build among the stages
-#              it builds only nccl_fused_tests and cclz-perf.
+#              op's sweep 4 MiB - 1 GiB over NVLink, nccl-tests' timing: each fused path, and the
+#              codec's pipeline, each beside plain NCCL; a short table per op; then each op's
+#              timeline at 64 MiB (CCLZ_TIMELINE=1). CCLZ_FUSED_ARGS: more cclz-perf options for
+#              the sweeps (--fp8-row-elems 4096, --piece-bytes 16M); CCLZ_FUSED_TESTS=0: no tests.
+#              Without build among the stages it builds only nccl_fused_tests and cclz-perf.
 #   overlap    (2 or more GPUs) the overlapped TP GEMMs' device path: nccl_overlap_tests on 2
 #              and 4 ranks, then bench/python/overlap_gemm.py over NVLink (CCLZ_OVERLAP_NODES=1:
 #              also over two emulated nodes; CCLZ_OVERLAP_ARGS: its options), then one shape's
@@ -948,21 +950,33 @@ if has fused; then
     echo "fused build (nccl_fused_tests, cclz-perf): exit $status" | tee -a "$summary"
     [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
   fi
-  for n in 2 4; do
-    [ "$n" -le "$ngpu" ] || continue
-    gtests "fused nccl_fused_tests" "$n" $build/tests/collective/nccl_fused_tests
+  # CCLZ_FUSED_MODES: the fused paths to test and sweep (1: frames stored by a kernel, ce: copied
+  # by the copy engines); CCLZ_FUSED_ARGS: more cclz-perf options for every sweep (the row length,
+  # the piece); CCLZ_FUSED_TESTS=0 skips the tests (a second sweep in the same call).
+  modes=${CCLZ_FUSED_MODES:-1 ce}
+  read -r -a fusedargs <<<"${CCLZ_FUSED_ARGS:-}"
+  for mode in $modes; do
+    [ "${CCLZ_FUSED_TESTS:-1}" = 0 ] && break
+    for n in 2 4; do
+      [ "$n" -le "$ngpu" ] || continue
+      gtests "fused nccl_fused_tests CCLZ_FUSED=$mode" "$n" $build/tests/collective/nccl_fused_tests \
+        -x CCLZ_FUSED=$mode
+    done
   done
   fusedparts=$(mktemp -d)
   for op in allgather reducescatter; do
-    for setting in pipeline fused; do
+    for setting in pipeline $modes; do
       launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
                 -x NCCL_NVLS_ENABLE)
       extra=()
-      [ $setting = fused ] && extra=(--fused)
-      bench fused "${op}_fp8_$setting" --op $op --codec fp8 --device gpu -b 4M -e 1G -f 4 \
-        -n 20 -w 5 --batch --adaptive off "${extra[@]}"
-      cp "$(ls "$parts"/[0-9]*_fused__${op}_fp8_$setting.json | tail -1)" \
-        "$fusedparts/${op}_$setting.json" 2>/dev/null
+      [ $setting != pipeline ] && extra=(--fused=$setting)
+      name=$setting
+      [ $setting = 1 ] && name=fused
+      [ $setting = ce ] && name=fusedce
+      bench fused "${op}_fp8_$name" --op $op --codec fp8 --device gpu -b 4M -e 1G -f 4 \
+        -n 20 -w 5 --batch --adaptive off "${extra[@]}" "${fusedargs[@]}"
+      cp "$(ls "$parts"/[0-9]*_fused__${op}_fp8_$name.json | tail -1)" \
+        "$fusedparts/${op}_$name.json" 2>/dev/null
     done
   done
   launcher=()
@@ -973,37 +987,34 @@ import json, os, sys
 d = sys.argv[1]
 for op in ("allgather", "reducescatter"):
     runs = {}
-    for s in ("pipeline", "fused"):
+    for s in ("pipeline", "fused", "fusedce"):
         p = os.path.join(d, f"{op}_{s}.json")
         runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
     print(f"# fused: fp8 {op} over NVLink, per call (us), speedup over plain NCCL of the same run")
     # NOTE: no line starts with "#   ": the script's end prints bench.log without those.
-    print("#size(B)%7s %10s %10s %8s %10s %8s %7s" % ("", "nccl", "pipeline", "x", "fused", "x",
-                                                      "wrong"))
-    for size in sorted(set(runs["pipeline"]) | set(runs["fused"])):
-        p, f = runs["pipeline"].get(size), runs["fused"].get(size)
-        base = (f or p)["baseline_time_us"]
+    print("#size(B)%7s %10s %10s %8s %10s %8s %10s %8s %7s" % (
+        "", "nccl", "pipeline", "x", "fused", "x", "fused-ce", "x", "wrong"))
+    for size in sorted(set().union(*runs.values())):
+        got = [runs[s].get(size) for s in ("pipeline", "fused", "fusedce")]
+        base = next(r for r in got if r)["baseline_time_us"]
         cell = lambda r: ("%10.1f %8.2f" % (r["time_us"], r["speedup"])) if r else "%10s %8s" % ("-", "-")
-        wrong = f.get("wrong") if f else None
-        print("  %12d %10.1f %s %s %7s" % (size, base, cell(p), cell(f), "-" if wrong is None else wrong))
+        wrong = sum(r.get("wrong") or 0 for r in got if r)
+        print("  %12d %10.1f %s %s %s %7d" % (size, base, *map(cell, got), wrong))
 PY
   rm -rf "$fusedparts"
   # Where a fused call's time goes: each piece's encode, push and decode spans at 64 MiB
   # (CCLZ_TIMELINE=1; one rank's last calls; docs/collectives.md, "Fused NVLink paths").
-  for op in allgather reducescatter; do
-    echo "== fused timeline: $op fp8 64 MiB, rank 0" >>"$OUT/bench.log"
-    timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" \
-      -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 $perf --op $op --codec fp8 --device gpu -b 64M \
-      -e 64M -n 2 -w 1 --batch --adaptive off --fused 2>&1 | grep '^cclz-timeline' |
-      awk '!first { first = $3 } $3 == first' | tail -40 >>"$OUT/bench.log"
+  for mode in $modes; do
+    for op in allgather reducescatter; do
+      echo "== fused timeline: $op fp8 64 MiB, CCLZ_FUSED=$mode ${fusedargs[*]}, rank 0" \
+        >>"$OUT/bench.log"
+      timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" \
+        -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 $perf --op $op --codec fp8 --device gpu -b 64M \
+        -e 64M -n 2 -w 1 --batch --adaptive off --fused=$mode "${fusedargs[@]}" 2>&1 |
+        grep '^cclz-timeline' | awk '!first { first = $3 } $3 == first' | tail -40 \
+        >>"$OUT/bench.log"
+    done
   done
-  # The same all-gather with the row length given, as the TP layers give it (hidden 4096): the
-  # encode without the kernels that choose the row length from the data.
-  echo "== fused timeline: allgather fp8 64 MiB, rows of 4096, rank 0" >>"$OUT/bench.log"
-  timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" \
-    -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 $perf --op allgather --codec fp8 --fp8-row-elems 4096 \
-    --device gpu -b 64M -e 64M -n 2 -w 1 --batch --adaptive off --fused 2>&1 |
-    grep '^cclz-timeline' | awk '!first { first = $3 } $3 == first' | tail -40 >>"$OUT/bench.log"
 fi
 
 # bench.json: [{stage, name, command, rows: [...]}, ...] in the order the benchmarks ran.

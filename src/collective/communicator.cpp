@@ -59,7 +59,14 @@ CommSettings CommSettings::fromEnvironment() {
   }
   s.highPriorityMove = !envSwitch("CCLZ_MOVE_PRIORITY", "high", "normal");
   s.transportFrames = envSwitch("CCLZ_NCCL_WINDOWS", "0", "1");
-  s.fused = envSwitch("CCLZ_FUSED", "0", "1");
+  if (const char* fused = std::getenv("CCLZ_FUSED"); fused && *fused) {
+    const std::string v = fused;
+    CCLZ_REQUIRE(v == "0" || v == "1" || v == "ce", cclzInvalidArgument,
+                 "CCLZ_FUSED=" + v + ": expected 0 (the default), 1 (frames stored by a kernel) "
+                 "or ce (frames copied by the copy engines)");
+    s.fused = v != "0";
+    s.fusedCopyEngines = v == "ce";
+  }
   if (const char* sms = std::getenv("CCLZ_OVERLAP_COMM_SMS"); sms && *sms) {
     char* end = nullptr;
     const long v = std::strtol(sms, &end, 10);
@@ -118,7 +125,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   // A host communicator has no NVLink to fuse over: CCLZ_FUSED leaves it as it is.
   if (settings_.fused && transport_->memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_NCCL
-    fused_ = makeFusedNvlink(*transport_);
+    fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines);
 #else
     CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED=1 needs a build with NCCL");
 #endif

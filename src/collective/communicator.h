@@ -62,10 +62,12 @@ struct CommSettings {
   // (tune/tuner.h; cclzCommConfig_t.adaptive, else CCLZ_ADAPTIVE=0|1; on by default). Not with
   // async: a queued call's time is known too late to choose the next one's path.
   bool adaptive = true;
-  // Device communicators: the fused NVLink paths (CCLZ_FUSED=1; collective/fused_nvlink.h), made
-  // at creation (a collective: NCCL's device communicator). Off by default: correct on GPUs, not
-  // yet faster than NCCL (docs/collectives.md, "Fused NVLink paths").
+  // Device communicators: the fused NVLink paths (CCLZ_FUSED=1, frames stored by a kernel, or
+  // CCLZ_FUSED=ce, copied by the copy engines; collective/fused_nvlink.h), made at creation (a
+  // collective: NCCL's device communicator). Off by default: not yet faster than NCCL
+  // (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
+  bool fusedCopyEngines = false;  // CCLZ_FUSED=ce
   // Device communicators: the multiprocessors the overlapped GEMMs leave to the transfers,
   // encodes and decodes that run beside them (CCLZ_OVERLAP_COMM_SMS; 0: the GEMMs plan for every
   // one; -1, unset: overlapReservedSms() chooses). cuBLASLt's Hopper GEMMs keep one CTA on every
@@ -91,8 +93,8 @@ struct CommSettings {
   OverlapCopy overlapCopy = OverlapCopy::Nccl;
 
   // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
-  // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Off by default until measured on GPUs (docs/collectives.md, "Two-level calls
-  // across nodes").
+  // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Off by default until measured on GPUs
+  // (docs/collectives.md, "Two-level calls across nodes").
   bool twoLevel = false;
 
   // This rank's node, for the layout: empty, the default, names it by $NCCL_HOSTID or the host

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <string>
 
+#include "collective/fused_local.h"
 #include "collective/plan.h"
 #include "collective/timeline.h"
 #include "common/error.h"
@@ -44,33 +45,9 @@ namespace cclz {
 #ifdef CCLZ_HAVE_NCCL_DEVICE_API
 namespace {
 
-uint64_t roundUp(uint64_t v, uint64_t unit) { return (v + unit - 1) / unit * unit; }
-
-bool isCapturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
-// Device memory of this rank alone (cudaMalloc). The caller grows it outside captures only, once
-// no queued work uses it.
-class LocalArea {
- public:
-  ~LocalArea() { cudaFree(p_); }
-  uint8_t* get() const { return p_; }
-  bool covers(uint64_t bytes) const { return bytes <= bytes_; }
-  void grow(uint64_t bytes) {
-    if (covers(bytes)) return;
-    cudaFree(p_);
-    p_ = nullptr, bytes_ = 0;
-    CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), bytes));
-    bytes_ = bytes;
-  }
-
- private:
-  uint8_t* p_ = nullptr;
-  uint64_t bytes_ = 0;
-};
+using fused::isCapturing;
+using fused::LocalArea;
+using fused::roundUp;
 
 class NcclFusedNvlink final : public FusedNvlink {
  public:
@@ -293,7 +270,9 @@ class NcclFusedNvlink final : public FusedNvlink {
                       windowSlot(s, set, 0), s.slot, frameBytes, piece.count, me, n,
                       s.staged ? staging_.get() : out,
                       s.staged ? s.stagedStride : s.a.count * eb, status_);
-    if (s.staged) copyOut(out, s.a.count * eb, s.stagedStride, piece.count * eb, n, decode_);
+    if (s.staged)
+      fused::copyStagedOut(out, s.a.count * eb, staging_.get(), s.stagedStride, piece.count * eb,
+                           n, decode_);
   }
 
   // Reduce-scatter D: the owner sums the n frames of its piece in rank order in fp32 (its own
@@ -318,20 +297,6 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
  public:
-  // The staged parts to their places: one 2D copy, or one copy per rank where the output's
-  // pitch is above what a 2D copy takes (2^31 - 1 bytes per rank: cudaDevAttrMaxPitch).
-  void copyOut(uint8_t* out, uint64_t pitch, uint64_t stagedPitch, uint64_t bytes, int n,
-               cudaStream_t stream) {
-    if (pitch <= 0x7FFFFFFFull) {
-      CCLZ_CUDA_CHECK(cudaMemcpy2DAsync(out, pitch, staging_.get(), stagedPitch, bytes, n,
-                                        cudaMemcpyDeviceToDevice, stream));
-      return;
-    }
-    for (int r = 0; r < n; ++r)
-      CCLZ_CUDA_CHECK(cudaMemcpyAsync(out + r * pitch, staging_.get() + r * stagedPitch, bytes,
-                                      cudaMemcpyDeviceToDevice, stream));
-  }
-
   cclzResult_t pollError(std::string* message) override {
     return takeDecodeError(status_, "the fused path's decode", message);
   }
@@ -354,17 +319,18 @@ class NcclFusedNvlink final : public FusedNvlink {
 
 }  // namespace
 
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport) {
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines) {
   auto* nccl = dynamic_cast<NcclTransport*>(&transport);
-  CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_FUSED=1 is for device (NCCL) communicators");
+  CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_FUSED is for device (NCCL) communicators");
+  if (copyEngines) return makeFusedCopyEngines(*nccl);
   return std::make_unique<NcclFusedNvlink>(*nccl);
 }
 
 #else  // no NCCL device API
 
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&) {
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool) {
   CCLZ_FAIL(cclzNotSupported,
-            "CCLZ_FUSED=1 needs NCCL's device API (NCCL 2.28 or later at build time)");
+            "CCLZ_FUSED needs NCCL's device API (NCCL 2.28 or later at build time)");
 }
 
 #endif

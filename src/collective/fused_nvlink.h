@@ -2,8 +2,9 @@
 // "Fused NVLink paths"): no NCCL kernel on the data path. Each piece's frames are encoded locally;
 // a kernel stores each into its peer's slot of an NCCL symmetric window over NVLink and meets the
 // peers at an LSA barrier; the frames are decoded (and, for a reduce-scatter, summed in rank
-// order) from local memory; a closing barrier frees the slots for the next piece. Opt-in
-// (CCLZ_FUSED=1 at communicator creation); only where every rank is in one LSA team.
+// order) from local memory; a closing barrier frees the slots for the next piece. Or the frames
+// are copied by the copy engines, with flags in place of barriers (fused_copy_engines.cpp).
+// Opt-in (CCLZ_FUSED=1 or ce at communicator creation); only where every rank is in one LSA team.
 #pragma once
 
 #include <memory>
@@ -41,7 +42,11 @@ class FusedNvlink {
 // Collective over the transport's ranks (ncclDevCommCreate): an NCCL transport built against
 // NCCL's device API (2.28 or later). Throws cclzNotSupported otherwise. Where the ranks are not
 // all in one LSA team the object exists and takes no call (every rank alike), and the reason is
-// traced (CCLZ_TRACE).
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport);
+// traced (CCLZ_TRACE). copyEngines (CCLZ_FUSED=ce): the frames move by the copy engines
+// (fused_copy_engines.cpp), else a kernel stores them (fused_nvlink.cpp).
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines);
+
+class NcclTransport;
+std::unique_ptr<FusedNvlink> makeFusedCopyEngines(NcclTransport& transport);
 
 }  // namespace cclz

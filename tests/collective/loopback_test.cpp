@@ -486,8 +486,13 @@ TEST(CommSettingsTest, FromEnvironment) {
   EXPECT_FALSE(CommSettings::fromEnvironment().fused);  // off by default
   setenv("CCLZ_FUSED", "1", 1);
   EXPECT_TRUE(CommSettings::fromEnvironment().fused);
+  EXPECT_FALSE(CommSettings::fromEnvironment().fusedCopyEngines);
+  setenv("CCLZ_FUSED", "ce", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().fused);
+  EXPECT_TRUE(CommSettings::fromEnvironment().fusedCopyEngines);
   setenv("CCLZ_FUSED", "0", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().fused);
+  EXPECT_FALSE(CommSettings::fromEnvironment().fusedCopyEngines);
   expectEnvironmentRefuses("CCLZ_FUSED", "on");
   EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(false), 16);  // beside NCCL's
   EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(true), 0);  // copy engines: none

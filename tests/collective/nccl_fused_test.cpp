@@ -1,12 +1,14 @@
-// The fused NVLink all-gather and reduce-scatter (CCLZ_FUSED=1; docs/collectives.md, "Fused
-// NVLink paths"), one process per GPU under mpirun: their output must be the very bytes of the
-// codec's pipeline (the same fp8 frames, decoded, summed in rank order) on a device communicator
-// without it, and of the host path (the CPU reference over MPI). Ragged counts per rank (1, 7, 4097, 1000001: several pieces of
+// The fused NVLink all-gather and reduce-scatter (CCLZ_FUSED=1, or =ce where the program runs
+// with CCLZ_FUSED=ce; docs/collectives.md, "Fused NVLink paths"), one process per GPU under
+// mpirun: their output must be the very bytes of the codec's pipeline (the same fp8 frames,
+// decoded, summed in rank order) on a device communicator without it, and of the host path (the
+// CPU reference over MPI). Ragged counts per rank (1, 7, 4097, 1000001: several pieces of
 // CCLZ_PIECE_BYTES=1M, and outputs at offsets that are not 16-byte aligned), bf16 and fp32, the
 // E4M3 default and the rotated INT8 grid (the decoder's two paths), three calls queued back to
 // back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
-// inputs. The graph shows that the fused kernels ran: its nodes include pushFrameKernel. Last,
-// a count mismatch caught by a deferred check ends in an error on every rank, not a hang.
+// inputs. The graph shows that the fused kernels ran: its nodes include pushFrameKernel (with
+// the copy engines, a captured call takes the pipeline: none). Last, a count mismatch caught by a
+// deferred check ends in an error on every rank, not a hang.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -29,7 +31,16 @@
 namespace cclz::test {
 namespace {
 
-// A device communicator created with CCLZ_FUSED=1 (the variable is set for its creation only:
+// The fused path under test: CCLZ_FUSED as the program was started with, 1 (frames stored by a
+// kernel) unless it was ce (copied by the copy engines). main() unsets the variable, so that the
+// reference communicators are made without it.
+std::string& fusedMode() {
+  static std::string mode = "1";
+  return mode;
+}
+bool copyEngines() { return fusedMode() == "ce"; }
+
+// A device communicator created with CCLZ_FUSED (the variable is set for its creation only:
 // comms().device, the reference, is created without it).
 cclzComm_t& fusedComm() {
   static cclzComm_t comm = [] {
@@ -39,13 +50,13 @@ cclzComm_t& fusedComm() {
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
     config.adaptive = 0;  // every call through its codec: the fused path
-    setenv("CCLZ_FUSED", "1", 1);
+    setenv("CCLZ_FUSED", fusedMode().c_str(), 1);
     cclzComm_t made = nullptr;
     const cclzResult_t r = cclzCommInitRankConfig(&made, worldSize(), id, worldRank(), &config);
     unsetenv("CCLZ_FUSED");
     if (r != cclzSuccess) {
-      std::fprintf(stderr, "cclzCommInitRankConfig with CCLZ_FUSED=1: %s\n",
-                   cclzGetLastError(nullptr));
+      std::fprintf(stderr, "cclzCommInitRankConfig with CCLZ_FUSED=%s: %s\n",
+                   fusedMode().c_str(), cclzGetLastError(nullptr));
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     return made;
@@ -297,6 +308,8 @@ int kernelNodesNamed(cudaGraph_t graph, const char* name) {
 
 // One call captured after a direct call of the same size (which grew the window), replayed three
 // times on new inputs copied into the captured send buffer: each replay equals the pipeline.
+// With the copy engines the captured call is the pipeline's (their flags carry the call's
+// steps, which a replay would repeat): no push kernel in the graph.
 TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
   const FusedCase& c = GetParam();
   const int n = worldSize(), me = worldRank();
@@ -321,7 +334,10 @@ TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
   ASSERT_EQ(captured, cclzSuccess) << cclzGetLastError(fusedComm());
   const int fusedNodes = kernelNodesNamed(graph, "pushFrameKernel");
   EXPECT_NE(fusedNodes, -1) << "rank " << me << ": no kernel node's name could be read";
-  EXPECT_GE(fusedNodes, 1) << "rank " << me << ": the captured call did not take the fused path";
+  if (copyEngines())
+    EXPECT_EQ(fusedNodes, 0) << "rank " << me << ": a captured call took the kernel path";
+  else
+    EXPECT_GE(fusedNodes, 1) << "rank " << me << ": the captured call did not take the fused path";
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (int replay = 0; replay < 3; ++replay) {
@@ -351,7 +367,7 @@ std::vector<FusedCase> fusedCases() {
 
 INSTANTIATE_TEST_SUITE_P(Fp8, NcclFused, ::testing::ValuesIn(fusedCases()), caseName);
 
-// A device communicator with CCLZ_FUSED=1 of the test's own (the mismatch below aborts it).
+// A device communicator with CCLZ_FUSED of the test's own (the mismatch below aborts it).
 cclzComm_t makeFusedComm() {
   cclzUniqueId id{};
   if (worldRank() == 0) {
@@ -360,7 +376,7 @@ cclzComm_t makeFusedComm() {
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
   config.adaptive = 0;
-  setenv("CCLZ_FUSED", "1", 1);
+  setenv("CCLZ_FUSED", fusedMode().c_str(), 1);
   cclzComm_t comm = nullptr;
   EXPECT_EQ(cclzCommInitRankConfig(&comm, worldSize(), id, worldRank(), &config), cclzSuccess)
       << cclzGetLastError(nullptr);
@@ -368,13 +384,62 @@ cclzComm_t makeFusedComm() {
   return comm;
 }
 
+// The all-gather took the fused path under test itself, not the pipeline (whose bytes are the
+// same): a communicator of the test's own, traced (CCLZ_TRACE=1 at its creation), makes one
+// call with stderr led into a file, and the trace names the path.
+class NcclFusedPath : public ::testing::TestWithParam<int> {};
+TEST_P(NcclFusedPath, AllGatherTakesTheFusedPath) {
+  const int n = worldSize(), me = worldRank();
+  setenv("CCLZ_TRACE", "1", 1);
+  cclzComm_t comm = makeFusedComm();
+  unsetenv("CCLZ_TRACE");
+  ASSERT_NE(comm, nullptr);
+  const cclzCodecConfig_t codec = fp8Config(cclzFp8E4M3);
+  const size_t count = 4097;
+  const std::vector<uint8_t> in = makeData(DataKind::kGauss1, cclzBfloat16, count, 0, 11);
+  Device send(in.size()), recv(count * n * 2);
+  send.upload(in, comms().stream);
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  char file[] = "/tmp/cclz-fused-trace-XXXXXX";
+  const int fd = mkstemp(file);
+  ASSERT_GE(fd, 0);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  const cclzResult_t r = cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &codec,
+                                       reinterpret_cast<cclzStream_t>(comms().stream));
+  const bool synced = cudaStreamSynchronize(comms().stream) == cudaSuccess;
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::string trace;
+  if (FILE* f = std::fopen(file, "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) trace += line;
+    std::fclose(f);
+  }
+  std::remove(file);
+  ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+  ASSERT_TRUE(synced);
+  const char* expected =
+      copyEngines() ? "fused (copy engines): all-gather of 4097" : "fused: all-gather of 4097";
+  EXPECT_NE(trace.find(expected), std::string::npos)
+      << "rank " << me << ": no \"" << expected << "\" in the call's trace:\n"
+      << trace;
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, NcclFusedPath, ::testing::Values(0));
+
 // A later call whose count differs on the last rank (its check deferred: the data moves before
 // the verdict): the last rank queues one piece, the others two, so the others' second gather
-// kernel waits in its barrier for a peer that never comes. The failed check sets the fused
-// path's abort flag before it aborts NCCL: the kernel ends, the stream drains, every rank gets
+// kernel waits in its barrier for a peer that never comes (with the copy engines: their decode
+// stream waits for a flag that never comes). The failed check sets the fused path's abort flag
+// (releases the flags) before it aborts NCCL: the wait ends, the stream drains, every rank gets
 // the error, and later calls fail. No hang (the stage's timeout would end one).
-// NOTE: a parameterized suite (one case) registered after NcclFused, so that it runs last: gtest
-// runs the TEST() suites first, and this one aborts a communicator.
+// NOTE: a parameterized suite (one case) registered after NcclFused and NcclFusedPath, so that
+// it runs last: gtest runs the TEST() suites first, and this one aborts a communicator.
 class NcclFusedMismatch : public ::testing::TestWithParam<int> {};
 TEST_P(NcclFusedMismatch, DeferredCountMismatchEndsWithAnErrorNotAHang) {
   const int n = worldSize(), me = worldRank();
@@ -418,6 +483,9 @@ int main(int argc, char** argv) {
   using namespace cclz::test;
   // 1 MiB pieces: the 1000001-value cases run several pieces, fp32 more than the window's slot
   // sets (so that a set is reused within a call).
+  if (const char* mode = std::getenv("CCLZ_FUSED"); mode && std::string(mode) == "ce")
+    fusedMode() = "ce";
+  unsetenv("CCLZ_FUSED");
   if (const int skip = startNcclTests(&argc, argv, "1M")) return skip;
   fusedComm();
   const bool passed = allRanks(RUN_ALL_TESTS() == 0);

@@ -94,6 +94,7 @@ std::vector<Difference> differences() {
       {"adaptive", [](CommSettings& s) { s.adaptive = !s.adaptive; }},
       {"CCLZ_OVERLAP_GATHER", [](CommSettings& s) { s.overlapMergedGather = true; }},
       {"CCLZ_OVERLAP_COPY", [](CommSettings& s) { s.overlapCopy = OverlapCopy::Auto; }},
+      {"CCLZ_FUSED", [](CommSettings& s) { s.fused = s.fusedCopyEngines = true; }},
   };
 }
 

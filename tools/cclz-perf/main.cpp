@@ -211,9 +211,11 @@ int main(int argc, char** argv) {
                  "says which path its timed calls took")
       ->check(CLI::IsMember({"default", "on", "off"}))
       ->capture_default_str();
-  app.add_flag("--fused", opt.fused,
-               "collectives on the GPU: CCLZ_FUSED=1 for cclz's communicator (the fused NVLink "
-               "fp8 all-gather and reduce-scatter where they apply); also on when CCLZ_FUSED=1 is set");
+  app.add_flag("--fused{1}", opt.fused,
+               "collectives on the GPU: CCLZ_FUSED for cclz's communicator, the fused NVLink fp8 "
+               "all-gather and reduce-scatter where they apply: --fused (=1) stores the frames "
+               "by a kernel, --fused=ce copies them by the copy engines; also as CCLZ_FUSED is set")
+      ->check(CLI::IsMember({"1", "ce"}));
   app.add_flag("--batch", opt.batch,
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
                "(one event pair) at the end (nccl-tests' timing), 5 rounds, median; default: "
@@ -250,7 +252,8 @@ int main(int argc, char** argv) {
     if (pieceBytes.empty() && pieceEnv && *pieceEnv) pieceBytes = pieceEnv;
     if (!pieceBytes.empty()) opt.pieceBytes = perf::parseBytes(pieceBytes, "--piece-bytes");
     const char* fusedEnv = std::getenv("CCLZ_FUSED");
-    if (fusedEnv && std::string(fusedEnv) == "1") opt.fused = true;
+    const std::string fusedSet = fusedEnv ? fusedEnv : "";
+    if (opt.fused.empty() && (fusedSet == "1" || fusedSet == "ce")) opt.fused = fusedSet;
     if (opt.minBytes > opt.maxBytes)
       perf::fail("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", opt.minBytes,
                  opt.maxBytes);

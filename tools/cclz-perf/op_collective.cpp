@@ -457,7 +457,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
     const std::string& deviceText = dev.text;
     // Without --piece-bytes (or CCLZ_PIECE_BYTES), the library picks the piece per call.
     if (opt.pieceBytes) setenv("CCLZ_PIECE_BYTES", std::to_string(opt.pieceBytes).c_str(), 1);
-    if (opt.fused) setenv("CCLZ_FUSED", "1", 1);
+    if (!opt.fused.empty()) setenv("CCLZ_FUSED", opt.fused.c_str(), 1);
 
     cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
     commConfig.adaptive = opt.adaptive;
@@ -511,9 +511,11 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       fmt::print("#   adaptive {}: path = how cclz's timed calls ran (compressed, or plain where "
                  "its trials found plain data faster)\n",
                  opt.adaptive == 1 ? "on" : opt.adaptive == 0 ? "off" : "default");
-      if (opt.fused)
-        fmt::print("#   fused: CCLZ_FUSED=1, the fp8 all-gather's compressed path is the fused "
-                   "NVLink kernel where every rank shares NVLink\n");
+      if (!opt.fused.empty())
+        fmt::print("#   fused: CCLZ_FUSED={}, the fp8 all-gather's and reduce-scatter's "
+                   "compressed path is the fused NVLink path ({}) where every rank shares NVLink\n",
+                   opt.fused, opt.fused == "ce" ? "frames copied by the copy engines"
+                                                : "frames stored by a kernel");
       if (gpu)
         fmt::print("#   mem(MiB): the device memory cclz's calls have taken so far in the run "
                    "(scratch, frames, windows: grown by the first calls of a larger size, kept)\n");
@@ -660,7 +662,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                                     : opt.adaptive == 0 ? "off"
                                                         : "default"},
                        {"timing", opt.batch ? "batch" : "each"},
-                       {"fused", opt.fused}});
+                       {"fused", opt.fused.empty() ? "0" : opt.fused}});
       std::ofstream(opt.json) << all.dump(1) << "\n";
     }
     if (rank == 0 && exitCode) fmt::print("# FAILED: some iterations were wrong\n");

@@ -62,9 +62,11 @@ struct Options {
   uint64_t pieceBytes = 0;    // CCLZ_PIECE_BYTES for the run; 0: the library's choice per call
   // cclzCommConfig_t.adaptive: 1 on, 0 off, CCLZ_ADAPTIVE_DEFAULT the library's default.
   int adaptive = CCLZ_ADAPTIVE_DEFAULT;
-  // CCLZ_FUSED=1 for the device communicator: the fp8 all-gather takes the fused NVLink path
-  // (docs/collectives.md, "Fused NVLink paths") in cclz's column; the baseline stays plain NCCL.
-  bool fused = false;
+  // CCLZ_FUSED for the device communicator, "" (off), "1" (frames stored by a kernel) or "ce"
+  // (frames copied by the copy engines): the fp8 all-gather and reduce-scatter take a fused
+  // NVLink path (docs/collectives.md, "Fused NVLink paths") in cclz's column; the baseline stays
+  // plain NCCL.
+  std::string fused;
 
   // The overlapped GEMMs (op_overlap.cpp): the product's columns and inner size per rank; 0: the
   // op's Llama-3-70B MLP shape at TP4.

@@ -26,7 +26,7 @@ void* driverFunction(const char* name) {
       cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
   CCLZ_REQUIRE(e == cudaSuccess && found == cudaDriverEntryPointSuccess && fn, cclzNotSupported,
                std::string("the CUDA driver has no ") + name +
-                   " (stream memory operations, for CCLZ_OVERLAP_COPY=ce)");
+                   " (stream memory operations, for the copy engines' transfers)");
   return fn;
 }
 
@@ -59,12 +59,12 @@ std::string PeerWindow::unavailableHere(NcclTransport& t) {
 // paths make theirs, the case measured on the device.
 PeerWindow::PeerWindow(NcclTransport& t) : symmetric_(t.commHandle(), 1), me_(t.rank()) {
   CCLZ_REQUIRE(symmetric_.wholeTeam(), cclzNotSupported,
-               "CCLZ_OVERLAP_COPY=ce needs every rank's memory in reach over NVLink (one LSA "
+               "the copy engines' transfers need every rank's memory in reach over NVLink (one LSA "
                "team); this communicator's team has " +
                    std::to_string(symmetric_.lsaSize()) + " of " + std::to_string(t.size()) +
                    " ranks");
   CCLZ_REQUIRE(static_cast<uint64_t>(t.size()) <= kMaxRanks, cclzNotSupported,
-               "CCLZ_OVERLAP_COPY=ce takes at most " + std::to_string(kMaxRanks) + " ranks");
+               "the copy engines' transfers take at most " + std::to_string(kMaxRanks) + " ranks");
   writeValue_ = driverFunction("cuStreamWriteValue32");
   waitValue_ = driverFunction("cuStreamWaitValue32");
   CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(&release_, cudaStreamNonBlocking));
