@@ -9,16 +9,17 @@
 // reused within it, and the pieces flow without closing barriers. Streams and steps, piece k:
 //   E encode stream: the codec's encode: an all-gather's frame into this rank's own place of its
 //      window; a reduce-scatter's frame per destination into a local area;
-//   P push stream of peer p: after E(k), the copy of p's frame into this rank's place of p's
-//      window (cudaMemcpyAsync: a copy engine), then arrived[me] = step k in p's window (a
-//      stream memory operation ordered after the copy);
-//   D decode stream: after E(k) (the own frame) and arrived[r] >= step k for every peer r (a
+//   P push stream of peer p: after E(k) (and, for the first piece, once consumed[p] >= 1: p has
+//      read this rank's frames of the last call; then consumed[p] = 0), the copy of p's frame
+//      into this rank's place of p's window (cudaMemcpyAsync: a copy engine), then arrived[me] =
+//      k + 1 in p's window (a stream memory operation, ordered after the copy);
+//   D decode stream: after E(k) (the own frame) and arrived[r] >= k + 1 for every peer r (a
 //      stream wait on local memory), the frames decoded: every rank's for an all-gather (one
 //      kernel), summed in rank order in fp32 for a reduce-scatter.
-// After the last piece, D sets consumed[me] = the call's last step in every peer's window; a
-// later call copies into peer p only once consumed[p] has reached it. The steps are numbered
-// alike on every rank (every rank makes the same calls with the same pieces), and the frames are
-// the pipeline's (plan.pieceElems), so the outputs are its bytes.
+// After the last piece, D sets its own arrived flags back to 0, then consumed[me] = 1 in every
+// peer's window. Every flag's value is the same in every call, so a call captured into a CUDA
+// graph replays correctly (the stream memory operations become graph nodes). The frames are the
+// pipeline's (plan.pieceElems), so the outputs are its bytes.
 #include "collective/fused_nvlink.h"
 #include "transport/nccl/nccl_symmetric.h"  // CCLZ_HAVE_NCCL_DEVICE_API where NCCL has it
 
@@ -78,7 +79,7 @@ class CopyEngineFused final : public FusedNvlink {
     }
   }
   ~CopyEngineFused() override {
-    if (hasLast_) cudaEventSynchronize(last_);
+    if (hasLast_ && !lastCaptured_) cudaEventSynchronize(last_);
     for (cudaEvent_t e : {start_, encoded_, joinEncode_, done_, last_}) cudaEventDestroy(e);
     for (cudaEvent_t e : pushed_) cudaEventDestroy(e);
     for (cudaStream_t s : push_) cudaStreamDestroy(s);
@@ -91,16 +92,14 @@ class CopyEngineFused final : public FusedNvlink {
     CCLZ_TRACE("fused (copy engines): flags released");
   }
 
-  // A captured call takes the pipeline: its steps' numbers would repeat in every replay. Every
-  // rank captures the same calls, so every rank answers alike.
   bool takes(const CollArgs& a, const Plan& plan) const override {
     return window_ && (a.op == CollOp::AllGather || a.op == CollOp::ReduceScatter) &&
-           plan.use.config.codec == cclzCodecFp8 && a.count > 0 && a.step == nullptr &&
-           !isCapturing(reinterpret_cast<cudaStream_t>(a.stream));
+           plan.use.config.codec == cclzCodecFp8 && a.count > 0 && a.step == nullptr;
   }
 
   void run(const CollArgs& a, const Plan& plan) override {
     auto stream = reinterpret_cast<cudaStream_t>(a.stream);
+    const bool capturing = isCapturing(stream);
     const Codec& codec = *plan.use.codec;
     const cclzCodecConfig_t& config = plan.use.config;
     const int n = t_.size(), me = t_.rank(), dtype = plan.use.dtype;
@@ -128,44 +127,47 @@ class CopyEngineFused final : public FusedNvlink {
     const uint64_t outgoingBytes = gather ? 0 : n * rankBytes;
     const uint64_t accBytes = gather ? 0 : roundUp(first * sizeof(float), 256);
     const uint64_t stagingBytes = staged ? (gather ? n : 1) * stagedStride : 0;
-    window_->reserve(n * rankBytes);
-    if (!scratch_.covers(scratchBytes) || !outgoing_.covers(outgoingBytes) ||
-        !acc_.covers(accBytes) || !staging_.covers(stagingBytes)) {
-      if (hasLast_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
+    if (!window_->covers(n * rankBytes) || !scratch_.covers(scratchBytes) ||
+        !outgoing_.covers(outgoingBytes) || !acc_.covers(accBytes) ||
+        !staging_.covers(stagingBytes)) {
+      CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
+                   "the fused path's window or scratch must grow (the window's registration is "
+                   "collective, and nothing is allocated while the stream is captured into a "
+                   "CUDA graph): make a call of this size before capturing");
+      if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
+      // The same decision on every rank (the same call, the same window so far).
+      if (window_->reserve(n * rankBytes)) window_->markConsumed(1);
       scratch_.grow(scratchBytes);
       outgoing_.grow(outgoingBytes);
       acc_.grow(accBytes);
       staging_.grow(stagingBytes);
     }
 
-    // After the caller's work, and after this communicator's last fused call (whose areas this
-    // one reuses), on every stream of the call.
-    if (hasLast_) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
-    timeline_.start(stream);
+    // After the caller's work, and a direct call after this communicator's last direct fused
+    // call (whose areas it reuses). A captured call waits for none (the runtime refuses a wait on
+    // work outside the capture): there the caller's stream orders the calls, as on the kernel
+    // path.
+    if (!capturing && hasLast_ && !lastCaptured_)
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+    if (!capturing) timeline_.start(stream);
     CCLZ_CUDA_CHECK(cudaEventRecord(start_, stream));
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, start_));
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, start_));
     for (int p = 0; p < n; ++p)
       if (p != me) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_[p], start_));
 
-    const Call call{a,
-                    plan,
-                    slot,
-                    rankBytes,
-                    staged,
-                    stagedStride,
-                    DeviceWorkspace{status_, scratch_.get(), scratchBytes, 0},
-                    window_->advance(static_cast<uint32_t>(pieces))};
+    const Call call{a, plan, slot, rankBytes, staged, stagedStride,
+                    DeviceWorkspace{status_, scratch_.get(), scratchBytes, 0}};
     for (uint64_t k = 0; k < pieces; ++k) {
       const Span piece = pieceOf(Span{0, count}, pieceElems, k);
-      const uint32_t step = call.before + static_cast<uint32_t>(k) + 1;
+      const auto arrived = static_cast<uint32_t>(k + 1);  // arrived[r]'s value for the piece
       timeline_.open(Stage::Encode, static_cast<int>(k), encode_);
       encode(call, k, piece);
       CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));
-      push(call, k, piece, step);
+      push(call, k, piece, arrived);
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, encoded_));
       for (int r = 0; r < n; ++r)
-        if (r != me) window_->waitArrived(decode_, r, step);
+        if (r != me) window_->waitArrived(decode_, r, arrived);
       timeline_.open(Stage::Decode, static_cast<int>(k), decode_);
       if (gather)
         decodeGather(call, k, piece);
@@ -173,10 +175,12 @@ class CopyEngineFused final : public FusedNvlink {
         decodeReduceScatter(call, k, piece);
     }
     timeline_.close();
-    // Every frame this rank was sent has been read: the peers may write their next call's.
-    const uint32_t lastStep = call.before + static_cast<uint32_t>(pieces);
+    // Every frame this rank was sent has been read: its flags back to 0, then the peers may
+    // write their next call's (they wait for consumed >= 1 before their first copy).
     for (int r = 0; r < n; ++r)
-      if (r != me) window_->setConsumed(decode_, r, lastStep);
+      if (r != me) window_->setOwnArrived(decode_, r, 0);
+    for (int r = 0; r < n; ++r)
+      if (r != me) window_->setConsumed(decode_, r, 1);
 
     // The caller's stream joins every stream of the call.
     CCLZ_CUDA_CHECK(cudaEventRecord(joinEncode_, encode_));
@@ -189,12 +193,12 @@ class CopyEngineFused final : public FusedNvlink {
     CCLZ_CUDA_CHECK(cudaEventRecord(done_, decode_));
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, done_));
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
-    hasLast_ = true;
-    timeline_.report(stream);
-    CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, %llu pieces, steps %u-%u, %s",
+    hasLast_ = true, lastCaptured_ = capturing;
+    if (!capturing) timeline_.report(stream);
+    CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, %llu pieces, %s%s",
                collOpName(a.op), static_cast<unsigned long long>(count),
-               static_cast<unsigned long long>(pieces), call.before + 1, lastStep,
-               staged ? "staged output" : "decoded in place");
+               static_cast<unsigned long long>(pieces),
+               staged ? "staged output" : "decoded in place", capturing ? ", captured" : "");
   }
 
   cclzResult_t pollError(std::string* message) override {
@@ -211,7 +215,6 @@ class CopyEngineFused final : public FusedNvlink {
     bool staged;
     uint64_t stagedStride;
     DeviceWorkspace ws;
-    uint32_t before;  // the last step before the call's (PeerWindow::advance)
   };
 
   // Where rank r's frame of piece k sits in a window (this rank's, or a peer's as mapped here).
@@ -247,19 +250,22 @@ class CopyEngineFused final : public FusedNvlink {
 
   // P(k): each peer's frame into this rank's place of the peer's window, then its flag. The
   // first piece's copy waits until the peer has read the previous call's frames.
-  void push(const Call& c, uint64_t k, const Span& piece, uint32_t step) {
+  void push(const Call& c, uint64_t k, const Span& piece, uint32_t arrived) {
     const int me = t_.rank();
     const uint64_t bytes = frameBytes(c, piece);
     for (int p = 0; p < t_.size(); ++p) {
       if (p == me) continue;
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_[p], encoded_));
-      if (k == 0) window_->waitConsumed(push_[p], p, c.before);
+      if (k == 0) {
+        window_->waitConsumed(push_[p], p, 1);
+        window_->setOwnConsumed(push_[p], p, 0);
+      }
       const uint8_t* frame = c.a.op == CollOp::AllGather
                                  ? window_->localData() + placeOf(c, me, k)
                                  : outgoing(c, p, k);
       CCLZ_CUDA_CHECK(cudaMemcpyAsync(window_->peerData(p) + placeOf(c, me, k), frame, bytes,
                                       cudaMemcpyDeviceToDevice, push_[p]));
-      window_->setArrived(push_[p], p, step);
+      window_->setArrived(push_[p], p, arrived);
     }
   }
 
@@ -309,7 +315,7 @@ class CopyEngineFused final : public FusedNvlink {
   std::vector<cudaEvent_t> pushed_;
   cudaEvent_t start_ = nullptr, encoded_ = nullptr, joinEncode_ = nullptr, done_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
-  bool hasLast_ = false;
+  bool hasLast_ = false, lastCaptured_ = false;
   Timeline timeline_;  // CCLZ_TIMELINE=1: each encode's and decode's span, printed after the call
 };
 

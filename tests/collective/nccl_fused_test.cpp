@@ -306,10 +306,27 @@ int kernelNodesNamed(cudaGraph_t graph, const char* name) {
   return named ? found : -1;
 }
 
+// Nodes of the graph of the driver's node type `type`; -1 where the driver cannot tell.
+int nodesOfType(cudaGraph_t graph, CUgraphNodeType type) {
+  using NodeType = CUresult (*)(CUgraphNode, CUgraphNodeType*);
+  const auto nodeType = driverFunction<NodeType>("cuGraphNodeGetType");
+  size_t count = 0;
+  if (!nodeType || cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return -1;
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return -1;
+  int found = 0;
+  for (cudaGraphNode_t node : nodes) {
+    CUgraphNodeType t;
+    if (nodeType(reinterpret_cast<CUgraphNode>(node), &t) != CUDA_SUCCESS) return -1;
+    if (t == type) ++found;
+  }
+  return found;
+}
+
 // One call captured after a direct call of the same size (which grew the window), replayed three
 // times on new inputs copied into the captured send buffer: each replay equals the pipeline.
-// With the copy engines the captured call is the pipeline's (their flags carry the call's
-// steps, which a replay would repeat): no push kernel in the graph.
+// The graph shows the fused path: the push kernel, or with the copy engines no push kernel and
+// the flags' stream memory operations (batch memory operation nodes).
 TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
   const FusedCase& c = GetParam();
   const int n = worldSize(), me = worldRank();
@@ -334,10 +351,13 @@ TEST_P(NcclFused, CapturedCallReplaysEqualThePipeline) {
   ASSERT_EQ(captured, cclzSuccess) << cclzGetLastError(fusedComm());
   const int fusedNodes = kernelNodesNamed(graph, "pushFrameKernel");
   EXPECT_NE(fusedNodes, -1) << "rank " << me << ": no kernel node's name could be read";
-  if (copyEngines())
+  if (copyEngines()) {
     EXPECT_EQ(fusedNodes, 0) << "rank " << me << ": a captured call took the kernel path";
-  else
+    EXPECT_GE(nodesOfType(graph, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP), 1)
+        << "rank " << me << ": the captured call did not take the copy engines' path";
+  } else {
     EXPECT_GE(fusedNodes, 1) << "rank " << me << ": the captured call did not take the fused path";
+  }
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   for (int replay = 0; replay < 3; ++replay) {
@@ -385,14 +405,15 @@ cclzComm_t makeFusedComm() {
 }
 
 // The all-gather took the fused path under test itself, not the pipeline (whose bytes are the
-// same): a communicator of the test's own, traced (CCLZ_TRACE=1 at its creation), makes one
-// call with stderr led into a file, and the trace names the path.
+// same): a communicator of the test's own, traced (CCLZ_TRACE=1), makes one call with stderr led
+// into a file, and the trace names the path.
 class NcclFusedPath : public ::testing::TestWithParam<int> {};
 TEST_P(NcclFusedPath, AllGatherTakesTheFusedPath) {
   const int n = worldSize(), me = worldRank();
+  // NOTE: set until after the call: every thread of the library reads it again every 256th look
+  // (the checking thread among them), and unset before the call it went off within the call.
   setenv("CCLZ_TRACE", "1", 1);
   cclzComm_t comm = makeFusedComm();
-  unsetenv("CCLZ_TRACE");
   ASSERT_NE(comm, nullptr);
   const cclzCodecConfig_t codec = fp8Config(cclzFp8E4M3);
   const size_t count = 4097;
@@ -413,6 +434,7 @@ TEST_P(NcclFusedPath, AllGatherTakesTheFusedPath) {
   dup2(saved, 2);
   close(saved);
   close(fd);
+  unsetenv("CCLZ_TRACE");
   std::string trace;
   if (FILE* f = std::fopen(file, "r")) {
     char line[512];

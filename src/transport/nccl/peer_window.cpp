@@ -83,8 +83,8 @@ void PeerWindow::release() noexcept {
     cudaStreamSynchronize(release_);  // the pageable source must outlive the copy
 }
 
-void PeerWindow::reserve(uint64_t bytes) {
-  if (base_ && kFlagBytes + bytes <= symmetric_.windowBytes()) return;
+bool PeerWindow::reserve(uint64_t bytes) {
+  if (covers(bytes)) return false;
   // Copies into the old window and waits on its flags may still be queued.
   CCLZ_CUDA_CHECK(cudaDeviceSynchronize());
   symmetric_.growWindow(kFlagBytes + bytes);
@@ -94,8 +94,15 @@ void PeerWindow::reserve(uint64_t bytes) {
     CCLZ_REQUIRE(peers_[r], cclzNotSupported,
                  "rank " + std::to_string(r) + "'s window is not mapped here");
   epoch_.store(0);  // the new window's flags are zero on every rank
-  CCLZ_TRACE("overlap: peer window of %llu bytes",
+  CCLZ_TRACE("copy engines: peer window of %llu bytes",
              static_cast<unsigned long long>(symmetric_.windowBytes()));
+  return true;
+}
+
+void PeerWindow::markConsumed(uint32_t value) {
+  const std::vector<uint32_t> words(kMaxRanks, value);
+  CCLZ_CUDA_CHECK(cudaMemcpy(consumedIn(base_, 0), words.data(), kMaxRanks * sizeof(uint32_t),
+                             cudaMemcpyHostToDevice));
 }
 
 // The default flags order the write after the stream's earlier work, with a memory fence: the
@@ -113,6 +120,12 @@ void PeerWindow::setArrived(cudaStream_t s, int to, uint32_t value) const {
 }
 void PeerWindow::setConsumed(cudaStream_t s, int to, uint32_t value) const {
   write(s, consumedIn(peers_[to], me_), value);
+}
+void PeerWindow::setOwnArrived(cudaStream_t s, int from, uint32_t value) const {
+  write(s, arrivedIn(base_, from), value);
+}
+void PeerWindow::setOwnConsumed(cudaStream_t s, int by, uint32_t value) const {
+  write(s, consumedIn(base_, by), value);
 }
 void PeerWindow::waitArrived(cudaStream_t s, int from, uint32_t value) const {
   wait(s, arrivedIn(base_, from), value);

@@ -8,14 +8,19 @@
 // cuStreamWaitValue32), which take no multiprocessor either: nothing of the transfer competes
 // with the GEMMs for the SMs.
 //
-// Layout of the window, the same on every rank: flags, then data.
-//   arrived[r]: rank r's data up to the step numbered by the value is in this rank's window;
-//   consumed[r]: rank r has read what this rank put in r's window, up to the step of the value.
-// Steps are numbered alike on every rank (a call takes one, or one per piece: advance). A call
-// whose steps follow step b writes into peer p's data only once consumed[p] >= b here, so that
-// p has finished with the earlier call's, then sets arrived[me] to each of its steps in p's
-// window; the reader waits for arrived[r] >= the step, reads, and sets consumed[me] to the
-// call's last step in r's window.
+// Layout of the window, the same on every rank: flags, then data. Two protocols use it:
+//   arrived[r]: rank r's data (of the call numbered by the value, or up to that piece) is in
+//     this rank's window;
+//   consumed[r]: rank r has read what this rank put in r's window.
+// Numbered calls (the overlapped GEMMs: nextEpoch): a call numbered e writes into peer p's data
+// only once consumed[p] >= e - 1 here, then sets arrived[me] = e in p's window; the reader waits
+// for arrived[r] >= e, reads, and sets consumed[me] = e in r's window. Values that repeat (the
+// fused collectives, which a CUDA graph may replay): consumed[p] starts at 1 (markConsumed after
+// a reserve that grew); a call waits for consumed[p] >= 1, sets it to 0 here, writes its pieces
+// into p's data, each followed by arrived[me] = its piece's number + 1 in p's window; the reader
+// waits for each piece's number, reads, then sets its own arrived[r] back to 0 and consumed[me]
+// = 1 in r's window. Every wait is cuStreamWaitValue32's GEQ, a cyclic comparison
+// ((int32_t)(flag - value) >= 0).
 #pragma once
 
 #include "transport/nccl/nccl_symmetric.h"
@@ -51,24 +56,28 @@ class PeerWindow {
   PeerWindow(const PeerWindow&) = delete;
   PeerWindow& operator=(const PeerWindow&) = delete;
 
+  // Whether the data part holds `bytes` already (reserve would return at once).
+  bool covers(uint64_t bytes) const {
+    return base_ && kFlagBytes + bytes <= symmetric_.windowBytes();
+  }
   // Makes the data part hold at least `bytes`: collective (every rank at the same call with the
   // same bytes), never while a stream is captured; waits for the device first, so that no copy
-  // into the old window is in flight. The steps start again at 1.
-  void reserve(uint64_t bytes);
+  // into the old window is in flight. The new window's flags are all 0 (the calls' numbers start
+  // again at 1). True where it grew.
+  bool reserve(uint64_t bytes);
+  // Sets this rank's own consumed flags to `value` (on the host, waited for): right after a
+  // reserve that grew, before this rank writes into any peer, no peer writes them yet.
+  void markConsumed(uint32_t value);
 
-  // The next call's number (1, 2, ...), the same on every rank: a call of one step.
-  uint32_t nextEpoch() { return advance(1) + 1; }
-  // A call of `steps` steps (its pieces): returns b, the last step before it; its steps are
-  // b + 1 ... b + steps, modulo 2^32: the waits compare cyclically ((int32_t)(flag - value) >= 0,
-  // cuStreamWaitValue32's GEQ), so the count may wrap as long as no wait is 2^31 steps behind.
-  uint32_t advance(uint32_t steps) {
-    const uint32_t before = epoch_.load(std::memory_order_relaxed);
-    epoch_.store(before + steps, std::memory_order_relaxed);
-    return before;
+  // The next call's number (1, 2, ...), the same on every rank.
+  uint32_t nextEpoch() {
+    const uint32_t next = epoch_.load(std::memory_order_relaxed) + 1;
+    epoch_.store(next, std::memory_order_relaxed);
+    return next;
   }
 
-  // Sets every flag of this rank's window 2^30 steps ahead of the last step, so that every wait on
-  // them ends (the comparison is cyclic: "the greatest value" would be behind most steps):
+  // Sets every flag of this rank's window 2^30 ahead of the last call's number, so that every wait
+  // on them ends (the comparison is cyclic: "the greatest value" would be behind most numbers):
   // the communicator is being aborted (a failed deferred check, cclzCommAbort), and the calls'
   // outputs are undefined. Any thread; queued on a stream of its own, which nothing blocks.
   void release() noexcept;
@@ -76,11 +85,13 @@ class PeerWindow {
   uint8_t* localData() const { return base_ + kFlagBytes; }
   uint8_t* peerData(int peer) const { return peers_[peer] + kFlagBytes; }
 
-  // Stream memory operations on the flags (no kernel): set a flag in peer `to`'s window, or wait
-  // until one of this rank's own reaches `value`.
+  // Stream memory operations on the flags (no kernel): set a flag in peer `to`'s window (or one
+  // of this rank's own: setOwn*), or wait until one of this rank's own reaches `value`.
   void setArrived(cudaStream_t s, int to, uint32_t value) const;
   void setConsumed(cudaStream_t s, int to, uint32_t value) const;
   void waitArrived(cudaStream_t s, int from, uint32_t value) const;
+  void setOwnArrived(cudaStream_t s, int from, uint32_t value) const;
+  void setOwnConsumed(cudaStream_t s, int by, uint32_t value) const;
   void waitConsumed(cudaStream_t s, int by, uint32_t value) const;
 
  private:
@@ -97,7 +108,7 @@ class PeerWindow {
   int me_ = 0;
   uint8_t* base_ = nullptr;      // this rank's window
   std::vector<uint8_t*> peers_;  // every rank's window as mapped here (this rank's own at me_)
-  std::atomic<uint32_t> epoch_{0};  // the last step; release() reads it from any thread
+  std::atomic<uint32_t> epoch_{0};  // the last call's number; release() reads it from any thread
   cudaStream_t release_ = nullptr;
   void* writeValue_ = nullptr;   // cuStreamWriteValue32
   void* waitValue_ = nullptr;    // cuStreamWaitValue32
