@@ -34,10 +34,12 @@ def short_run(out, policy_codecs, n):
         trainer.close()
 
 
-def test_runs_log_and_compare(comm, world_group):
+def test_runs_log_and_compare(comm, world_group, monkeypatch):
     root = MPI.COMM_WORLD.bcast(tempfile.mkdtemp() if comm.rank == 0 else None, root=0)
     plain, compressed = os.path.join(root, "none"), os.path.join(root, "dp-qgrad")
     short_run(plain, {"tp": "none", "dp": "none", "pp": "none"}, comm.size)
+    # Every CCLZ_ setting goes into the log's header (here the call check's default, set).
+    monkeypatch.setenv("CCLZ_CHECK_CALLS", "deferred")
     short_run(compressed, {"tp": "none", "dp": "qgrad4", "pp": "none"}, comm.size)
     if comm.rank != 0:
         return  # only rank 0 writes logs
@@ -47,6 +49,9 @@ def test_runs_log_and_compare(comm, world_group):
         assert [r["type"] for r in records] == ["config", "step", "step", "summary"]
         header, first, last = records[0], records[1], records[2]
         assert header["dp"] == comm.size and header["codecs"]["dp"] == "qgrad4"
+        assert header["env"]["CCLZ_CHECK_CALLS"] == "deferred"
+        assert all(header["env"].get(k) == v for k, v in os.environ.items()
+                   if k.startswith("CCLZ_"))
         assert first["tokens"] == 3 * 4 * comm.size * 32 and "val_loss" in last
         # Compressed gradients: the int4 codec sends about a seventh of fp32's bytes.
         assert 0.1 < last["wire_sent_bytes"] / last["wire_raw_bytes"] < 0.2

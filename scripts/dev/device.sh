@@ -575,8 +575,8 @@ gtests() {
   local label=$1 n=$2 program=$3; shift 3
   local tmp=$OUT/gtests.tmp status
   echo "== $label, $n ranks" >>"$log"
-  timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
-    -x NCCL_NVLS_ENABLE "$@" "$program" --gtest_brief=1 >"$tmp" 2>&1
+  timeout "${gtests_timeout:-300}" mpirun --allow-run-as-root --oversubscribe --bind-to none \
+    -n "$n" -x NCCL_NVLS_ENABLE "$@" "$program" --gtest_brief=1 >"$tmp" 2>&1
   status=$?
   cat "$tmp" >>"$log"
   echo "$label ($n ranks): exit $status$([ $status -eq 124 ] && echo ' (timed out: a hang)') -- $(sed 's/\x1b\[[0-9;]*m//g' "$tmp" | grep -E '^\[  (PASSED|FAILED)  \]' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')" | tee -a "$summary"
@@ -959,8 +959,9 @@ if has fused; then
     [ "${CCLZ_FUSED_TESTS:-1}" = 0 ] && break
     for n in 2 4; do
       [ "$n" -le "$ngpu" ] || continue
-      gtests "fused nccl_fused_tests CCLZ_FUSED=$mode" "$n" $build/tests/collective/nccl_fused_tests \
-        -x CCLZ_FUSED=$mode
+      # NOTE: 120 s, not 300: the suite takes ~5 s, and a hang would spend the rest of the call.
+      gtests_timeout=120 gtests "fused nccl_fused_tests CCLZ_FUSED=$mode" "$n" \
+        $build/tests/collective/nccl_fused_tests -x CCLZ_FUSED=$mode
     done
   done
   fusedparts=$(mktemp -d)

@@ -133,7 +133,7 @@ class Trainer:
                     bf16=self.bf16, micro_batch_size=cfg.micro_batch_size,
                     gpu=torch.cuda.get_device_name(self.device) if cuda else None,
                     nccl=_nccl_version() if cuda else None,
-                    env={k: v for k, v in os.environ.items() if k in _LOGGED_ENV},
+                    env={k: v for k, v in sorted(os.environ.items()) if _logged(k)},
                     embeddings="untied", positions="learned")
 
     def _sync_device(self):
@@ -189,11 +189,16 @@ class Trainer:
         return records
 
 
-# The environment that changes what a run measures (the network NCCL uses, cclz's call checks
-# and adaptive choice): in the log's header, so that two logs show whether they ran alike.
+# The environment that changes what a run measures (the network NCCL uses; every CCLZ_ setting:
+# call checks, adaptive choice, pieces, fused and overlapped paths): in the log's header, so that
+# two logs show whether they ran alike.
 _LOGGED_ENV = ("NCCL_HOSTID", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE",
                "NCCL_SOCKET_IFNAME", "NCCL_NVLS_ENABLE", "NCCL_P2P_NET_CHUNKSIZE",
-               "CCLZ_CHECK_CALLS", "CCLZ_ADAPTIVE", "CCLZ_PIECE_BYTES", "CUDA_VISIBLE_DEVICES")
+               "CUDA_VISIBLE_DEVICES")
+
+
+def _logged(name):
+    return name in _LOGGED_ENV or name.startswith("CCLZ_")
 
 
 def _nccl_version():
