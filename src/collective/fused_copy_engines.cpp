@@ -253,6 +253,7 @@ class CopyEngineFused final : public FusedNvlink {
   void push(const Call& c, uint64_t k, const Span& piece, uint32_t arrived) {
     const int me = t_.rank();
     const uint64_t bytes = frameBytes(c, piece);
+    bool spanned = false;
     for (int p = 0; p < t_.size(); ++p) {
       if (p == me) continue;
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_[p], encoded_));
@@ -260,6 +261,8 @@ class CopyEngineFused final : public FusedNvlink {
         window_->waitConsumed(push_[p], p, 1);
         window_->setOwnConsumed(push_[p], p, 0);
       }
+      // The timeline's move span: the first peer's copy and flag (the others run beside it).
+      if (!spanned) timeline_.open(Stage::Move, static_cast<int>(k), push_[p]), spanned = true;
       const uint8_t* frame = c.a.op == CollOp::AllGather
                                  ? window_->localData() + placeOf(c, me, k)
                                  : outgoing(c, p, k);
@@ -316,7 +319,9 @@ class CopyEngineFused final : public FusedNvlink {
   cudaEvent_t start_ = nullptr, encoded_ = nullptr, joinEncode_ = nullptr, done_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
   bool hasLast_ = false, lastCaptured_ = false;
-  Timeline timeline_;  // CCLZ_TIMELINE=1: each encode's and decode's span, printed after the call
+  // CCLZ_TIMELINE=1: each piece's encode, move (the first peer's copy) and decode, printed after
+  // the call.
+  Timeline timeline_;
 };
 
 }  // namespace
