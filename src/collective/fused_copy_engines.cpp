@@ -4,22 +4,29 @@
 // an encode beside a decode ran 1.5x as long as alone; here no multiprocessor moves a byte or
 // waits for a peer, so the codec's kernels have the GPU to themselves.
 //
-// A call's frames, every piece of every rank, sit in a PeerWindow (transport/nccl/peer_window.h):
-// rank r's frame of piece k at r * rankBytes + k * slot on every rank, so nothing of a call is
-// reused within it, and the pieces flow without closing barriers. Streams and steps, piece k:
-//   E encode stream: the codec's encode: an all-gather's frame into this rank's own place of its
-//      window; a reduce-scatter's frame per destination into a local area;
+// The all-gather, the reduce-scatter and the all-reduce (a reduce-scatter into this rank's
+// shard, then an all-gather of the shards), for the codecs of fixed-size frames (fp8, qgrad),
+// with error feedback: the pipeline's algorithms (algorithms.cpp: gatherPieces, reducePieces,
+// runPlan's all-reduce) on the pipeline's frames (plan.pieceElems, plan.chunks), so the outputs
+// and residuals are its bytes. Each of those passes is a phase:
+//   gather: every rank's own piece k to every rank, each decoded into its place of the output;
+//   reduce: piece k of each destination's block to its owner, which sums the n frames of its
+//     piece in rank order in fp32 and stores sum / divisor in the dtype.
+// A phase's frames, every piece of every rank, sit in a PeerWindow (transport/nccl/peer_window.h):
+// rank r's frame of piece k at r * rankBytes + k * slot on every rank, so nothing is reused
+// within a phase, and the pieces flow without closing barriers. Streams and steps, piece k:
+//   E encode stream: the codec's encode: a gather's own frame into this rank's place of its
+//      window; a reduction's frame per destination into a local area (with feedback, through
+//      the residual);
 //   P push stream of peer p: after E(k) (and, for the first piece, once consumed[p] >= 1: p has
-//      read this rank's frames of the last call; then consumed[p] = 0), the copy of p's frame
+//      read this rank's frames of the last phase; then consumed[p] = 0), the copy of p's frame
 //      into this rank's place of p's window (cudaMemcpyAsync: a copy engine), then arrived[me] =
 //      k + 1 in p's window (a stream memory operation, ordered after the copy);
 //   D decode stream: after E(k) (the own frame) and arrived[r] >= k + 1 for every peer r (a
-//      stream wait on local memory), the frames decoded: every rank's for an all-gather (one
-//      kernel), summed in rank order in fp32 for a reduce-scatter.
-// After the last piece, D sets its own arrived flags back to 0, then consumed[me] = 1 in every
-// peer's window. Every flag's value is the same in every call, so a call captured into a CUDA
-// graph replays correctly (the stream memory operations become graph nodes). The frames are the
-// pipeline's (plan.pieceElems), so the outputs are its bytes.
+//      stream wait on local memory), the frames decoded (gather) or summed (reduce).
+// After a phase's last piece, D sets its own arrived flags back to 0, then consumed[me] = 1 in
+// every peer's window. Every flag's value is the same in every phase and call, so a call
+// captured into a CUDA graph replays correctly (the stream memory operations become graph nodes).
 #include "collective/fused_nvlink.h"
 #include "transport/nccl/nccl_symmetric.h"  // CCLZ_HAVE_NCCL_DEVICE_API where NCCL has it
 
@@ -33,6 +40,7 @@
 
 #include "codec/device.h"
 #include "codec/frame.h"
+#include "collective/device_kernels.h"
 #include "collective/fused_local.h"
 #include "collective/fused_nvlink_kernel.h"
 #include "collective/plan.h"
@@ -48,6 +56,8 @@ namespace {
 using fused::isCapturing;
 using fused::LocalArea;
 using fused::roundUp;
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 class CopyEngineFused final : public FusedNvlink {
  public:
@@ -67,7 +77,7 @@ class CopyEngineFused final : public FusedNvlink {
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
     for (cudaStream_t* st : {&encode_, &decode_})
       CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
-    for (cudaEvent_t* e : {&start_, &encoded_, &joinEncode_, &done_, &last_})
+    for (cudaEvent_t* e : {&start_, &encoded_, &reduced_, &joinEncode_, &done_, &last_})
       CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     for (int p = 0; p < t.size(); ++p) {
       cudaStream_t s = nullptr;
@@ -80,7 +90,8 @@ class CopyEngineFused final : public FusedNvlink {
   }
   ~CopyEngineFused() override {
     if (hasLast_ && !lastCaptured_) cudaEventSynchronize(last_);
-    for (cudaEvent_t e : {start_, encoded_, joinEncode_, done_, last_}) cudaEventDestroy(e);
+    for (cudaEvent_t e : {start_, encoded_, reduced_, joinEncode_, done_, last_})
+      cudaEventDestroy(e);
     for (cudaEvent_t e : pushed_) cudaEventDestroy(e);
     for (cudaStream_t s : push_) cudaStreamDestroy(s);
     for (cudaStream_t s : {encode_, decode_}) cudaStreamDestroy(s);
@@ -92,44 +103,55 @@ class CopyEngineFused final : public FusedNvlink {
     CCLZ_TRACE("fused (copy engines): flags released");
   }
 
+  // Every rank answers alike: nothing in it is local. Fixed-size frames only: a copy's size is
+  // set when it is queued, before the frame is encoded.
   bool takes(const CollArgs& a, const Plan& plan) const override {
-    return window_ && (a.op == CollOp::AllGather || a.op == CollOp::ReduceScatter) &&
-           plan.use.config.codec == cclzCodecFp8 && a.count > 0 && a.step == nullptr;
+    const int codec = plan.use.config.codec;
+    return window_ &&
+           (a.op == CollOp::AllGather || a.op == CollOp::ReduceScatter ||
+            a.op == CollOp::AllReduce) &&
+           (codec == cclzCodecFp8 || codec == cclzCodecQgrad) && a.count > 0;
   }
 
   void run(const CollArgs& a, const Plan& plan) override {
     auto stream = reinterpret_cast<cudaStream_t>(a.stream);
     const bool capturing = isCapturing(stream);
     const Codec& codec = *plan.use.codec;
-    const cclzCodecConfig_t& config = plan.use.config;
     const int n = t_.size(), me = t_.rank(), dtype = plan.use.dtype;
-    const bool gather = a.op == CollOp::AllGather;
-    const uint64_t eb = plan.elemBytes, count = a.count, pieceElems = plan.pieceElems;
-    const uint64_t pieces = pieceCount(count, pieceElems);
-    const uint64_t first = std::min(pieceElems, count), last = count - (pieces - 1) * pieceElems;
-    // Output parts that are not 16-byte aligned are decoded into an aligned area and copied out
-    // after each piece (as on the kernel path).
-    const bool staged = reinterpret_cast<uintptr_t>(a.recv) % 16 != 0 ||
-                        (gather && (count * eb) % 16 != 0) ||
-                        (pieces > 1 && (pieceElems * eb) % 16 != 0);
-    const uint64_t stagedStride = roundUp(first * eb, 16);
-
-    // The window: every rank's frames of every piece (rankBytes a rank). Reserving is collective
-    // and the same on every rank (the same call); it grows only where the window is too small,
-    // after waiting for the device. The rest is this rank's alone: the encode's scratch, a
-    // reduce-scatter's outgoing frames (one per destination and piece) and fp32 accumulator,
-    // the staging area.
+    const uint64_t eb = plan.elemBytes, pe = plan.pieceElems;
+    uint64_t pieces = 0, largest = 0, scratchBytes = 256;
+    for (const Span& c : plan.chunks) {
+      const uint64_t k = pieceCount(c.count, pe);
+      pieces = std::max(pieces, k);
+      largest = std::max(largest, c.count);
+      if (!c.count) continue;
+      for (uint64_t piece : {std::min(pe, c.count), c.count - (k - 1) * pe})
+        scratchBytes =
+            std::max(scratchBytes, codec.encodeScratchBytes(plan.use.config, dtype, piece));
+    }
+    const bool gathers = a.op != CollOp::ReduceScatter, reduces = a.op != CollOp::AllGather;
     const uint64_t slot = frameStride(plan), rankBytes = pieces * slot;
-    const uint64_t scratchBytes =
-        roundUp(std::max(codec.encodeScratchBytes(config, dtype, first),
-                         codec.encodeScratchBytes(config, dtype, last)),
-                256);
-    const uint64_t outgoingBytes = gather ? 0 : n * rankBytes;
-    const uint64_t accBytes = gather ? 0 : roundUp(first * sizeof(float), 256);
-    const uint64_t stagingBytes = staged ? (gather ? n : 1) * stagedStride : 0;
-    if (!window_->covers(n * rankBytes) || !scratch_.covers(scratchBytes) ||
-        !outgoing_.covers(outgoingBytes) || !acc_.covers(accBytes) ||
-        !staging_.covers(stagingBytes)) {
+    const uint64_t pieceMost = std::min(pe, largest);
+    const uint64_t stagedStride = roundUp(pieceMost * eb, 16);
+
+    // The window: every rank's frames of every piece of a phase (rankBytes a rank). Reserving is
+    // collective and the same on every rank (the same call); it grows only where the window is
+    // too small, after waiting for the device. The rest is this rank's alone: the encode's
+    // scratch, a reduction's outgoing frames (one per destination and piece), its fp32
+    // accumulator, an aligned copy of the residual, the all-reduce's shard, the staging area for
+    // outputs that are not 16-byte aligned (n pieces).
+    const uint64_t need[] = {
+        roundUp(scratchBytes, 256),
+        reduces ? n * rankBytes : 0,
+        reduces ? roundUp(pieceMost * sizeof(float), 256) : 0,
+        a.step ? roundUp(pieceMost * sizeof(float), 256) : 0,
+        a.op == CollOp::AllReduce ? roundUp(plan.chunks[me].count * eb, 256) : 0,
+        n * stagedStride,
+    };
+    LocalArea* areas[] = {&scratch_, &outgoing_, &acc_, &residualCopy_, &shard_, &staging_};
+    bool grow = !window_->covers(n * rankBytes);
+    for (int i = 0; i < 6; ++i) grow = grow || !areas[i]->covers(need[i]);
+    if (grow) {
       CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
                    "the fused path's window or scratch must grow (the window's registration is "
                    "collective, and nothing is allocated while the stream is captured into a "
@@ -137,10 +159,7 @@ class CopyEngineFused final : public FusedNvlink {
       if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
       // The same decision on every rank (the same call, the same window so far).
       if (window_->reserve(n * rankBytes)) window_->markConsumed(1);
-      scratch_.grow(scratchBytes);
-      outgoing_.grow(outgoingBytes);
-      acc_.grow(accBytes);
-      staging_.grow(stagingBytes);
+      for (int i = 0; i < 6; ++i) areas[i]->grow(need[i]);
     }
 
     // After the caller's work, and a direct call after this communicator's last direct fused
@@ -156,31 +175,30 @@ class CopyEngineFused final : public FusedNvlink {
     for (int p = 0; p < n; ++p)
       if (p != me) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_[p], start_));
 
-    const Call call{a, plan, slot, rankBytes, staged, stagedStride,
-                    DeviceWorkspace{status_, scratch_.get(), scratchBytes, 0}};
-    for (uint64_t k = 0; k < pieces; ++k) {
-      const Span piece = pieceOf(Span{0, count}, pieceElems, k);
-      const auto arrived = static_cast<uint32_t>(k + 1);  // arrived[r]'s value for the piece
-      timeline_.open(Stage::Encode, static_cast<int>(k), encode_);
-      encode(call, k, piece);
-      CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));
-      push(call, k, piece, arrived);
-      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, encoded_));
-      for (int r = 0; r < n; ++r)
-        if (r != me) window_->waitArrived(decode_, r, arrived);
-      timeline_.open(Stage::Decode, static_cast<int>(k), decode_);
-      if (gather)
-        decodeGather(call, k, piece);
-      else
-        decodeReduceScatter(call, k, piece);
+    const Call call{plan, slot, rankBytes, pieces, stagedStride,
+                    DeviceWorkspace{status_, scratch_.get(), need[0], 0}};
+    const float divisor = a.redOp == cclzAvg && reduces ? static_cast<float>(n) : 1.0f;
+    const uint64_t step = a.step ? *a.step : 0;
+    const auto* send = static_cast<const uint8_t*>(a.send);
+    auto* recv = static_cast<uint8_t*>(a.recv);
+    switch (a.op) {
+      case CollOp::AllGather:
+        gatherPhase(call, send, recv);
+        break;
+      case CollOp::ReduceScatter:
+        reducePhase(call, send, recv, a.residual, step, divisor);
+        break;
+      default: {  // all-reduce: this rank's shard of the sum, then every rank's shard
+        reducePhase(call, send, shard_.get(), a.residual, step, divisor);
+        CCLZ_CUDA_CHECK(cudaEventRecord(reduced_, decode_));
+        CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, reduced_));  // the shard is encoded next
+        gatherPhase(call, shard_.get(), recv);
+        const Span own = plan.chunks[me];
+        if (a.step && own.count)  // re-encoding the shard lost something too: into its residual
+          reduce::foldDevice(a.residual.at(own.offset), shard_.get(), recv + own.offset * eb,
+                             own.count, dtype, divisor, decode_);
+      }
     }
-    timeline_.close();
-    // Every frame this rank was sent has been read: its flags back to 0, then the peers may
-    // write their next call's (they wait for consumed >= 1 before their first copy).
-    for (int r = 0; r < n; ++r)
-      if (r != me) window_->setOwnArrived(decode_, r, 0);
-    for (int r = 0; r < n; ++r)
-      if (r != me) window_->setConsumed(decode_, r, 1);
 
     // The caller's stream joins every stream of the call.
     CCLZ_CUDA_CHECK(cudaEventRecord(joinEncode_, encode_));
@@ -195,26 +213,43 @@ class CopyEngineFused final : public FusedNvlink {
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
     hasLast_ = true, lastCaptured_ = capturing;
     if (!capturing) timeline_.report(stream);
-    CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, %llu pieces, %s%s",
-               collOpName(a.op), static_cast<unsigned long long>(count),
-               static_cast<unsigned long long>(pieces),
-               staged ? "staged output" : "decoded in place", capturing ? ", captured" : "");
+    CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, %llu pieces%s%s",
+               collOpName(a.op), static_cast<unsigned long long>(a.count),
+               static_cast<unsigned long long>(pieces), a.step ? ", error feedback" : "",
+               capturing ? ", captured" : "");
   }
 
+  // A frame the decode rejected, or an encode with feedback that met a NaN or Inf, in work
+  // that has finished (the device engine's judgement; the word cleared once read).
   cclzResult_t pollError(std::string* message) override {
-    return takeDecodeError(status_, "the fused path's decode", message);
+    DeviceStatus status{};
+    CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
+    if (status.decodeError == kFrameOk && status.encodeError == 0) return cclzSuccess;
+    CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, 2 * sizeof(uint32_t)));
+    if (status.decodeError != kFrameOk) {
+      *message = std::string("the fused path's decode rejected a frame: ") +
+                 frameErrorText(status.decodeError);
+      return cclzCorruptFrame;
+    }
+    *message = "a fused path's encode met a NaN or Inf (those blocks were sent as NaN)";
+    return cclzInvalidArgument;
   }
 
  private:
-  // What every piece of a call shares.
+  // What every phase of a call shares.
   struct Call {
-    const CollArgs& a;
     const Plan& plan;
-    uint64_t slot;       // bytes between consecutive pieces' frames
-    uint64_t rankBytes;  // bytes of one rank's frames, every piece
-    bool staged;
-    uint64_t stagedStride;
+    uint64_t slot;          // bytes between consecutive pieces' frames
+    uint64_t rankBytes;     // bytes of one rank's frames, every piece
+    uint64_t pieces;        // of the largest chunk
+    uint64_t stagedStride;  // bytes of a staged piece
     DeviceWorkspace ws;
+  };
+
+  // A frame a push copies to a peer: none where the peer's piece is empty.
+  struct FrameToCopy {
+    const uint8_t* at;
+    uint64_t bytes;
   };
 
   // Where rank r's frame of piece k sits in a window (this rank's, or a peer's as mapped here).
@@ -224,35 +259,139 @@ class CopyEngineFused final : public FusedNvlink {
   uint8_t* outgoing(const Call& c, int d, uint64_t k) const {
     return outgoing_.get() + placeOf(c, d, k);
   }
-  static uint64_t frameBytes(const Call& c, const Span& piece) {
-    return c.plan.use.codec->maxEncodedBytes(c.plan.use.config, c.plan.use.dtype, piece.count);
+  static uint64_t frameBytes(const Call& c, uint64_t count) {
+    return c.plan.use.codec->maxEncodedBytes(c.plan.use.config, c.plan.use.dtype, count);
+  }
+  static Span pieceOfRank(const Call& c, int r, uint64_t k) {
+    return pieceOf(c.plan.chunks[r], c.plan.pieceElems, k);
   }
 
-  // E(k): an all-gather's frame into this rank's own place of its window; a reduce-scatter's
-  // frame per destination (piece k of each destination's chunk) into the outgoing area.
-  void encode(const Call& c, uint64_t k, const Span& piece) {
+  // The gather phase: `mine` holds this rank's chunk from its element 0; rank r's chunk is
+  // decoded to out + chunks[r].offset. One decode kernel for all n frames of a piece where the
+  // codec is fp8 and every chunk is as long (the all-gather; the kernel path's decode), else one
+  // decode per frame, as the pipeline's.
+  void gatherPhase(const Call& c, const uint8_t* mine, uint8_t* out) {
     const Codec& codec = *c.plan.use.codec;
-    const cclzCodecConfig_t& config = c.plan.use.config;
+    const int n = t_.size(), me = t_.rank();
     const uint64_t eb = c.plan.elemBytes;
-    const auto* send = static_cast<const uint8_t*>(c.a.send);
-    if (c.a.op == CollOp::AllGather) {
-      codec.encodeDevice(config, c.plan.use.dtype, send + piece.offset * eb, piece.count,
-                         window_->localData() + placeOf(c, t_.rank(), k), nullptr, c.ws, encode_);
+    const std::vector<Span>& chunks = c.plan.chunks;
+    const bool even = std::all_of(chunks.begin(), chunks.end(),
+                                  [&](const Span& s) { return s.count == chunks[0].count; });
+    const bool oneKernel = c.plan.use.config.codec == cclzCodecFp8 && even;
+    // The one kernel stores 16 bytes at a time: parts at offsets that are not 16-byte aligned
+    // are staged (n of them) and copied out after each piece.
+    const bool staged = oneKernel && (!aligned16(out + chunks[0].offset * eb) ||
+                                      (chunks[0].count * eb) % 16 != 0 ||
+                                      (c.pieces > 1 && (c.plan.pieceElems * eb) % 16 != 0));
+    for (uint64_t k = 0; k < c.pieces; ++k) {
+      const Span own = pieceOfRank(c, me, k);
+      uint8_t* ownFrame = window_->localData() + placeOf(c, me, k);
+      timeline_.open(Stage::Encode, static_cast<int>(k), encode_);
+      if (own.count)
+        codec.encodeDevice(c.plan.use.config, c.plan.use.dtype, mine + own.offset * eb, own.count,
+                           ownFrame, nullptr, c.ws, encode_);
+      CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));
+      const uint64_t ownBytes = own.count ? frameBytes(c, own.count) : 0;
+      push(c, k, [&](int) { return FrameToCopy{ownFrame, ownBytes}; });
+      waitForPiece(k);
+      timeline_.open(Stage::Decode, static_cast<int>(k), decode_);
+      const uint8_t* frames = window_->localData() + k * c.slot;
+      if (oneKernel) {
+        if (!own.count) continue;
+        uint8_t* at = out + (chunks[0].offset + own.offset) * eb;
+        const uint64_t pitch = chunks[0].count * eb;
+        launchFusedDecode(c.plan.use.dtype, fusedDecodeGrid(own.count), decode_, frames,
+                          c.rankBytes, frameBytes(c, own.count), own.count, me, n,
+                          staged ? staging_.get() : at, staged ? c.stagedStride : pitch, status_);
+        if (staged)
+          fused::copyStagedOut(at, pitch, staging_.get(), c.stagedStride, own.count * eb, n,
+                               decode_);
+        continue;
+      }
+      for (int r = 0; r < n; ++r) {  // any order: each frame has its own place
+        const Span piece = pieceOfRank(c, r, k);
+        if (!piece.count) continue;
+        decodeTo(c, frames + r * c.rankBytes, piece.count,
+                 out + (chunks[r].offset + piece.offset) * eb);
+      }
+    }
+    endPhase();
+  }
+
+  // The reduce phase: `in` holds every destination's block at chunks[d].offset; this rank's
+  // block of the sum goes to `mine` from its element 0. With a residual (error feedback), the
+  // encodes add it and keep what quantization left out.
+  void reducePhase(const Call& c, const uint8_t* in, uint8_t* mine, Residual residual,
+                   uint64_t step, float divisor) {
+    const Codec& codec = *c.plan.use.codec;
+    const int n = t_.size(), me = t_.rank();
+    const uint64_t eb = c.plan.elemBytes;
+    auto* acc = reinterpret_cast<float*>(acc_.get());
+    for (uint64_t k = 0; k < c.pieces; ++k) {
+      timeline_.open(Stage::Encode, static_cast<int>(k), encode_);
+      for (int d = 0; d < n; ++d) {
+        const Span block = pieceOfRank(c, d, k);
+        if (!block.count) continue;
+        const uint64_t first = c.plan.chunks[d].offset + block.offset;
+        encodeFrom(c, in + first * eb, block.count, residual ? residual.at(first) : Residual{},
+                   step, outgoing(c, d, k));
+      }
+      CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));
+      push(c, k, [&](int p) {
+        const Span block = pieceOfRank(c, p, k);
+        return FrameToCopy{outgoing(c, p, k), block.count ? frameBytes(c, block.count) : 0};
+      });
+      waitForPiece(k);
+      timeline_.open(Stage::Decode, static_cast<int>(k), decode_);
+      const Span own = pieceOfRank(c, me, k);
+      if (!own.count) continue;
+      uint8_t* at = mine + own.offset * eb;
+      const bool staged = !aligned16(at);  // the last step stores 16 bytes at a time
+      for (int r = 0; r < n; ++r) {  // ranks in order, so that every rank and path sums alike
+        const uint8_t* frame =
+            r == me ? outgoing(c, me, k) : window_->localData() + placeOf(c, r, k);
+        const ReduceStep s{acc, r == 0, r == n - 1 ? (staged ? staging_.get() : at) : nullptr,
+                           divisor};
+        codec.decodeReduceDevice(c.plan.use.config, frame, c.slot, c.plan.use.dtype, own.count,
+                                 s, c.ws, decode_);
+      }
+      if (staged)
+        CCLZ_CUDA_CHECK(cudaMemcpyAsync(at, staging_.get(), own.count * eb,
+                                        cudaMemcpyDeviceToDevice, decode_));
+    }
+    endPhase();
+  }
+
+  // E of a reduction: one frame, through the residual with feedback. A residual at an offset not
+  // aligned to a group of 8 values goes through an aligned copy (as in the device engine).
+  void encodeFrom(const Call& c, const uint8_t* src, uint64_t count, Residual residual,
+                  uint64_t step, uint8_t* dst) {
+    const Codec& codec = *c.plan.use.codec;
+    if (!residual) {
+      codec.encodeDevice(c.plan.use.config, c.plan.use.dtype, src, count, dst, nullptr, c.ws,
+                         encode_);
       return;
     }
-    for (int d = 0; d < t_.size(); ++d) {
-      const Span block = pieceOf(c.plan.chunks[d], c.plan.pieceElems, k);
-      codec.encodeDevice(config, c.plan.use.dtype,
-                         send + (c.plan.chunks[d].offset + block.offset) * eb, block.count,
-                         outgoing(c, d, k), nullptr, c.ws, encode_);
-    }
+    const uint64_t group = 8 * residual.elemBytes();
+    const bool direct = reinterpret_cast<uintptr_t>(residual.data) % group == 0;
+    const Residual r = direct ? residual : Residual{residualCopy_.get(), residual.dtype};
+    const uint64_t bytes = count * residual.elemBytes();
+    if (!direct)
+      CCLZ_CUDA_CHECK(
+          cudaMemcpyAsync(r.data, residual.data, bytes, cudaMemcpyDeviceToDevice, encode_));
+    codec.encodeFeedbackDevice(c.plan.use.config, c.plan.use.dtype, src, count, r, step, dst,
+                               nullptr, c.ws, encode_);
+    if (!direct)
+      CCLZ_CUDA_CHECK(
+          cudaMemcpyAsync(residual.data, r.data, bytes, cudaMemcpyDeviceToDevice, encode_));
   }
 
-  // P(k): each peer's frame into this rank's place of the peer's window, then its flag. The
-  // first piece's copy waits until the peer has read the previous call's frames.
-  void push(const Call& c, uint64_t k, const Span& piece, uint32_t arrived) {
+  // P(k): each peer p's frame (frameOf(p): where, and its bytes; none where p's piece is empty)
+  // into this rank's place of p's window, then its flag, which every piece sets. The first
+  // piece's copy waits until p has read this rank's frames of the last phase.
+  template <typename FrameOf>
+  void push(const Call& c, uint64_t k, FrameOf&& frameOf) {
     const int me = t_.rank();
-    const uint64_t bytes = frameBytes(c, piece);
     bool spanned = false;
     for (int p = 0; p < t_.size(); ++p) {
       if (p == me) continue;
@@ -263,60 +402,53 @@ class CopyEngineFused final : public FusedNvlink {
       }
       // The timeline's move span: the first peer's copy and flag (the others run beside it).
       if (!spanned) timeline_.open(Stage::Move, static_cast<int>(k), push_[p]), spanned = true;
-      const uint8_t* frame = c.a.op == CollOp::AllGather
-                                 ? window_->localData() + placeOf(c, me, k)
-                                 : outgoing(c, p, k);
-      CCLZ_CUDA_CHECK(cudaMemcpyAsync(window_->peerData(p) + placeOf(c, me, k), frame, bytes,
-                                      cudaMemcpyDeviceToDevice, push_[p]));
-      window_->setArrived(push_[p], p, arrived);
+      const FrameToCopy frame = frameOf(p);
+      if (frame.bytes)
+        CCLZ_CUDA_CHECK(cudaMemcpyAsync(window_->peerData(p) + placeOf(c, me, k), frame.at,
+                                        frame.bytes, cudaMemcpyDeviceToDevice, push_[p]));
+      window_->setArrived(push_[p], p, static_cast<uint32_t>(k + 1));
     }
   }
 
-  // All-gather D(k): the n frames of piece k, one rankBytes apart, decoded into each rank's part
-  // of the output (the kernel path's decode kernel).
-  void decodeGather(const Call& c, uint64_t k, const Span& piece) {
-    const int n = t_.size();
-    const uint64_t eb = c.plan.elemBytes;
-    uint8_t* out = static_cast<uint8_t*>(c.a.recv) + piece.offset * eb;
-    launchFusedDecode(c.plan.use.dtype, fusedDecodeGrid(piece.count), decode_,
-                      window_->localData() + k * c.slot, c.rankBytes, frameBytes(c, piece),
-                      piece.count, t_.rank(), n, c.staged ? staging_.get() : out,
-                      c.staged ? c.stagedStride : c.a.count * eb, status_);
-    if (c.staged)
-      fused::copyStagedOut(out, c.a.count * eb, staging_.get(), c.stagedStride,
-                           piece.count * eb, n, decode_);
+  // D(k) starts once this rank's own frames of the piece are encoded and every peer's are here.
+  void waitForPiece(uint64_t k) {
+    CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, encoded_));
+    for (int r = 0; r < t_.size(); ++r)
+      if (r != t_.rank()) window_->waitArrived(decode_, r, static_cast<uint32_t>(k + 1));
   }
 
-  // Reduce-scatter D(k): the owner sums the n frames of its piece in rank order in fp32 (its own
-  // from the outgoing area) and stores sum / divisor in the dtype: the pipeline's bytes.
-  void decodeReduceScatter(const Call& c, uint64_t k, const Span& piece) {
+  // After a phase's decodes: its flags back to 0, then the peers may write their next phase's
+  // (they wait for consumed >= 1 before their first copy).
+  void endPhase() {
+    timeline_.close();
+    const int me = t_.rank();
+    for (int r = 0; r < t_.size(); ++r)
+      if (r != me) window_->setOwnArrived(decode_, r, 0);
+    for (int r = 0; r < t_.size(); ++r)
+      if (r != me) window_->setConsumed(decode_, r, 1);
+  }
+
+  // One frame decoded to `dst`; through the staging area where dst is not 16-byte aligned (the
+  // decoders store 16 bytes at a time), as in the device engine.
+  void decodeTo(const Call& c, const uint8_t* frame, uint64_t count, uint8_t* dst) {
     const Codec& codec = *c.plan.use.codec;
-    const int n = t_.size(), me = t_.rank();
-    const uint64_t eb = c.plan.elemBytes;
-    uint8_t* out = static_cast<uint8_t*>(c.a.recv) + piece.offset * eb;
-    const float divisor = c.a.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
-    auto* acc = reinterpret_cast<float*>(acc_.get());
-    for (int r = 0; r < n; ++r) {  // ranks in order, so that every rank and path sums alike
-      const uint8_t* frame =
-          r == me ? outgoing(c, me, k) : window_->localData() + placeOf(c, r, k);
-      const ReduceStep step{acc, r == 0, r == n - 1 ? (c.staged ? staging_.get() : out) : nullptr,
-                            divisor};
-      codec.decodeReduceDevice(c.plan.use.config, frame, c.slot, c.plan.use.dtype, piece.count,
-                               step, c.ws, decode_);
-    }
-    if (c.staged)
-      CCLZ_CUDA_CHECK(cudaMemcpyAsync(out, staging_.get(), piece.count * eb,
+    uint8_t* into = aligned16(dst) ? dst : staging_.get();
+    codec.decodeDevice(c.plan.use.config, frame, c.slot, c.plan.use.dtype, count, into, c.ws,
+                       decode_);
+    if (into != dst)
+      CCLZ_CUDA_CHECK(cudaMemcpyAsync(dst, into, count * c.plan.elemBytes,
                                       cudaMemcpyDeviceToDevice, decode_));
   }
 
   NcclTransport& t_;
   std::unique_ptr<PeerWindow> window_;  // null where the ranks are not all in one LSA team
-  LocalArea scratch_, outgoing_, acc_, staging_;
+  LocalArea scratch_, outgoing_, acc_, residualCopy_, shard_, staging_;
   DeviceStatus* status_ = nullptr;
   cudaStream_t encode_ = nullptr, decode_ = nullptr;
   std::vector<cudaStream_t> push_;  // one per peer (this rank's own is not used)
   std::vector<cudaEvent_t> pushed_;
-  cudaEvent_t start_ = nullptr, encoded_ = nullptr, joinEncode_ = nullptr, done_ = nullptr;
+  cudaEvent_t start_ = nullptr, encoded_ = nullptr, reduced_ = nullptr, joinEncode_ = nullptr,
+              done_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
   bool hasLast_ = false, lastCaptured_ = false;
   // CCLZ_TIMELINE=1: each piece's encode, move (the first peer's copy) and decode, printed after

@@ -434,13 +434,14 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
     if (a.step) ++*a.step;
     return;
   }
-  // The fused NVLink path (CCLZ_FUSED=1), where it takes the call: straight on the caller's
+  // The fused NVLink path (CCLZ_FUSED=1 or ce), where it takes the call: straight on the caller's
   // stream, no engine streams, no NCCL kernel. It stands in for the codec's pipeline, so an
   // adaptive communicator's compressed trials time it against plain data. Not on the proxy
   // (asyncCalls): the proxy's jobs run on the engine's streams after an event.
   if (!none && !startEvent && comm.fused() && comm.fused()->takes(a, plan)) {
     CCLZ_TRACE("%s: fused NVLink path", collOpName(a.op));
     comm.fused()->run(a, plan);
+    if (a.step) ++*a.step;  // error feedback (CCLZ_FUSED=ce): as the pipeline's calls advance it
     return;
   }
   // The two-level reduce-scatter (an all-reduce's first phase too) moves raw pieces through its

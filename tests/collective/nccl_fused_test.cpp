@@ -306,6 +306,150 @@ int kernelNodesNamed(cudaGraph_t graph, const char* name) {
   return named ? found : -1;
 }
 
+// The copy-engine path takes more than the kernel path: the all-reduce, the qgrad codec, ragged
+// chunks (an all-reduce's count that the ranks do not divide), error feedback. Each against the
+// codec's pipeline on the reference device communicator, byte for byte.
+struct WiderCase {
+  int codec;     // cclzCodecFp8 or cclzCodecQgrad
+  size_t count;  // all-reduce: the whole count; all-gather and reduce-scatter: per rank
+};
+
+std::string widerName(const ::testing::TestParamInfo<WiderCase>& info) {
+  return std::string(info.param.codec == cclzCodecQgrad ? "qgrad_" : "fp8_") +
+         std::to_string(info.param.count);
+}
+
+cclzCodecConfig_t configOf(int codec) {
+  cclzCodecConfig_t c = CCLZ_CODEC_CONFIG_INITIALIZER;
+  c.codec = static_cast<cclzCodecType_t>(codec);
+  return c;
+}
+
+class NcclFusedWider : public ::testing::TestWithParam<WiderCase> {
+ protected:
+  void SetUp() override {
+    if (!copyEngines()) GTEST_SKIP() << "the kernel path (CCLZ_FUSED=1) takes fp8 gathers and "
+                                        "reductions without feedback only";
+  }
+};
+
+// Three all-reduces back to back (sum, average, sum), each against the pipeline's.
+TEST_P(NcclFusedWider, AllReducesEqualThePipeline) {
+  const WiderCase& c = GetParam();
+  const int me = worldRank();
+  const cclzCodecConfig_t codec = configOf(c.codec);
+  const size_t bytes = c.count * 2;  // bf16
+  BackToBack calls(
+      [&](int i) {
+        return makeData(DataKind::kGauss1, cclzBfloat16, c.count, 0,
+                        mixSeed(0xA11, me, c.count, i));
+      },
+      bytes);
+  ASSERT_TRUE(calls.queueAndWait([&](int i) {
+    return cclzAllReduce(calls.sends[i]->ptr, calls.recvs[i]->ptr, c.count, cclzBfloat16,
+                         redOpOf(i), fusedComm(), &codec, calls.cclzStream());
+  }));
+  for (int i = 0; i < BackToBack::kCalls; ++i) {
+    Device send(bytes), recv(bytes);
+    send.upload(calls.inputs[i], comms().stream);
+    ASSERT_EQ(cclzAllReduce(send.ptr, recv.ptr, c.count, cclzBfloat16, redOpOf(i),
+                            comms().device, &codec, reinterpret_cast<cclzStream_t>(comms().stream)),
+              cclzSuccess)
+        << cclzGetLastError(comms().device);
+    const std::vector<uint8_t> fused = calls.recvs[i]->download(), reference = recv.download();
+    EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
+        << "rank " << me << " call " << i << ": the fused all-reduce differs from the pipeline's";
+  }
+}
+
+// The all-gather and the reduce-scatter of the case's codec, one call each.
+TEST_P(NcclFusedWider, GatherAndReduceScatterEqualThePipeline) {
+  const WiderCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const cclzCodecConfig_t codec = configOf(c.codec);
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  const std::vector<uint8_t> in =
+      makeData(DataKind::kGauss1, cclzBfloat16, c.count * n, 0, mixSeed(0xA12, me, c.count));
+  Device send(in.size());
+  send.upload(in, comms().stream);
+  for (bool gather : {true, false}) {
+    SCOPED_TRACE(gather ? "all-gather" : "reduce-scatter");
+    const size_t outBytes = (gather ? c.count * n : c.count) * 2;
+    Device fusedOut(outBytes), referenceOut(outBytes);
+    for (cclzComm_t comm : {fusedComm(), comms().device}) {
+      void* out = comm == fusedComm() ? fusedOut.ptr : referenceOut.ptr;
+      const cclzResult_t r =
+          gather ? cclzAllGather(send.ptr, out, c.count, cclzBfloat16, comm, &codec, s)
+                 : cclzReduceScatter(send.ptr, out, c.count, cclzBfloat16, cclzSum, comm, &codec,
+                                     s);
+      ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+    }
+    const std::vector<uint8_t> fused = fusedOut.download(), reference = referenceOut.download();
+    EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
+        << "rank " << me;
+  }
+}
+
+// Error feedback (qgrad): three steps of the all-reduce and of the reduce-scatter, each state's
+// outputs and residuals against the pipeline's with a state of its own.
+TEST_P(NcclFusedWider, FeedbackEqualsThePipeline) {
+  const WiderCase& c = GetParam();
+  if (c.codec != cclzCodecQgrad) GTEST_SKIP() << "error feedback is qgrad's";
+  const int n = worldSize(), me = worldRank();
+  const cclzCodecConfig_t codec = configOf(c.codec);
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  for (bool allReduce : {true, false}) {
+    SCOPED_TRACE(allReduce ? "all-reduce" : "reduce-scatter");
+    const size_t total = allReduce ? c.count : c.count * n;  // the state's elements
+    const size_t outCount = c.count;
+    cclzFeedback_t fusedState = nullptr, referenceState = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fusedState, total, cclzMemoryDevice), cclzSuccess);
+    ASSERT_EQ(cclzFeedbackCreate(&referenceState, total, cclzMemoryDevice), cclzSuccess);
+    void *fusedResidual = nullptr, *referenceResidual = nullptr;
+    cclzFeedbackGetResidual(fusedState, &fusedResidual, nullptr);
+    cclzFeedbackGetResidual(referenceState, &referenceResidual, nullptr);
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<uint8_t> g = makeData(DataKind::kGauss1, cclzBfloat16, total, 0,
+                                              mixSeed(0xFEED, me, total, step));
+      Device send(g.size()), fusedOut(outCount * 2), referenceOut(outCount * 2);
+      send.upload(g, comms().stream);
+      for (bool fusedCall : {true, false}) {
+        cclzComm_t comm = fusedCall ? fusedComm() : comms().device;
+        cclzFeedback_t state = fusedCall ? fusedState : referenceState;
+        void* out = fusedCall ? fusedOut.ptr : referenceOut.ptr;
+        const cclzResult_t r =
+            allReduce ? cclzAllReduceFeedback(send.ptr, out, c.count, cclzBfloat16, cclzAvg, comm,
+                                              &codec, state, s)
+                      : cclzReduceScatterFeedback(send.ptr, out, c.count, cclzBfloat16, cclzSum,
+                                                  comm, &codec, state, s);
+        ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+      }
+      EXPECT_EQ(fusedOut.download(), referenceOut.download()) << "rank " << me << " step " << step;
+      std::vector<uint8_t> a(total * 4), b(total * 4);
+      ASSERT_EQ(cudaMemcpy(a.data(), fusedResidual, a.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(b.data(), referenceResidual, b.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(firstMismatch(a.data(), b.data(), a.size()), SIZE_MAX)
+          << "rank " << me << " step " << step << ": the residuals differ";
+    }
+    cclzFeedbackDestroy(fusedState);
+    cclzFeedbackDestroy(referenceState);
+  }
+  expectNoAsyncError(fusedComm());
+}
+
+std::vector<WiderCase> widerCases() {
+  std::vector<WiderCase> cases;
+  // 1000003: several pieces of CCLZ_PIECE_BYTES=1M, chunks of an all-reduce that differ by one,
+  // a reduce-scatter's outputs at odd offsets.
+  for (int codec : {cclzCodecFp8, cclzCodecQgrad})
+    for (size_t count : {size_t{5}, size_t{4099}, size_t{1000003}}) cases.push_back({codec, count});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(CopyEngines, NcclFusedWider, ::testing::ValuesIn(widerCases()),
+                         widerName);
+
 // Nodes of the graph of the driver's node type `type`; -1 where the driver cannot tell.
 int nodesOfType(cudaGraph_t graph, CUgraphNodeType type) {
   using NodeType = CUresult (*)(CUgraphNode, CUgraphNodeType*);
@@ -404,37 +548,26 @@ cclzComm_t makeFusedComm() {
   return comm;
 }
 
-// The all-gather took the fused path under test itself, not the pipeline (whose bytes are the
-// same): a communicator of the test's own, traced (CCLZ_TRACE=1), makes one call with stderr led
-// into a file, and the trace names the path.
+// The calls took the fused path under test itself, not the pipeline (whose bytes are the same):
+// a communicator of the test's own, traced (CCLZ_TRACE=1), makes an fp8 all-gather (and with the
+// copy engines a qgrad all-reduce) with stderr led into a file, and the trace names the path.
 class NcclFusedPath : public ::testing::TestWithParam<int> {};
-TEST_P(NcclFusedPath, AllGatherTakesTheFusedPath) {
-  const int n = worldSize(), me = worldRank();
-  // NOTE: set until after the call: every thread of the library reads it again every 256th look
-  // (the checking thread among them), and unset before the call it went off within the call.
-  setenv("CCLZ_TRACE", "1", 1);
-  cclzComm_t comm = makeFusedComm();
-  ASSERT_NE(comm, nullptr);
-  const cclzCodecConfig_t codec = fp8Config(cclzFp8E4M3);
-  const size_t count = 4097;
-  const std::vector<uint8_t> in = makeData(DataKind::kGauss1, cclzBfloat16, count, 0, 11);
-  Device send(in.size()), recv(count * n * 2);
-  send.upload(in, comms().stream);
-  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+
+// The trace (stderr) of one call on `comm`, waited for.
+std::string traceOf(cclzComm_t comm, const std::function<cclzResult_t()>& call) {
   char file[] = "/tmp/cclz-fused-trace-XXXXXX";
   const int fd = mkstemp(file);
-  ASSERT_GE(fd, 0);
+  EXPECT_GE(fd, 0);
+  if (fd < 0) return "";
   std::fflush(stderr);
   const int saved = dup(2);
   dup2(fd, 2);
-  const cclzResult_t r = cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &codec,
-                                       reinterpret_cast<cclzStream_t>(comms().stream));
+  const cclzResult_t r = call();
   const bool synced = cudaStreamSynchronize(comms().stream) == cudaSuccess;
   std::fflush(stderr);
   dup2(saved, 2);
   close(saved);
   close(fd);
-  unsetenv("CCLZ_TRACE");
   std::string trace;
   if (FILE* f = std::fopen(file, "r")) {
     char line[512];
@@ -442,13 +575,42 @@ TEST_P(NcclFusedPath, AllGatherTakesTheFusedPath) {
     std::fclose(f);
   }
   std::remove(file);
-  ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
-  ASSERT_TRUE(synced);
+  EXPECT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+  EXPECT_TRUE(synced);
+  return trace;
+}
+
+TEST_P(NcclFusedPath, CallsTakeTheFusedPath) {
+  const int n = worldSize(), me = worldRank();
+  // NOTE: set until after the calls: every thread of the library reads it again every 256th
+  // look (the checking thread among them), and unset before a call it went off within the call.
+  setenv("CCLZ_TRACE", "1", 1);
+  cclzComm_t comm = makeFusedComm();
+  ASSERT_NE(comm, nullptr);
+  const size_t count = 4097;
+  const std::vector<uint8_t> in = makeData(DataKind::kGauss1, cclzBfloat16, count * n, 0, 11);
+  Device send(in.size()), recv(count * n * 2);
+  send.upload(in, comms().stream);
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  const cclzCodecConfig_t fp8 = fp8Config(cclzFp8E4M3), qgrad = configOf(cclzCodecQgrad);
+  const std::string gatherTrace = traceOf(comm, [&] {
+    return cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &fp8, s);
+  });
   const char* expected =
       copyEngines() ? "fused (copy engines): all-gather of 4097" : "fused: all-gather of 4097";
-  EXPECT_NE(trace.find(expected), std::string::npos)
+  EXPECT_NE(gatherTrace.find(expected), std::string::npos)
       << "rank " << me << ": no \"" << expected << "\" in the call's trace:\n"
-      << trace;
+      << gatherTrace;
+  if (copyEngines()) {  // and the all-reduce of the qgrad codec
+    const std::string reduceTrace = traceOf(comm, [&] {
+      return cclzAllReduce(send.ptr, recv.ptr, count * n, cclzBfloat16, cclzSum, comm, &qgrad, s);
+    });
+    EXPECT_NE(reduceTrace.find("fused (copy engines): all-reduce of"), std::string::npos)
+        << "rank " << me << ": the qgrad all-reduce did not take the copy engines' path:\n"
+        << reduceTrace;
+  }
+  unsetenv("CCLZ_TRACE");
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
 }
 
