@@ -63,7 +63,8 @@
 #              engines): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
 #              op's sweep 4 MiB - 1 GiB over NVLink, nccl-tests' timing: each fused path, and the
-#              codec's pipeline, each beside plain NCCL; a short table per op; then each op's
+#              codec's pipeline, each beside plain NCCL (and the qgrad all-reduce with error
+#              feedback, pipeline and copy engines); a short table per op; then each op's
 #              timeline at 64 MiB (CCLZ_TIMELINE=1). CCLZ_FUSED_ARGS: more cclz-perf options for
 #              the sweeps (--fp8-row-elems 4096, --piece-bytes 16M); CCLZ_FUSED_TESTS=0: no tests.
 #              Without build among the stages it builds only nccl_fused_tests and cclz-perf.
@@ -965,8 +966,12 @@ if has fused; then
     done
   done
   fusedparts=$(mktemp -d)
-  for op in allgather reducescatter; do
+  # The fp8 all-gather and reduce-scatter on every path; the qgrad all-reduce (error feedback,
+  # issue 36's target) on the pipeline and the copy engines (the kernel path does not take it).
+  for spec in allgather:fp8 reducescatter:fp8 allreduce:qgrad; do
+    op=${spec%%:*} codec=${spec##*:}
     for setting in pipeline $modes; do
+      [ $op = allreduce ] && [ $setting = 1 ] && continue
       launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
                 -x NCCL_NVLS_ENABLE)
       extra=()
@@ -974,9 +979,9 @@ if has fused; then
       name=$setting
       [ $setting = 1 ] && name=fused
       [ $setting = ce ] && name=fusedce
-      bench fused "${op}_fp8_$name" --op $op --codec fp8 --device gpu -b 4M -e 1G -f 4 \
+      bench fused "${op}_${codec}_$name" --op $op --codec $codec --device gpu -b 4M -e 1G -f 4 \
         -n 20 -w 5 --batch --adaptive off "${extra[@]}" "${fusedargs[@]}"
-      cp "$(ls "$parts"/[0-9]*_fused__${op}_fp8_$name.json | tail -1)" \
+      cp "$(ls "$parts"/[0-9]*_fused__${op}_${codec}_$name.json | tail -1)" \
         "$fusedparts/${op}_$name.json" 2>/dev/null
     done
   done
@@ -986,12 +991,14 @@ if has fused; then
   python3 - "$fusedparts" >>"$OUT/bench.log" 2>&1 <<'PY'
 import json, os, sys
 d = sys.argv[1]
-for op in ("allgather", "reducescatter"):
+for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", "qgrad")):
     runs = {}
     for s in ("pipeline", "fused", "fusedce"):
         p = os.path.join(d, f"{op}_{s}.json")
         runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
-    print(f"# fused: fp8 {op} over NVLink, per call (us), speedup over plain NCCL of the same run")
+    if not any(runs.values()):
+        continue
+    print(f"# fused: {codec} {op} over NVLink, per call (us), speedup over plain NCCL of the same run")
     # NOTE: no line starts with "#   ": the script's end prints bench.log without those.
     print("#size(B)%7s %10s %10s %8s %10s %8s %10s %8s %7s" % (
         "", "nccl", "pipeline", "x", "fused", "x", "fused-ce", "x", "wrong"))
