@@ -21,10 +21,11 @@ struct Plan;
 class FusedNvlink {
  public:
   virtual ~FusedNvlink() = default;
-  // Whether this call takes the fused path: an fp8 all-gather or reduce-scatter (without error
-  // feedback) with elements to move, on a
-  // communicator whose ranks all share one LSA team. The same answer on every rank for the same
-  // call (nothing in it is local).
+  // Whether this call takes the fused path, on a communicator whose ranks all share one LSA
+  // team, with elements to move: an fp8 all-gather or reduce-scatter without error feedback
+  // (frames stored by a kernel); also the all-reduce, the qgrad codec and error feedback (frames
+  // copied by the copy engines). The same answer on every rank for the same call (nothing in it
+  // is local).
   virtual bool takes(const CollArgs& a, const Plan& plan) const = 0;
   // Queues the call on a.stream (no host synchronization, capturable once a call of the size has
   // run outside a capture: the window and scratch grow only outside one). Checked and planned
