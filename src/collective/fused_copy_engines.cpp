@@ -129,7 +129,7 @@ class CopyEngineFused final : public FusedNvlink {
         scratchBytes =
             std::max(scratchBytes, codec.encodeScratchBytes(plan.use.config, dtype, piece));
     }
-    const bool gathers = a.op != CollOp::ReduceScatter, reduces = a.op != CollOp::AllGather;
+    const bool reduces = a.op != CollOp::AllGather;
     const uint64_t slot = frameStride(plan), rankBytes = pieces * slot;
     const uint64_t pieceMost = std::min(pe, largest);
     const uint64_t stagedStride = roundUp(pieceMost * eb, 16);
