@@ -319,36 +319,49 @@ std::pair<double, double> timeAlternating(const Options& opt, Buffers& b,
   return {median(cclzUs), median(baseUs)};
 }
 
-// --batch: the slowest rank's time per call (us) of `iters` calls queued back to back, one sync
-// at the end; `after` runs once, on the last call's output.
-double timeBatch(Buffers& b, const Contender& c, int iters) {
+// One batch's times per call (us), each the slowest rank's: the whole batch (queued and
+// finished), and the host's queueing alone (the calls returned, before the sync). Where the
+// queueing takes as long as the whole, the calls are bound by the host, not the GPU.
+struct BatchTimes {
+  double perCall = 0, queueing = 0;
+};
+
+// --batch: `iters` calls queued back to back, one sync at the end; `after` runs once, on the
+// last call's output.
+BatchTimes timeBatch(Buffers& b, const Contender& c, int iters) {
   MPI_Barrier(MPI_COMM_WORLD);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) c.call();
+  const auto queued = std::chrono::steady_clock::now();
   b.sync();
-  const double local =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-      iters;
-  double slowest = 0;
-  MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  using Us = std::chrono::duration<double, std::micro>;
+  const double local[2] = {Us(std::chrono::steady_clock::now() - t0).count() / iters,
+                           Us(queued - t0).count() / iters};
+  double slowest[2] = {0, 0};
+  MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   c.after();
-  return slowest;
+  return {slowest[0], slowest[1]};
 }
 
 // --batch: medians over kBatchRounds rounds of cclz's and the baseline's batches, alternating,
-// after -w untimed calls of each.
+// after -w untimed calls of each: per call, and the host's queueing per call (*queueing: cclz's,
+// the baseline's).
 std::pair<double, double> timeBatches(const Options& opt, Buffers& b, const Contender& cclz,
-                                      const Contender& baseline) {
+                                      const Contender& baseline,
+                                      std::pair<double, double>* queueing) {
   for (int i = 0; i < opt.warmup; ++i) {
     cclz.call();
     baseline.call();
   }
   b.clearOutput();  // what gets checked is a timed call's output
-  std::vector<double> cclzUs, baseUs;
+  std::vector<double> cclzUs, baseUs, cclzQueue, baseQueue;
   for (int r = 0; r < kBatchRounds; ++r) {
-    cclzUs.push_back(timeBatch(b, cclz, opt.iters));
-    baseUs.push_back(timeBatch(b, baseline, opt.iters));
+    const BatchTimes mine = timeBatch(b, cclz, opt.iters);
+    const BatchTimes theirs = timeBatch(b, baseline, opt.iters);
+    cclzUs.push_back(mine.perCall), cclzQueue.push_back(mine.queueing);
+    baseUs.push_back(theirs.perCall), baseQueue.push_back(theirs.queueing);
   }
+  *queueing = {median(cclzQueue), median(baseQueue)};
   return {median(cclzUs), median(baseUs)};
 }
 
@@ -434,6 +447,8 @@ std::string lastPathName(cclzComm_t comm) { return lastCallPlain(comm) ? "plain"
 struct CollRow {
   Shape shape;
   double ratio = 0, timeUs = 0, baseUs = 0, nmse = 0, maxRel = 0;
+  // --batch: the host's time to queue a call (us), cclz's and the baseline's; -1 otherwise.
+  double queueUs = -1, baseQueueUs = -1;
   uint64_t wrong = 0, baseWrong = 0;
   uint64_t pieceBytes = 0;  // the pipeline piece the library used (cclzCommGetPieceBytes)
   // GPU: the device memory cclz's calls have taken so far in the run (its scratch, frames and
@@ -497,7 +512,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                                 : std::string("per call (cclzCommGetPieceBytes)"));
       const std::string timing =
           opt.batch ? fmt::format("time: per call of {} calls back to back (one sync), median of "
-                                  "{} rounds of the slowest rank",
+                                  "{} rounds of the slowest rank (JSON queue_us: the host's "
+                                  "queueing alone)",
                                   opt.iters, kBatchRounds)
                     : std::string("time: median over iterations of the slowest rank");
       fmt::print("#   iters {}, warmup {}, check {}{}; {}, cclz's and the baseline's {} "
@@ -593,8 +609,13 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
       }
 #endif
       b.clearOutput();
-      std::tie(row.timeUs, row.baseUs) = opt.batch ? timeBatches(opt, b, cclz, baseline)
-                                                   : timeAlternating(opt, b, cclz, baseline);
+      if (opt.batch) {
+        std::pair<double, double> queueing;
+        std::tie(row.timeUs, row.baseUs) = timeBatches(opt, b, cclz, baseline, &queueing);
+        std::tie(row.queueUs, row.baseQueueUs) = queueing;
+      } else {
+        std::tie(row.timeUs, row.baseUs) = timeAlternating(opt, b, cclz, baseline);
+      }
       row.path = lastPathName(comm);
       if (gpu) {
         cclzResult_t async = cclzSuccess;
@@ -647,6 +668,9 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                        {"busbw_GBps", r.algbw(r.timeUs) * r.shape.busFactor},
                        {"baseline", plain->name()},
                        {"baseline_time_us", r.baseUs},
+                       {"queue_us", r.queueUs >= 0 ? nlohmann::json(r.queueUs) : nlohmann::json()},
+                       {"baseline_queue_us",
+                        r.baseQueueUs >= 0 ? nlohmann::json(r.baseQueueUs) : nlohmann::json()},
                        {"baseline_algbw_GBps", r.algbw(r.baseUs)},
                        {"speedup", r.timeUs > 0 ? r.baseUs / r.timeUs : 0},
                        {"nmse", lossy && r.checked ? nlohmann::json(r.nmse) : nlohmann::json()},
