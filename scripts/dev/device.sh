@@ -62,7 +62,8 @@
 #              CCLZ_FUSED_MODES (default "1 ce": frames stored by a kernel, copied by the copy
 #              engines): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
-#              op's sweep 4 MiB - 1 GiB over NVLink, nccl-tests' timing: each fused path, and the
+#              op's sweep 4 - 256 MiB (CCLZ_FUSED_MAX=1G: to 1 GiB, whose checks on the CPU take
+#              minutes) over NVLink, nccl-tests' timing: each fused path, and the
 #              codec's pipeline, each beside plain NCCL (and the qgrad all-reduce with error
 #              feedback, pipeline and copy engines); a short table per op; then each op's
 #              timeline at 64 MiB (CCLZ_TIMELINE=1). CCLZ_FUSED_ARGS: more cclz-perf options for
@@ -979,7 +980,8 @@ if has fused; then
       name=$setting
       [ $setting = 1 ] && name=fused
       [ $setting = ce ] && name=fusedce
-      bench fused "${op}_${codec}_$name" --op $op --codec $codec --device gpu -b 4M -e 1G -f 4 \
+      bench fused "${op}_${codec}_$name" --op $op --codec $codec --device gpu -b 4M \
+        -e "${CCLZ_FUSED_MAX:-256M}" -f 4 \
         -n 20 -w 5 --batch --adaptive off "${extra[@]}" "${fusedargs[@]}"
       cp "$(ls "$parts"/[0-9]*_fused__${op}_${codec}_$name.json | tail -1)" \
         "$fusedparts/${op}_$name.json" 2>/dev/null
