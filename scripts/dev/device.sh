@@ -32,7 +32,9 @@
 #              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes,
 #              tp4-nodes-two-level: TP4 over the nodes with CCLZ_TWO_LEVEL=1, tp4-nvlink,
 #              tp4-nvlink-overlap, tp4-nvlink-overlap-ce (CCLZ_OVERLAP_COPY=auto),
-#              tp2dp2-nodes, ...; on 2 GPUs also tp2-nvlink, tp2-nvlink-overlap(-ce)).
+#              tp4-nvlink-fusedce (CCLZ_FUSED=ce),
+#              tp2dp2-nodes, ...; on 2 GPUs also tp2-nvlink, tp2-nvlink-fusedce,
+#              tp2-nvlink-overlap(-ce)).
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 2,400 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
 #              TP with E4M3, and on 2 GPUs TP's codec on its gathers alone and on its reductions
@@ -385,6 +387,9 @@ if has train || has trainsmoke || has trainlong; then
       trainonly tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainonly tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
       trainonly tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
+      # The TP calls' compressed trials on the fused copy-engine path (docs/collectives.md).
+      CCLZ_FUSED=ce trainonly tp4-nvlink-fusedce nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" \
+        --policy none,tp-fp8
       # Issue 37's end to end: the TP linears as overlapped calls, against tp4-nvlink's none.
       trainonly tp4-nvlink-overlap nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --overlap \
         --policy none,tp-fp8
@@ -402,6 +407,8 @@ if has train || has trainsmoke || has trainlong; then
       # TP2 over NVLink, and with the overlapped linears (NCCL's transfers, then the copy
       # engines), each beside its own uncompressed run.
       trainonly tp2-nvlink nvlink 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
+      CCLZ_FUSED=ce trainonly tp2-nvlink-fusedce nvlink 2 "$secs" "${run[@]}" --tp 2 --batch 8 \
+        --micro-batches 1 --policy none,tp-fp8
       trainonly tp2-nvlink-overlap nvlink 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 \
         --overlap --policy none,tp-fp8
       CCLZ_OVERLAP_COPY=auto trainonly tp2-nvlink-overlap-ce nvlink 2 "$secs" "${run[@]}" --tp 2 \
