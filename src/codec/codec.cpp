@@ -109,6 +109,20 @@ void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uin
             std::string("the ") + name() + " codec has no error feedback (only qgrad has)");
 }
 
+cclzResult_t takeDeviceError(DeviceStatus* status, const char* decoder, const char* encoder,
+                             std::string* message) {
+  DeviceStatus got{};
+  CCLZ_CUDA_CHECK(cudaMemcpy(&got, status, sizeof got, cudaMemcpyDeviceToHost));
+  if (got.decodeError == kFrameOk && got.encodeError == 0) return cclzSuccess;
+  CCLZ_CUDA_CHECK(cudaMemset(&status->decodeError, 0, 2 * sizeof(uint32_t)));
+  if (got.decodeError != kFrameOk) {
+    *message = std::string(decoder) + " rejected a frame: " + frameErrorText(got.decodeError);
+    return cclzCorruptFrame;
+  }
+  *message = std::string(encoder) + " met a NaN or Inf (those blocks were sent as NaN)";
+  return cclzInvalidArgument;
+}
+
 cclzResult_t takeDecodeError(DeviceStatus* status, const char* who, std::string* message) {
   DeviceStatus got{};
   CCLZ_CUDA_CHECK(cudaMemcpy(&got, status, sizeof got, cudaMemcpyDeviceToHost));

@@ -148,6 +148,11 @@ class Codec {
 // ("<who> rejected a frame: <why>") and the word cleared, else cclzSuccess. A small copy; it
 // does not wait for work queued on non-blocking streams.
 cclzResult_t takeDecodeError(DeviceStatus* status, const char* who, std::string* message);
+// The same for a decode's and an encode's errors: a rejected frame as above ("<decoder> rejected a
+// frame: <why>"), else an encode that met a NaN or Inf (error feedback): cclzInvalidArgument
+// with "<encoder> met a NaN or Inf (those blocks were sent as NaN)". Both words cleared.
+cclzResult_t takeDeviceError(DeviceStatus* status, const char* decoder, const char* encoder,
+                             std::string* message);
 #endif
 
 // The implementation of a codec type. Throws cclz::Error(cclzInvalidArgument) for an unknown one.

@@ -313,17 +313,7 @@ class DeviceEngine final : public Engine {
     const cudaError_t state = cudaEventQuery(finished_);
     if (state == cudaErrorNotReady) return cclzSuccess;  // not finished: not judged yet
     CCLZ_CUDA_CHECK(state);
-    DeviceStatus status{};
-    CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
-    if (status.decodeError == kFrameOk && status.encodeError == 0) return cclzSuccess;
-    CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, 2 * sizeof(uint32_t)));
-    if (status.decodeError != kFrameOk) {
-      *message = std::string("a device decode rejected a received frame: ") +
-                 frameErrorText(status.decodeError);
-      return cclzCorruptFrame;
-    }
-    *message = "a device encode met a NaN or Inf (those blocks were sent as NaN)";
-    return cclzInvalidArgument;
+    return takeDeviceError(status_, "a device decode", "a device encode", message);
   }
 
  private:

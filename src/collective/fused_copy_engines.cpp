@@ -222,17 +222,7 @@ class CopyEngineFused final : public FusedNvlink {
   // A frame the decode rejected, or an encode with feedback that met a NaN or Inf, in work
   // that has finished (the device engine's judgement; the word cleared once read).
   cclzResult_t pollError(std::string* message) override {
-    DeviceStatus status{};
-    CCLZ_CUDA_CHECK(cudaMemcpy(&status, status_, sizeof status, cudaMemcpyDeviceToHost));
-    if (status.decodeError == kFrameOk && status.encodeError == 0) return cclzSuccess;
-    CCLZ_CUDA_CHECK(cudaMemset(&status_->decodeError, 0, 2 * sizeof(uint32_t)));
-    if (status.decodeError != kFrameOk) {
-      *message = std::string("the fused path's decode rejected a frame: ") +
-                 frameErrorText(status.decodeError);
-      return cclzCorruptFrame;
-    }
-    *message = "a fused path's encode met a NaN or Inf (those blocks were sent as NaN)";
-    return cclzInvalidArgument;
+    return takeDeviceError(status_, "the fused path's decode", "the fused path's encode", message);
   }
 
  private:
