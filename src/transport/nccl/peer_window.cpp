@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -68,19 +69,24 @@ PeerWindow::PeerWindow(NcclTransport& t) : symmetric_(t.commHandle(), 1), me_(t.
   writeValue_ = driverFunction("cuStreamWriteValue32");
   waitValue_ = driverFunction("cuStreamWaitValue32");
   CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(&release_, cudaStreamNonBlocking));
+  CCLZ_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&released_), kFlagBytes,
+                                cudaHostAllocDefault));
 }
 
-PeerWindow::~PeerWindow() { cudaStreamDestroy(release_); }
+PeerWindow::~PeerWindow() {
+  cudaStreamDestroy(release_);
+  cudaFreeHost(released_);
+}
 
 void PeerWindow::release() noexcept {
   if (!base_) return;
   // NOTE: not a memset to 0xFF: as a cyclic comparison 0xFFFFFFFF is behind every step from 1 to
   // 2^31 - 1, and the waits would go on.
+  // Pinned, so that the copy is queued without waiting (a wait could hang behind a blocked
+  // queue).
   static_assert(kFlagBytes == 2 * kMaxRanks * sizeof(uint32_t), "the flags are 32-bit words");
-  std::vector<uint32_t> ahead(2 * kMaxRanks, epoch_.load() + (1u << 30));
-  if (cudaMemcpyAsync(base_, ahead.data(), kFlagBytes, cudaMemcpyHostToDevice, release_) ==
-      cudaSuccess)
-    cudaStreamSynchronize(release_);  // the pageable source must outlive the copy
+  std::fill(released_, released_ + 2 * kMaxRanks, epoch_.load() + (1u << 30));
+  cudaMemcpyAsync(base_, released_, kFlagBytes, cudaMemcpyHostToDevice, release_);
 }
 
 bool PeerWindow::reserve(uint64_t bytes) {

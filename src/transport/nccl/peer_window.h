@@ -110,6 +110,7 @@ class PeerWindow {
   std::vector<uint8_t*> peers_;  // every rank's window as mapped here (this rank's own at me_)
   std::atomic<uint32_t> epoch_{0};  // the last call's number; release() reads it from any thread
   cudaStream_t release_ = nullptr;
+  uint32_t* released_ = nullptr;  // pinned host words that release() copies into the flags
   void* writeValue_ = nullptr;   // cuStreamWriteValue32
   void* waitValue_ = nullptr;    // cuStreamWaitValue32
 };
