@@ -127,7 +127,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
 #ifdef CCLZ_HAVE_NCCL
     fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines);
 #else
-    CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED=1 needs a build with NCCL");
+    CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED needs a build with NCCL");
 #endif
   }
   if (settings_.async) {

@@ -212,9 +212,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"default", "on", "off"}))
       ->capture_default_str();
   app.add_flag("--fused{1}", opt.fused,
-               "collectives on the GPU: CCLZ_FUSED for cclz's communicator, the fused NVLink fp8 "
-               "all-gather and reduce-scatter where they apply: --fused (=1) stores the frames "
-               "by a kernel, --fused=ce copies them by the copy engines; also as CCLZ_FUSED is set")
+               "collectives on the GPU: CCLZ_FUSED for cclz's communicator, the fused NVLink paths "
+               "where they apply: --fused (=1) stores the frames by a kernel (fp8 all-gather and "
+               "reduce-scatter), --fused=ce copies them by the copy engines (also the all-reduce "
+               "and qgrad); also as CCLZ_FUSED is set")
       ->check(CLI::IsMember({"1", "ce"}));
   app.add_flag("--batch", opt.batch,
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "

@@ -528,8 +528,8 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                  "its trials found plain data faster)\n",
                  opt.adaptive == 1 ? "on" : opt.adaptive == 0 ? "off" : "default");
       if (!opt.fused.empty())
-        fmt::print("#   fused: CCLZ_FUSED={}, the fp8 all-gather's and reduce-scatter's "
-                   "compressed path is the fused NVLink path ({}) where every rank shares NVLink\n",
+        fmt::print("#   fused: CCLZ_FUSED={}, compressed calls take the fused NVLink path ({}) "
+                   "where it applies and every rank shares NVLink\n",
                    opt.fused, opt.fused == "ce" ? "frames copied by the copy engines"
                                                 : "frames stored by a kernel");
       if (gpu)
