@@ -88,8 +88,8 @@ struct CommSettings {
 
   // Device communicators: the overlapped GEMMs' transfers as NCCL's point-to-point calls
   // (CCLZ_OVERLAP_COPY=nccl, the default), as copies into the peers' memory on the copy engines
-  // announced by flags (=ce; overlap/peer_window.h), or the copy engines where every rank can use
-  // them (=auto). The copy engines stay off by default until measured on 4 GPUs (docs/overlap.md).
+  // announced by flags (=ce; transport/nccl/peer_window.h), or the copy engines where every rank
+  // can use them (=auto). The copy engines stay off by default until measured on 4 GPUs (docs/overlap.md).
   OverlapCopy overlapCopy = OverlapCopy::Nccl;
 
   // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
