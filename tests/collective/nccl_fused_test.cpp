@@ -6,9 +6,10 @@
 // CCLZ_PIECE_BYTES=1M, and outputs at offsets that are not 16-byte aligned), bf16 and fp32, the
 // E4M3 default and the rotated INT8 grid (the decoder's two paths), three calls queued back to
 // back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
-// inputs. The graph shows that the fused kernels ran: its nodes include pushFrameKernel (with
-// the copy engines, a captured call takes the pipeline: none). Last, a count mismatch caught by a
-// deferred check ends in an error on every rank, not a hang.
+// inputs. The graph shows that the fused path ran: its nodes include pushFrameKernel (with the
+// copy engines: the flags' memory-operation nodes, and no push kernel). With the copy engines
+// also the all-reduce, qgrad and error feedback (NcclFusedWider). Last, a count mismatch caught
+// by a deferred check ends in an error on every rank, not a hang.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
