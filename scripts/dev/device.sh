@@ -823,6 +823,18 @@ if has check; then
     bench check "allreduce_none_check_${mode}_batch" --op allreduce --codec none --device gpu -b 64K -e 256M -f 16 -n 20 -w 5 --batch --adaptive off
     launcher=("${launcher[@]:0:${#launcher[@]}-2}")
   done
+  # Whether the back-to-back calls are bound by the host: each one's time beside the host's
+  # time to queue it (cclz-perf's queue_us), cclz's and NCCL's.
+  python3 - "$parts" >>"$summary" 2>&1 <<'PY'
+import glob, json, os, sys
+print("check: back to back, per call (us): cclz time / its queueing, NCCL time / its queueing")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*_check__*_batch.json"))):
+    name = os.path.basename(path).split("__", 1)[1][:-5]
+    for r in json.load(open(path)):
+        print("  %-40s %10d  %7.1f / %5.1f   %7.1f / %5.1f" % (
+            name, r["bytes"], r["time_us"], r.get("queue_us") or -1,
+            r["baseline_time_us"], r.get("baseline_queue_us") or -1))
+PY
   for mode in deferred 1 first; do
     echo "== CCLZ_CHECK_CALLS=$mode, 16 MiB all-reduce, codec none" >>"$OUT/trace.log"
     "${launcher[@]}" -x CCLZ_CHECK_CALLS=$mode -x CCLZ_TRACE=1 $perf --op allreduce --codec none \
