@@ -439,6 +439,41 @@ TEST_P(NcclFusedWider, FeedbackEqualsThePipeline) {
   expectNoAsyncError(fusedComm());
 }
 
+// A NaN in one rank's input, with error feedback: that rank's asynchronous error says its encode
+// met a NaN or Inf (the blocks were sent as NaN), as the pipeline reports it; the other ranks
+// have none, and the communicator goes on (the next call leaves no error).
+TEST_P(NcclFusedWider, NonFiniteInputIsReportedOnItsRank) {
+  const WiderCase& c = GetParam();
+  if (c.codec != cclzCodecQgrad || c.count != 4099) GTEST_SKIP() << "one qgrad case";
+  const int me = worldRank();
+  const cclzCodecConfig_t codec = configOf(c.codec);
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  cclzFeedback_t state = nullptr;
+  ASSERT_EQ(cclzFeedbackCreate(&state, c.count, cclzMemoryDevice), cclzSuccess);
+  for (bool withNan : {true, false}) {
+    std::vector<uint8_t> g =
+        makeData(DataKind::kGauss1, cclzBfloat16, c.count, 0, mixSeed(0xBAD, me, withNan));
+    if (withNan && me == 0) g[0] = 0xC0, g[1] = 0x7F;  // bf16 quiet NaN (0x7FC0), little-endian
+    Device send(g.size()), recv(g.size());
+    send.upload(g, comms().stream);
+    ASSERT_EQ(cclzAllReduceFeedback(send.ptr, recv.ptr, c.count, cclzBfloat16, cclzSum,
+                                    fusedComm(), &codec, state, s),
+              cclzSuccess)
+        << cclzGetLastError(fusedComm());
+    ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+    cclzResult_t async = cclzInternalError;
+    EXPECT_EQ(cclzCommGetAsyncError(fusedComm(), &async), cclzSuccess);
+    if (withNan && me == 0) {
+      EXPECT_EQ(async, cclzInvalidArgument);
+      EXPECT_NE(std::string(cclzGetLastError(fusedComm())).find("NaN or Inf"), std::string::npos)
+          << cclzGetLastError(fusedComm());
+    } else {
+      EXPECT_EQ(async, cclzSuccess) << "rank " << me << ": " << cclzGetLastError(fusedComm());
+    }
+  }
+  cclzFeedbackDestroy(state);
+}
+
 std::vector<WiderCase> widerCases() {
   std::vector<WiderCase> cases;
   // 1000003: several pieces of CCLZ_PIECE_BYTES=1M, chunks of an all-reduce that differ by one,
