@@ -34,11 +34,15 @@ CCLZ_HD void addResidualElement(void* dst, const void* src, Residual residual, u
   storeFromFloat(dst, dtype, i, v);
 }
 
-// residual[i] += factor * (intended[i] - got[i]), rounded to the residual's dtype.
+// residual[i] += factor * (intended[i] - got[i]), rounded to the residual's dtype. Where that
+// error is NaN or Inf (a gradient that blew up reached the reduced shard) the residual is left as
+// it was, as the qgrad encode leaves a non-finite block's (docs/formats.md, "NaN and Inf"): a
+// NaN kept there would poison every later step of the bucket.
 CCLZ_HD void foldElement(Residual residual, uint64_t i, const void* intended, const void* got,
                          int dtype, float factor) {
-  const float e = subRn(loadAsFloat(intended, dtype, i), loadAsFloat(got, dtype, i));
-  residual.store(i, addRn(residual.load(i), mulRn(factor, e)));
+  const float e = mulRn(factor, subRn(loadAsFloat(intended, dtype, i), loadAsFloat(got, dtype, i)));
+  if ((floatToBits(e) & 0x7FFFFFFFu) >= 0x7F800000u) return;  // NaN or Inf
+  residual.store(i, addRn(residual.load(i), e));
 }
 
 }  // namespace cclz::reduce

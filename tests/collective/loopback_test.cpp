@@ -8,6 +8,7 @@
 // whole (LoopbackPieces).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -435,6 +436,36 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(info.param.bits) +
              (info.param.residualDtype == cclzBfloat16 ? "_bf16_residual" : "");
     });
+
+// A NaN in one rank's gradient reaches the reduced shard and its re-encoding; the shard owner's
+// residual keeps what it had there (docs/formats.md, "NaN and Inf"), so the next step is clean on
+// every rank instead of meeting the NaN again through the residual.
+TEST(LoopbackErrors, FeedbackNaNDoesNotPoisonTheNextStep) {
+  const uint64_t count = 600;  // in all; rank 0 owns the shard holding element 0
+  onRanks(2, [&](cclzComm_t comm, int r) {
+    cclzFeedback_t fb = nullptr;
+    ASSERT_EQ(cclzFeedbackCreate(&fb, count, cclzMemoryHost), cclzSuccess);
+    cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+    config.codec = cclzCodecQgrad;
+    for (int step = 0; step < 2; ++step) {
+      std::vector<float> g(count), out(count);
+      for (uint64_t i = 0; i < count; ++i) g[i] = 0.01f * static_cast<float>((i * 7 + r) % 13);
+      if (step == 0 && r == 1) g[0] = std::nanf("");
+      const cclzResult_t res = cclzAllReduceFeedback(g.data(), out.data(), count, cclzFloat32,
+                                                     cclzSum, comm, &config, fb, nullptr);
+      // Step 0: rank 1's encode met the NaN, and so did rank 0's re-encoding of its shard.
+      EXPECT_EQ(res, step == 0 ? cclzInvalidArgument : cclzSuccess)
+          << "rank " << r << " step " << step << ": " << cclzGetLastError(comm);
+      // The NaN travels with the data at its step, and only then.
+      EXPECT_EQ(std::isnan(out[0]), step == 0) << "rank " << r << " step " << step;
+      const std::vector<float> residual = residualFloats(fb, count);
+      EXPECT_TRUE(std::all_of(residual.begin(), residual.end(),
+                              [](float v) { return std::isfinite(v); }))
+          << "rank " << r << " step " << step;
+    }
+    cclzFeedbackDestroy(fb);
+  });
+}
 
 TEST(LoopbackErrors, FeedbackNeedsQgradAndItsSize) {
   onRanks(2, [&](cclzComm_t comm, int) {
