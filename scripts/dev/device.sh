@@ -30,7 +30,7 @@
 #              each pair compared; a table last (~8 minutes).
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
 #              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes,
-#              tp4-nodes-two-level: TP4 over the nodes with CCLZ_TWO_LEVEL=1, tp4-nvlink,
+#              tp4-nodes-flat: TP4 over the nodes with CCLZ_TWO_LEVEL=0, tp4-nvlink,
 #              tp4-nvlink-overlap, tp4-nvlink-overlap-ce (CCLZ_OVERLAP_COPY=auto),
 #              tp4-nvlink-fusedce (CCLZ_FUSED=ce),
 #              tp2dp2-nodes, ...; on 2 GPUs also tp2-nvlink, tp2-nvlink-fusedce,
@@ -380,9 +380,10 @@ if has train || has trainsmoke || has trainlong; then
     trainwanted() { [ -z "${CCLZ_TRAIN_ONLY:-}" ] || [[ " $CCLZ_TRAIN_ONLY " == *" $1 "* ]]; }
     trainonly() { trainwanted "$1" && trainlaunch "$@"; }
     if [ "$tdev" = cpu ] || [ "$tgpus" -ge 4 ]; then
+      # TP's calls run in two levels across the nodes (the default; docs/collectives.md), and
+      # flat beside them.
       trainonly tp4-nodes nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --policy none,tp-fp8
-      # The same with the two-level all-gathers and reduce-scatters (docs/collectives.md).
-      CCLZ_TWO_LEVEL=1 trainonly tp4-nodes-two-level nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" \
+      CCLZ_TWO_LEVEL=0 trainonly tp4-nodes-flat nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" \
         --policy none,tp-fp8
       trainonly tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainonly tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
@@ -744,7 +745,7 @@ if has twolevel; then
   if [ "$ngpu" -ge 4 ]; then
     ranks "$ngpu" -x CCLZ_TWO_LEVEL=1 bench/python/two_nodes.sh \
       $build/tests/collective/nccl_tests --gtest_brief=1 \
-      --gtest_filter='NcclCollective*:NcclLarge*:NcclFeedback*' >"$OUT/tests.tmp" 2>&1
+      --gtest_filter='*NcclCollective.*:*NcclLarge.*:NcclFeedback.*' >"$OUT/tests.tmp" 2>&1
     echo "twolevel nccl_tests ($ngpu ranks, two nodes): exit $? -- $(grep -m1 -E 'PASSED|FAILED' "$OUT/tests.tmp")" | tee -a "$summary"
     grep -E '^\[  FAILED' "$OUT/tests.tmp" | sort -u | head -20 | tee -a "$summary"
     cat "$OUT/tests.tmp" >>"$log"

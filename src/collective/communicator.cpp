@@ -84,7 +84,7 @@ CommSettings CommSettings::fromEnvironment() {
                     : v == "auto" ? OverlapCopy::Auto
                                   : OverlapCopy::Nccl;
   }
-  s.twoLevel = envSwitch("CCLZ_TWO_LEVEL", "0", "1");
+  s.twoLevel = !envSwitch("CCLZ_TWO_LEVEL", "1", "0");
   s.adaptive = !envSwitch("CCLZ_ADAPTIVE", "1", "0");
   return s;
 }

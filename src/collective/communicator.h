@@ -92,10 +92,10 @@ struct CommSettings {
   // can use them (=auto). The copy engines stay off by default until measured on 4 GPUs (docs/overlap.md).
   OverlapCopy overlapCopy = OverlapCopy::Nccl;
 
-  // The two-level all-gather and reduce-scatter where the ranks span nodes of several ranks each
-  // (CCLZ_TWO_LEVEL=1; collective/node_layout.h). Off by default until measured on GPUs
+  // The two-level all-gather, reduce-scatter and all-reduce where the ranks span nodes of several
+  // ranks each (collective/node_layout.h); CCLZ_TWO_LEVEL=0 keeps the flat algorithms
   // (docs/collectives.md, "Two-level calls across nodes").
-  bool twoLevel = false;
+  bool twoLevel = true;
 
   // This rank's node, for the layout: empty, the default, names it by $NCCL_HOSTID or the host
   // (nodeKey). Tests give ranks of one process different nodes with it.

@@ -88,7 +88,7 @@ struct Difference {
 
 std::vector<Difference> differences() {
   return {
-      {"CCLZ_TWO_LEVEL", [](CommSettings& s) { s.twoLevel = true; }},
+      {"CCLZ_TWO_LEVEL", [](CommSettings& s) { s.twoLevel = !s.twoLevel; }},
       {"CCLZ_PIECE_BYTES", [](CommSettings& s) { s.pieceBytes = 2 * kTestPieceBytes; }},
       {"CCLZ_CHECK_CALLS", [](CommSettings& s) { s.checkCalls = CheckCalls::First; }},
       {"adaptive", [](CommSettings& s) { s.adaptive = !s.adaptive; }},

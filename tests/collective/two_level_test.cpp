@@ -58,7 +58,9 @@ TEST(TwoLevel, LayoutFromNodeKeys) {
 
 TEST(TwoLevel, SettingFromEnvironment) {
   unsetenv("CCLZ_TWO_LEVEL");
-  EXPECT_FALSE(CommSettings::fromEnvironment().twoLevel);  // off until measured on GPUs
+  EXPECT_TRUE(CommSettings::fromEnvironment().twoLevel);  // on by default
+  setenv("CCLZ_TWO_LEVEL", "0", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().twoLevel);
   setenv("CCLZ_TWO_LEVEL", "1", 1);
   EXPECT_TRUE(CommSettings::fromEnvironment().twoLevel);
   expectEnvironmentRefuses("CCLZ_TWO_LEVEL", "yes");
