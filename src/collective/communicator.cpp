@@ -67,6 +67,7 @@ CommSettings CommSettings::fromEnvironment() {
     s.fused = v != "0";
     s.fusedCopyEngines = v == "ce";
   }
+  s.fusedGraphs = !envSwitch("CCLZ_FUSED_GRAPHS", "1", "0");
   if (const char* sms = std::getenv("CCLZ_OVERLAP_COMM_SMS"); sms && *sms) {
     char* end = nullptr;
     const long v = std::strtol(sms, &end, 10);
@@ -125,7 +126,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   // A host communicator has no NVLink to fuse over: CCLZ_FUSED leaves it as it is.
   if (settings_.fused && transport_->memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_NCCL
-    fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines);
+    fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines, settings_.fusedGraphs);
 #else
     CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED needs a build with NCCL");
 #endif

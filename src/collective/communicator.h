@@ -68,6 +68,10 @@ struct CommSettings {
   // (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
   bool fusedCopyEngines = false;  // CCLZ_FUSED=ce
+  // The copy-engine path replays a direct call as a CUDA graph where its arguments repeat
+  // (CCLZ_FUSED_GRAPHS=1, the default; 0: every call queued anew). Each rank's own: a replay
+  // and a queued call move the same bytes with the same flags.
+  bool fusedGraphs = true;
   // Device communicators: the multiprocessors the overlapped GEMMs leave to the transfers,
   // encodes and decodes that run beside them (CCLZ_OVERLAP_COMM_SMS; 0: the GEMMs plan for every
   // one; -1, unset: overlapReservedSms() chooses). cuBLASLt's Hopper GEMMs keep one CTA on every

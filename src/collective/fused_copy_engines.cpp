@@ -27,6 +27,9 @@
 // After a phase's last piece, D sets its own arrived flags back to 0, then consumed[me] = 1 in
 // every peer's window. Every flag's value is the same in every phase and call, so a call
 // captured into a CUDA graph replays correctly (the stream memory operations become graph nodes).
+// That is also how direct calls run where their arguments repeat (CCLZ_FUSED_GRAPHS): the first
+// is captured into a graph of the path's own, and it and the later ones launch it, one runtime
+// call instead of tens a piece (run, makeGraph).
 #include "collective/fused_nvlink.h"
 #include "transport/nccl/nccl_symmetric.h"  // CCLZ_HAVE_NCCL_DEVICE_API where NCCL has it
 
@@ -61,7 +64,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 class CopyEngineFused final : public FusedNvlink {
  public:
-  explicit CopyEngineFused(NcclTransport& t) : t_(t) {
+  CopyEngineFused(NcclTransport& t, bool replayGraphs) : t_(t), replayGraphs_(replayGraphs) {
     // What this rank alone can tell fails the creation, as CCLZ_FUSED=1 without NCCL's device
     // API does; what the window's collective creation finds (not one LSA team: the same answer
     // on every rank) leaves an object that takes no call.
@@ -75,7 +78,7 @@ class CopyEngineFused final : public FusedNvlink {
     }
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
-    for (cudaStream_t* st : {&encode_, &decode_})
+    for (cudaStream_t* st : {&encode_, &decode_, &capture_})
       CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
     for (cudaEvent_t* e : {&start_, &encoded_, &reduced_, &joinEncode_, &done_, &last_})
       CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -94,7 +97,8 @@ class CopyEngineFused final : public FusedNvlink {
       cudaEventDestroy(e);
     for (cudaEvent_t e : pushed_) cudaEventDestroy(e);
     for (cudaStream_t s : push_) cudaStreamDestroy(s);
-    for (cudaStream_t s : {encode_, decode_}) cudaStreamDestroy(s);
+    dropGraphs();
+    for (cudaStream_t s : {encode_, decode_, capture_}) cudaStreamDestroy(s);
     cudaFree(status_);
   }
 
@@ -116,13 +120,54 @@ class CopyEngineFused final : public FusedNvlink {
   void run(const CollArgs& a, const Plan& plan) override {
     auto stream = reinterpret_cast<cudaStream_t>(a.stream);
     const bool capturing = isCapturing(stream);
+    const Sizes sizes = sizesOf(a, plan);
+    growFor(sizes, capturing);
+    if (capturing || !replays(a)) {
+      queue(a, plan, sizes, stream, capturing ? Queued::InCallersCapture : Queued::Direct);
+      return;
+    }
+    // A direct call as a graph: the one made for these arguments, else one made now.
+    const bool afterLast = hasLast_ && !lastCaptured_;
+    const std::string key = graphKey(a, plan);
+    const auto found = std::find_if(graphs_.begin(), graphs_.end(),
+                                    [&](const auto& g) { return g.first == key; });
+    const bool made = found == graphs_.end();
+    cudaGraphExec_t exec = made ? makeGraph(key, a, plan, sizes) : found->second;
+    // After this communicator's last direct fused call, whose areas the graph reuses.
+    if (afterLast) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+    CCLZ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
+    hasLast_ = true, lastCaptured_ = false;
+    CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, replayed as a graph%s",
+               collOpName(a.op), static_cast<unsigned long long>(a.count),
+               made ? " (made now)" : "");
+  }
+
+  // A frame the decode rejected, or an encode with feedback that met a NaN or Inf, in work
+  // that has finished (the device engine's judgement; the word cleared once read).
+  cclzResult_t pollError(std::string* message) override {
+    return takeDeviceError(status_, "the fused path's decode", "the fused path's encode", message);
+  }
+
+ private:
+  // The sizes of a call: its pieces and frames, and what each local area must hold.
+  struct Sizes {
+    uint64_t pieces = 0;        // of the largest chunk
+    uint64_t slot = 0;          // bytes between consecutive pieces' frames
+    uint64_t rankBytes = 0;     // bytes of one rank's frames, every piece
+    uint64_t stagedStride = 0;  // bytes of a staged piece
+    uint64_t need[6] = {};      // scratch_, outgoing_, acc_, residualCopy_, shard_, staging_
+  };
+
+  Sizes sizesOf(const CollArgs& a, const Plan& plan) const {
     const Codec& codec = *plan.use.codec;
     const int n = t_.size(), me = t_.rank(), dtype = plan.use.dtype;
     const uint64_t eb = plan.elemBytes, pe = plan.pieceElems;
-    uint64_t pieces = 0, largest = 0, scratchBytes = 256;
+    uint64_t largest = 0, scratchBytes = 256;
+    Sizes z;
     for (const Span& c : plan.chunks) {
       const uint64_t k = pieceCount(c.count, pe);
-      pieces = std::max(pieces, k);
+      z.pieces = std::max(z.pieces, k);
       largest = std::max(largest, c.count);
       if (!c.count) continue;
       for (uint64_t piece : {std::min(pe, c.count), c.count - (k - 1) * pe})
@@ -130,42 +175,117 @@ class CopyEngineFused final : public FusedNvlink {
             std::max(scratchBytes, codec.encodeScratchBytes(plan.use.config, dtype, piece));
     }
     const bool reduces = a.op != CollOp::AllGather;
-    const uint64_t slot = frameStride(plan), rankBytes = pieces * slot;
+    z.slot = frameStride(plan);
+    z.rankBytes = z.pieces * z.slot;
     const uint64_t pieceMost = std::min(pe, largest);
-    const uint64_t stagedStride = roundUp(pieceMost * eb, 16);
-
-    // The window: every rank's frames of every piece of a phase (rankBytes a rank). Reserving is
-    // collective and the same on every rank (the same call); it grows only where the window is
-    // too small, after waiting for the device. The rest is this rank's alone: the encode's
-    // scratch, a reduction's outgoing frames (one per destination and piece), its fp32
-    // accumulator, an aligned copy of the residual, the all-reduce's shard, the staging area for
-    // outputs that are not 16-byte aligned (n pieces).
+    z.stagedStride = roundUp(pieceMost * eb, 16);
+    // The window: every rank's frames of every piece of a phase (rankBytes a rank). The rest is
+    // this rank's alone: the encode's scratch, a reduction's outgoing frames (one per destination
+    // and piece), its fp32 accumulator, an aligned copy of the residual, the all-reduce's shard,
+    // the staging area for outputs that are not 16-byte aligned (n pieces).
     const uint64_t need[] = {
         roundUp(scratchBytes, 256),
-        reduces ? n * rankBytes : 0,
+        reduces ? n * z.rankBytes : 0,
         reduces ? roundUp(pieceMost * sizeof(float), 256) : 0,
         a.step ? roundUp(pieceMost * sizeof(float), 256) : 0,
         a.op == CollOp::AllReduce ? roundUp(plan.chunks[me].count * eb, 256) : 0,
-        n * stagedStride,
+        n * z.stagedStride,
     };
-    LocalArea* areas[] = {&scratch_, &outgoing_, &acc_, &residualCopy_, &shard_, &staging_};
-    bool grow = !window_->covers(n * rankBytes);
-    for (int i = 0; i < 6; ++i) grow = grow || !areas[i]->covers(need[i]);
-    if (grow) {
-      CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
-                   "the fused path's window or scratch must grow (the window's registration is "
-                   "collective, and nothing is allocated while the stream is captured into a "
-                   "CUDA graph): make a call of this size before capturing");
-      if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
-      // The same decision on every rank (the same call, the same window so far).
-      if (window_->reserve(n * rankBytes)) window_->markConsumed(1);
-      for (int i = 0; i < 6; ++i) areas[i]->grow(need[i]);
-    }
+    std::copy(std::begin(need), std::end(need), z.need);
+    return z;
+  }
 
+  // Reserving the window is collective and the same on every rank (the same call); it grows only
+  // where the window is too small, after waiting for the device. Growing moves what the graphs
+  // made so far point at: they are dropped.
+  void growFor(const Sizes& z, bool capturing) {
+    const uint64_t windowBytes = t_.size() * z.rankBytes;
+    LocalArea* areas[] = {&scratch_, &outgoing_, &acc_, &residualCopy_, &shard_, &staging_};
+    bool grow = !window_->covers(windowBytes);
+    for (int i = 0; i < 6; ++i) grow = grow || !areas[i]->covers(z.need[i]);
+    if (!grow) return;
+    CCLZ_REQUIRE(!capturing, cclzInvalidUsage,
+                 "the fused path's window or scratch must grow (the window's registration is "
+                 "collective, and nothing is allocated while the stream is captured into a "
+                 "CUDA graph): make a call of this size before capturing");
+    if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
+    dropGraphs();
+    // The same decision on every rank (the same call, the same window so far).
+    if (window_->reserve(windowBytes)) window_->markConsumed(1);
+    for (int i = 0; i < 6; ++i) areas[i]->grow(z.need[i]);
+  }
+
+  // Whether a direct call is replayed as a CUDA graph (CCLZ_FUSED_GRAPHS, on by default): a call
+  // queues tens of runtime calls per piece, and back to back the GPU waited for the host
+  // (bench/results/fused-nvlink-4xh200: 468 of a 472 us call at 64 MiB). Not with error
+  // feedback (its step, which stochastic rounding draws from, changes at every call), nor with
+  // CCLZ_TIMELINE (a graph's spans cannot be timed from the host).
+  bool replays(const CollArgs& a) const {
+    return replayGraphs_ && !a.step && !timeline_.enabled();
+  }
+
+  // Everything the queued work depends on beyond this object's own memory: the buffers, the
+  // counts and the codec's configuration (its bytes: a configuration equal in its fields but not
+  // in its padding only makes another graph).
+  static std::string graphKey(const CollArgs& a, const Plan& plan) {
+    const uint64_t words[] = {static_cast<uint64_t>(a.op),
+                              reinterpret_cast<uintptr_t>(a.send),
+                              reinterpret_cast<uintptr_t>(a.recv),
+                              a.count,
+                              static_cast<uint64_t>(a.dtype),
+                              static_cast<uint64_t>(a.redOp),
+                              plan.pieceElems};
+    std::string key(reinterpret_cast<const char*>(words), sizeof words);
+    key.append(reinterpret_cast<const char*>(&plan.use.config), sizeof plan.use.config);
+    return key;
+  }
+
+  // Captures the call on a stream of this object's (the caller's may be the legacy stream, which
+  // cannot be captured) and keeps its executable graph, the first made dropped past kGraphs.
+  cudaGraphExec_t makeGraph(const std::string& key, const CollArgs& a, const Plan& plan,
+                            const Sizes& z) {
+    CCLZ_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+      queue(a, plan, z, capture_, Queued::InOwnCapture);
+    } catch (...) {
+      cudaStreamEndCapture(capture_, &graph);  // ends the capture, whatever it holds
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    CCLZ_CUDA_CHECK(cudaStreamEndCapture(capture_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CCLZ_CUDA_CHECK(made);
+    if (graphs_.size() == kGraphs) {
+      cudaGraphExecDestroy(graphs_.front().second);  // one in flight is freed once it ends
+      graphs_.erase(graphs_.begin());
+    }
+    graphs_.emplace_back(key, exec);
+    return exec;
+  }
+
+  void dropGraphs() {
+    for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
+    graphs_.clear();
+  }
+
+  // How a call is queued: on the caller's stream as it runs, into a graph the caller is
+  // capturing, or into a graph of this object's (makeGraph; run launches it and records last_).
+  enum class Queued { Direct, InCallersCapture, InOwnCapture };
+
+  // Queues the call on `stream` (the caller's, or the capture's).
+  void queue(const CollArgs& a, const Plan& plan, const Sizes& z, cudaStream_t stream,
+             Queued how) {
+    const bool capturing = how != Queued::Direct;
+    const int n = t_.size(), me = t_.rank(), dtype = plan.use.dtype;
+    const uint64_t eb = plan.elemBytes;
+    const bool reduces = a.op != CollOp::AllGather;
     // After the caller's work, and a direct call after this communicator's last direct fused
     // call (whose areas it reuses). A captured call waits for none (the runtime refuses a wait on
     // work outside the capture): there the caller's stream orders the calls, as on the kernel
-    // path.
+    // path, and a graph's launch waits for the last call (run).
     if (!capturing && hasLast_ && !lastCaptured_)
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
     if (!capturing) timeline_.start(stream);
@@ -175,8 +295,8 @@ class CopyEngineFused final : public FusedNvlink {
     for (int p = 0; p < n; ++p)
       if (p != me) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_[p], start_));
 
-    const Call call{plan, slot, rankBytes, pieces, stagedStride,
-                    DeviceWorkspace{status_, scratch_.get(), need[0], 0}};
+    const Call call{plan, z.slot, z.rankBytes, z.pieces, z.stagedStride,
+                    DeviceWorkspace{status_, scratch_.get(), z.need[0], 0}};
     const float divisor = a.redOp == cclzAvg && reduces ? static_cast<float>(n) : 1.0f;
     const uint64_t step = a.step ? *a.step : 0;
     const auto* send = static_cast<const uint8_t*>(a.send);
@@ -210,22 +330,16 @@ class CopyEngineFused final : public FusedNvlink {
     }
     CCLZ_CUDA_CHECK(cudaEventRecord(done_, decode_));
     CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, done_));
+    if (how == Queued::InOwnCapture) return;
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
     hasLast_ = true, lastCaptured_ = capturing;
     if (!capturing) timeline_.report(stream);
     CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, %llu pieces%s%s",
                collOpName(a.op), static_cast<unsigned long long>(a.count),
-               static_cast<unsigned long long>(pieces), a.step ? ", error feedback" : "",
+               static_cast<unsigned long long>(z.pieces), a.step ? ", error feedback" : "",
                capturing ? ", captured" : "");
   }
 
-  // A frame the decode rejected, or an encode with feedback that met a NaN or Inf, in work
-  // that has finished (the device engine's judgement; the word cleared once read).
-  cclzResult_t pollError(std::string* message) override {
-    return takeDeviceError(status_, "the fused path's decode", "the fused path's encode", message);
-  }
-
- private:
   // What every phase of a call shares.
   struct Call {
     const Plan& plan;
@@ -448,6 +562,11 @@ class CopyEngineFused final : public FusedNvlink {
               done_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
   bool hasLast_ = false, lastCaptured_ = false;
+  // Direct calls made into graphs (replays), by graphKey, the most recent last.
+  static constexpr size_t kGraphs = 16;
+  bool replayGraphs_ = true;  // CCLZ_FUSED_GRAPHS
+  cudaStream_t capture_ = nullptr;
+  std::vector<std::pair<std::string, cudaGraphExec_t>> graphs_;
   // CCLZ_TIMELINE=1: each piece's encode, move (the first peer's copy) and decode, printed after
   // the call.
   Timeline timeline_;
@@ -455,8 +574,8 @@ class CopyEngineFused final : public FusedNvlink {
 
 }  // namespace
 
-std::unique_ptr<FusedNvlink> makeFusedCopyEngines(NcclTransport& transport) {
-  return std::make_unique<CopyEngineFused>(transport);
+std::unique_ptr<FusedNvlink> makeFusedCopyEngines(NcclTransport& transport, bool replayGraphs) {
+  return std::make_unique<CopyEngineFused>(transport, replayGraphs);
 }
 
 }  // namespace cclz

@@ -319,16 +319,17 @@ class NcclFusedNvlink final : public FusedNvlink {
 
 }  // namespace
 
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines) {
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines,
+                                             bool replayGraphs) {
   auto* nccl = dynamic_cast<NcclTransport*>(&transport);
   CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_FUSED is for device (NCCL) communicators");
-  if (copyEngines) return makeFusedCopyEngines(*nccl);
+  if (copyEngines) return makeFusedCopyEngines(*nccl, replayGraphs);
   return std::make_unique<NcclFusedNvlink>(*nccl);
 }
 
 #else  // no NCCL device API
 
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool) {
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool, bool) {
   CCLZ_FAIL(cclzNotSupported,
             "CCLZ_FUSED needs NCCL's device API (NCCL 2.28 or later at build time)");
 }

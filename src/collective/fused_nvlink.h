@@ -44,10 +44,12 @@ class FusedNvlink {
 // NCCL's device API (2.28 or later). Throws cclzNotSupported otherwise. Where the ranks are not
 // all in one LSA team the object exists and takes no call (every rank alike), and the reason is
 // traced (CCLZ_TRACE). copyEngines (CCLZ_FUSED=ce): the frames move by the copy engines
-// (fused_copy_engines.cpp), else a kernel stores them (fused_nvlink.cpp).
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines);
+// (fused_copy_engines.cpp), else a kernel stores them (fused_nvlink.cpp). replayGraphs
+// (CCLZ_FUSED_GRAPHS): the copy engines' path replays direct calls as CUDA graphs.
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines,
+                                             bool replayGraphs);
 
 class NcclTransport;
-std::unique_ptr<FusedNvlink> makeFusedCopyEngines(NcclTransport& transport);
+std::unique_ptr<FusedNvlink> makeFusedCopyEngines(NcclTransport& transport, bool replayGraphs);
 
 }  // namespace cclz

@@ -525,6 +525,10 @@ TEST(CommSettingsTest, FromEnvironment) {
   EXPECT_FALSE(CommSettings::fromEnvironment().fused);
   EXPECT_FALSE(CommSettings::fromEnvironment().fusedCopyEngines);
   expectEnvironmentRefuses("CCLZ_FUSED", "on");
+  EXPECT_TRUE(CommSettings::fromEnvironment().fusedGraphs);  // on by default
+  setenv("CCLZ_FUSED_GRAPHS", "0", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().fusedGraphs);
+  expectEnvironmentRefuses("CCLZ_FUSED_GRAPHS", "off");
   EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(false), 16);  // beside NCCL's
   EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(true), 0);  // copy engines: none
   setenv("CCLZ_OVERLAP_COMM_SMS", "0", 1);

@@ -205,6 +205,34 @@ TEST_P(NcclFused, BackToBackCallsEqualThePipelineAndTheHostPath) {
   }
 }
 
+// The same buffers three times, new data each time: on the copy-engine path the first call makes
+// a CUDA graph and the next two replay it (CCLZ_FUSED_GRAPHS, on by default); every output equals
+// the pipeline's.
+TEST_P(NcclFused, RepeatedBuffersEqualThePipeline) {
+  const FusedCase& c = GetParam();
+  const int n = worldSize(), me = worldRank();
+  const size_t es = elementSize(c.dtype);
+  const cclzCodecConfig_t codec = fp8Config(c.format);
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  Device send(c.count * es), recv(c.count * n * es);
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<uint8_t> in = inputOf(c, 30 + i);
+    send.upload(in, comms().stream);
+    ASSERT_EQ(cclzAllGather(send.ptr, recv.ptr, c.count, static_cast<cclzDataType_t>(c.dtype),
+                            fusedComm(), &codec, s),
+              cclzSuccess)
+        << cclzGetLastError(fusedComm());
+    ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+    const std::vector<uint8_t> fused = recv.download();
+    const std::vector<uint8_t> reference = referenceGather(c, in);
+    EXPECT_EQ(firstMismatch(fused.data(), reference.data(), fused.size()), SIZE_MAX)
+        << "rank " << me << " call " << i << ": the fused output differs from the pipeline's";
+  }
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(fusedComm(), &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(fusedComm());
+}
+
 std::vector<uint8_t> reduceInputOf(const FusedCase& c, int call) {
   return makeData(DataKind::kGauss1, c.dtype, c.count * worldSize(), 0,
                   mixSeed(0xF05ED5, worldRank(), c.count * 8 + c.dtype, call));
@@ -638,6 +666,15 @@ TEST_P(NcclFusedPath, CallsTakeTheFusedPath) {
   EXPECT_NE(gatherTrace.find(expected), std::string::npos)
       << "rank " << me << ": no \"" << expected << "\" in the call's trace:\n"
       << gatherTrace;
+  if (copyEngines()) {  // a second call on the same buffers replays the first one's graph
+    const std::string again = traceOf(comm, [&] {
+      return cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &fp8, s);
+    });
+    EXPECT_NE(again.find("all-gather of 4097 values per rank, replayed as a graph\n"),
+              std::string::npos)
+        << "rank " << me << ": the second call was not a replay:\n"
+        << again;
+  }
   if (copyEngines()) {  // and the all-reduce of the qgrad codec
     const std::string reduceTrace = traceOf(comm, [&] {
       return cclzAllReduce(send.ptr, recv.ptr, count * n, cclzBfloat16, cclzSum, comm, &qgrad, s);

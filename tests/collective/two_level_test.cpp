@@ -411,9 +411,10 @@ TEST(TwoLevel, FeedbackCallsCarryWhatEachNodesSumDropped) {
         }
         EXPECT_GT(errorOnce, 0.0) << "rank " << r << ": int4 left no error to carry";
         EXPECT_LT(errorOfMean, errorOnce / 4) << "rank " << r;
-        if (allReduce)
+        if (allReduce) {
           for (int t = 0; t < kSteps; ++t)
             EXPECT_EQ(fed[r][t], fed[0][t]) << "rank " << r << " step " << t;
+        }
       }
     }
   }
