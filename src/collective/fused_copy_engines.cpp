@@ -122,7 +122,7 @@ class CopyEngineFused final : public FusedNvlink {
     const bool capturing = isCapturing(stream);
     const Sizes sizes = sizesOf(a, plan);
     growFor(sizes, capturing);
-    if (capturing || !replays(a)) {
+    if (capturing || !replays(a, plan)) {
       queue(a, plan, sizes, stream, capturing ? Queued::InCallersCapture : Queued::Direct);
       return;
     }
@@ -217,16 +217,18 @@ class CopyEngineFused final : public FusedNvlink {
 
   // Whether a direct call is replayed as a CUDA graph (CCLZ_FUSED_GRAPHS, on by default): a call
   // queues tens of runtime calls per piece, and back to back the GPU waited for the host
-  // (bench/results/fused-nvlink-4xh200: 468 of a 472 us call at 64 MiB). Not with error
-  // feedback (its step, which stochastic rounding draws from, changes at every call), nor with
-  // CCLZ_TIMELINE (a graph's spans cannot be timed from the host).
-  bool replays(const CollArgs& a) const {
-    return replayGraphs_ && !a.step && !timeline_.enabled();
+  // (bench/results/fused-nvlink-4xh200: 468 of a 472 us call at 64 MiB). Not where stochastic
+  // rounding draws from the feedback's step, which changes at every call and a graph would
+  // freeze (rounding to nearest, the default, never reads it), nor with CCLZ_TIMELINE (a graph's
+  // spans cannot be timed from the host).
+  bool replays(const CollArgs& a, const Plan& plan) const {
+    const bool stepUnread = !a.step || plan.use.config.rounding == cclzRoundNearest;
+    return replayGraphs_ && stepUnread && !timeline_.enabled();
   }
 
-  // Everything the queued work depends on beyond this object's own memory: the buffers, the
-  // counts and the codec's configuration (its bytes: a configuration equal in its fields but not
-  // in its padding only makes another graph).
+  // Everything the queued work depends on beyond this object's own memory: the buffers (the
+  // residual's too), the counts and the codec's configuration (its bytes: a configuration equal
+  // in its fields but not in its padding only makes another graph).
   static std::string graphKey(const CollArgs& a, const Plan& plan) {
     const uint64_t words[] = {static_cast<uint64_t>(a.op),
                               reinterpret_cast<uintptr_t>(a.send),
@@ -234,7 +236,10 @@ class CopyEngineFused final : public FusedNvlink {
                               a.count,
                               static_cast<uint64_t>(a.dtype),
                               static_cast<uint64_t>(a.redOp),
-                              plan.pieceElems};
+                              plan.pieceElems,
+                              a.step ? 1u : 0u,
+                              reinterpret_cast<uintptr_t>(a.residual.data),
+                              static_cast<uint64_t>(a.residual.dtype)};
     std::string key(reinterpret_cast<const char*>(words), sizeof words);
     key.append(reinterpret_cast<const char*>(&plan.use.config), sizeof plan.use.config);
     return key;
