@@ -49,15 +49,15 @@ void Timeline::start(cudaStream_t stream) {
   if (!enabled_) return;
   used_ = 0;
   spans_.clear();
-  openStream_ = nullptr;
+  spanOpen_ = false;
   origin_ = event();
   CCLZ_CUDA_CHECK(cudaEventRecord(origin_, stream));
 }
 
 void Timeline::close() {
-  if (!enabled_ || !openStream_) return;
+  if (!enabled_ || !spanOpen_) return;
   CCLZ_CUDA_CHECK(cudaEventRecord(spans_.back().end, openStream_));
-  openStream_ = nullptr;
+  spanOpen_ = false;
 }
 
 void Timeline::open(Stage stage, int slot, cudaStream_t stream) {
@@ -71,6 +71,7 @@ void Timeline::open(const char* label, int slot, cudaStream_t stream) {
   CCLZ_CUDA_CHECK(cudaEventRecord(span.begin, stream));
   spans_.push_back(span);
   openStream_ = stream;
+  spanOpen_ = true;
 }
 
 void Timeline::report(cudaStream_t stream) {
@@ -80,9 +81,8 @@ void Timeline::report(cudaStream_t stream) {
   CCLZ_CUDA_CHECK(cudaEventRecord(joined, stream));
   CCLZ_CUDA_CHECK(cudaEventSynchronize(joined));
   // A span whose time cannot be read prints "-" and the runtime's reason once, rather than
-  // failing the call: the timeline is a diagnostic. NOTE: cudaEventElapsedTime answers "invalid
-  // resource handle" for an event never recorded; one overlapped call of the NCCL path did, and
-  // the span's label says which event it was.
+  // failing the call: the timeline is a diagnostic (cudaEventElapsedTime answers "invalid
+  // resource handle" for an event never recorded).
   const char* unreadable = nullptr;
   auto at = [&](cudaEvent_t e) {
     float ms = 0;

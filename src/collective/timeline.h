@@ -51,7 +51,12 @@ class Timeline {
   size_t used_ = 0;
   cudaEvent_t origin_ = nullptr;
   std::vector<Span> spans_;
-  cudaStream_t openStream_ = nullptr;  // the stream of the open span, if any
+  // The stream of the open span, if one is open. NOTE: a flag beside it, as the caller's stream
+  // may be the legacy default stream, whose handle is null: a null check took such a span for
+  // closed, so its end was never recorded ("invalid resource handle" for the overlapped GEMMs'
+  // spans on torch's default stream).
+  bool spanOpen_ = false;
+  cudaStream_t openStream_ = nullptr;
   uint64_t calls_ = 0;
 };
 
