@@ -64,7 +64,8 @@
 #              CCLZ_FUSED_MODES (default "1 ce": frames stored by a kernel, copied by the copy
 #              engines): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
-#              op's sweep 4 - 256 MiB (CCLZ_FUSED_MAX=1G: to 1 GiB, whose checks on the CPU take
+#              op's sweep (with ce also its calls queued anew, CCLZ_FUSED_GRAPHS=0, beside
+#              its graph replays) 4 - 256 MiB (CCLZ_FUSED_MAX=1G: to 1 GiB, whose checks on the CPU take
 #              minutes) over NVLink, nccl-tests' timing: each fused path, and the
 #              codec's pipeline, each beside plain NCCL (and the qgrad all-reduce with error
 #              feedback, pipeline and copy engines); a short table per op; then each op's
@@ -989,17 +990,23 @@ if has fused; then
   fusedparts=$(mktemp -d)
   # The fp8 all-gather and reduce-scatter on every path; the qgrad all-reduce (error feedback,
   # issue 36's target) on the pipeline and the copy engines (the kernel path does not take it).
+  # With ce, also its calls queued anew every time (CCLZ_FUSED_GRAPHS=0) beside its graph
+  # replays, in the same run.
+  settings="pipeline $modes"
+  [[ " $modes " == *" ce "* ]] && settings+=" ce-queued"
   for spec in allgather:fp8 reducescatter:fp8 allreduce:qgrad; do
     op=${spec%%:*} codec=${spec##*:}
-    for setting in pipeline $modes; do
+    for setting in $settings; do
       [ $op = allreduce ] && [ $setting = 1 ] && continue
       launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
                 -x NCCL_NVLS_ENABLE)
+      [ $setting = ce-queued ] && launcher+=(-x CCLZ_FUSED_GRAPHS=0)
       extra=()
-      [ $setting != pipeline ] && extra=(--fused=$setting)
+      [ $setting != pipeline ] && extra=(--fused=${setting%-queued})
       name=$setting
       [ $setting = 1 ] && name=fused
       [ $setting = ce ] && name=fusedce
+      [ $setting = ce-queued ] && name=fusedce_queued
       bench fused "${op}_${codec}_$name" --op $op --codec $codec --device gpu -b 4M \
         -e "${CCLZ_FUSED_MAX:-256M}" -f 4 \
         -n 20 -w 5 --batch --adaptive off "${extra[@]}" "${fusedargs[@]}"
@@ -1015,21 +1022,22 @@ import json, os, sys
 d = sys.argv[1]
 for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", "qgrad")):
     runs = {}
-    for s in ("pipeline", "fused", "fusedce"):
+    paths = ("pipeline", "fused", "fusedce", "fusedce_queued")
+    for s in paths:
         p = os.path.join(d, f"{op}_{s}.json")
         runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
     if not any(runs.values()):
         continue
     print(f"# fused: {codec} {op} over NVLink, per call (us), speedup over plain NCCL of the same run")
     # NOTE: no line starts with "#   ": the script's end prints bench.log without those.
-    print("#size(B)%7s %10s %10s %8s %10s %8s %10s %8s %7s" % (
-        "", "nccl", "pipeline", "x", "fused", "x", "fused-ce", "x", "wrong"))
+    print("#size(B)%7s %10s %10s %8s %10s %8s %10s %8s %10s %8s %7s" % (
+        "", "nccl", "pipeline", "x", "fused", "x", "fused-ce", "x", "ce-queued", "x", "wrong"))
     for size in sorted(set().union(*runs.values())):
-        got = [runs[s].get(size) for s in ("pipeline", "fused", "fusedce")]
+        got = [runs[s].get(size) for s in paths]
         base = next(r for r in got if r)["baseline_time_us"]
         cell = lambda r: ("%10.1f %8.2f" % (r["time_us"], r["speedup"])) if r else "%10s %8s" % ("-", "-")
         wrong = sum(r.get("wrong") or 0 for r in got if r)
-        print("  %12d %10.1f %s %s %s %7d" % (size, base, *map(cell, got), wrong))
+        print("  %12d %10.1f %s %s %s %s %7d" % (size, base, *map(cell, got), wrong))
 PY
   rm -rf "$fusedparts"
   # Where a fused call's time goes: each piece's encode, push and decode spans at 64 MiB
