@@ -305,9 +305,9 @@ bool runNative(Transport& t, const CollArgs& a, const Plan& plan, cclzStream_t s
 
 // Whether a call runs two-level (two_level.cpp): an all-gather, reduce-scatter or all-reduce
 // (with error feedback too), through a codec of fixed frame size (not none: its reductions are
-// exact sums in rank order), on a communicator with CCLZ_TWO_LEVEL=1 whose ranks span nodes of
-// several ranks each. The same answer on every rank: the layout and the setting are, and the
-// call's op and codec are checked equal.
+// exact sums in rank order), on a communicator with two-level calls on (CCLZ_TWO_LEVEL, the
+// default) whose ranks span nodes of several ranks each. The same answer on every rank: the
+// layout and the setting are, and the call's op and codec are checked equal.
 bool runsTwoLevel(Communicator& comm, const CollArgs& a, const Plan& plan) {
   if (!comm.settings().twoLevel || !comm.nodes().twoLevel() ||
       plan.use.config.codec == cclzCodecNone ||
