@@ -29,7 +29,7 @@
 // captured into a CUDA graph replays correctly (the stream memory operations become graph nodes).
 // That is also how direct calls run where their arguments repeat (CCLZ_FUSED_GRAPHS): the first
 // is captured into a graph of the path's own, and it and the later ones launch it, one runtime
-// call instead of tens a piece (run, makeGraph).
+// call instead of tens a piece (run; collective/call_graphs.h).
 #include "collective/fused_nvlink.h"
 #include "transport/nccl/nccl_symmetric.h"  // CCLZ_HAVE_NCCL_DEVICE_API where NCCL has it
 
@@ -43,6 +43,7 @@
 
 #include "codec/device.h"
 #include "codec/frame.h"
+#include "collective/call_graphs.h"
 #include "collective/device_kernels.h"
 #include "collective/fused_local.h"
 #include "collective/fused_nvlink_kernel.h"
@@ -78,7 +79,7 @@ class CopyEngineFused final : public FusedNvlink {
     }
     CCLZ_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&status_), sizeof(DeviceStatus)));
     CCLZ_CUDA_CHECK(cudaMemset(status_, 0, sizeof(DeviceStatus)));
-    for (cudaStream_t* st : {&encode_, &decode_, &capture_})
+    for (cudaStream_t* st : {&encode_, &decode_})
       CCLZ_CUDA_CHECK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
     for (cudaEvent_t* e : {&start_, &encoded_, &reduced_, &joinEncode_, &done_, &last_})
       CCLZ_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -97,8 +98,7 @@ class CopyEngineFused final : public FusedNvlink {
       cudaEventDestroy(e);
     for (cudaEvent_t e : pushed_) cudaEventDestroy(e);
     for (cudaStream_t s : push_) cudaStreamDestroy(s);
-    dropGraphs();
-    for (cudaStream_t s : {encode_, decode_, capture_}) cudaStreamDestroy(s);
+    for (cudaStream_t s : {encode_, decode_}) cudaStreamDestroy(s);
     cudaFree(status_);
   }
 
@@ -126,16 +126,12 @@ class CopyEngineFused final : public FusedNvlink {
       queue(a, plan, sizes, stream, capturing ? Queued::InCallersCapture : Queued::Direct);
       return;
     }
-    // A direct call as a graph: the one made for these arguments, else one made now.
-    const bool afterLast = hasLast_ && !lastCaptured_;
-    const std::string key = graphKey(a, plan);
-    const auto found = std::find_if(graphs_.begin(), graphs_.end(),
-                                    [&](const auto& g) { return g.first == key; });
-    const bool made = found == graphs_.end();
-    cudaGraphExec_t exec = made ? makeGraph(key, a, plan, sizes) : found->second;
-    // After this communicator's last direct fused call, whose areas the graph reuses.
-    if (afterLast) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
-    CCLZ_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    // A direct call as a graph: the one made for these arguments, else one made now; after
+    // this communicator's last direct fused call, whose areas the graph reuses.
+    if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+    const bool made = graphs_.launch(graphKey(a, plan), stream, [&](cudaStream_t capture) {
+      queue(a, plan, sizes, capture, Queued::InOwnCapture);
+    });
     CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
     hasLast_ = true, lastCaptured_ = false;
     CCLZ_TRACE("fused (copy engines): %s of %llu values per rank, replayed as a graph%s",
@@ -209,7 +205,7 @@ class CopyEngineFused final : public FusedNvlink {
                  "collective, and nothing is allocated while the stream is captured into a "
                  "CUDA graph): make a call of this size before capturing");
     if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
-    dropGraphs();
+    graphs_.clear();
     // The same decision on every rank (the same call, the same window so far).
     if (window_->reserve(windowBytes)) window_->markConsumed(1);
     for (int i = 0; i < 6; ++i) areas[i]->grow(z.need[i]);
@@ -245,39 +241,8 @@ class CopyEngineFused final : public FusedNvlink {
     return key;
   }
 
-  // Captures the call on a stream of this object's (the caller's may be the legacy stream, which
-  // cannot be captured) and keeps its executable graph, the first made dropped past kGraphs.
-  cudaGraphExec_t makeGraph(const std::string& key, const CollArgs& a, const Plan& plan,
-                            const Sizes& z) {
-    CCLZ_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t graph = nullptr;
-    try {
-      queue(a, plan, z, capture_, Queued::InOwnCapture);
-    } catch (...) {
-      cudaStreamEndCapture(capture_, &graph);  // ends the capture, whatever it holds
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    CCLZ_CUDA_CHECK(cudaStreamEndCapture(capture_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    CCLZ_CUDA_CHECK(made);
-    if (graphs_.size() == kGraphs) {
-      cudaGraphExecDestroy(graphs_.front().second);  // one in flight is freed once it ends
-      graphs_.erase(graphs_.begin());
-    }
-    graphs_.emplace_back(key, exec);
-    return exec;
-  }
-
-  void dropGraphs() {
-    for (auto& g : graphs_) cudaGraphExecDestroy(g.second);
-    graphs_.clear();
-  }
-
   // How a call is queued: on the caller's stream as it runs, into a graph the caller is
-  // capturing, or into a graph of this object's (makeGraph; run launches it and records last_).
+  // capturing, or into a graph of this object's (graphs_; run launches it and records last_).
   enum class Queued { Direct, InCallersCapture, InOwnCapture };
 
   // Queues the call on `stream` (the caller's, or the capture's).
@@ -567,11 +532,8 @@ class CopyEngineFused final : public FusedNvlink {
               done_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
   bool hasLast_ = false, lastCaptured_ = false;
-  // Direct calls made into graphs (replays), by graphKey, the most recent last.
-  static constexpr size_t kGraphs = 16;
   bool replayGraphs_ = true;  // CCLZ_FUSED_GRAPHS
-  cudaStream_t capture_ = nullptr;
-  std::vector<std::pair<std::string, cudaGraphExec_t>> graphs_;
+  CallGraphs graphs_;  // direct calls made into graphs, by graphKey
   // CCLZ_TIMELINE=1: each piece's encode, move (the first peer's copy) and decode, printed after
   // the call.
   Timeline timeline_;
