@@ -78,6 +78,10 @@
 #              cclz-perf --op ag_gemm and gemm_rs, and one shape's timeline (CCLZ_TIMELINE=1).
 #              Without build among the stages it builds only nccl_overlap_tests, libcclz and
 #              cclz-perf.
+#   overlapnodes (4 GPUs) the overlapped GEMMs across two emulated nodes of two GPUs:
+#              nccl_overlap_tests there (the fp8 reduce-scatter two-level), then
+#              bench/python/overlap_gemm.py with the two-level reduce-scatter beside the direct
+#              one (CCLZ_TWO_LEVEL=0); after overlap in the same call.
 #   overlapce  (2 or more GPUs) the overlapped GEMMs with copy-engine transfers
 #              (CCLZ_OVERLAP_COPY=ce): nccl_overlap_tests on 2 and 4 ranks, the Python
 #              benchmark (overlap_ce.json) and cclz-perf --op ag_gemm|gemm_rs, as in overlap.
@@ -929,6 +933,25 @@ if has overlapce; then
     bench overlapce "cclz_perf_${op}_ce" --op $op --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
   done
   launcher=()
+fi
+
+if has overlapnodes; then
+  # The overlapped GEMMs across two emulated nodes of two GPUs (docs/overlap.md, "Across
+  # nodes"): their tests there (the fp8 reduce-scatter two-level, against its reference), then
+  # the Python benchmark with the two-level reduce-scatter (the default) beside the direct
+  # schedule (CCLZ_TWO_LEVEL=0), each beside serial GEMM + NCCL of its own run. Run overlap
+  # first in the same call (its build).
+  if [ "$ngpu" -ge 4 ]; then
+    [ -x $build/tests/overlap/nccl_overlap_tests ] ||
+      ninja -C $build nccl_overlap_tests cclz cclz-perf >>"$log" 2>&1
+    gtests "overlapnodes nccl_overlap_tests, two nodes" "$ngpu" \
+      $build/tests/overlap/nccl_overlap_tests bench/python/two_nodes.sh
+    overlap_py "nodes, two-level" "$OUT/overlap_nodes.json" bench/python/two_nodes.sh
+    overlap_py "nodes, direct" "$OUT/overlap_nodes_direct.json" -x CCLZ_TWO_LEVEL=0 \
+      bench/python/two_nodes.sh
+  else
+    echo "overlapnodes: needs 4 GPUs (two nodes of two), this machine has $ngpu" | tee -a "$summary"
+  fi
 fi
 
 if has interpose; then

@@ -16,18 +16,14 @@
 #include "transport/transport.h"
 
 namespace cclz::overlap {
-namespace {
 
-// One step's transfer on the transport, queued on stream: `out` to sendTo, `in` from recvFrom.
-void exchange(Transport& t, const Step& step, const void* out, void* in, uint64_t bytes,
+void exchange(Transport& t, int to, const void* out, int from, void* in, uint64_t bytes,
               cudaStream_t stream) {
   t.groupStart(reinterpret_cast<cclzStream_t>(stream));
-  t.send(out, bytes, step.sendTo);
-  t.recv(in, bytes, step.recvFrom, nullptr);
+  t.send(out, bytes, to);
+  t.recv(in, bytes, from, nullptr);
   t.groupEnd();
 }
-
-}  // namespace
 
 DeviceOverlap::DeviceOverlap(bool highPriority, int smsBesideNccl, int smsBesideCopyEngines,
                              bool mergedGather, OverlapCopy copy)
@@ -148,8 +144,8 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
   for (int s = 0; s + 1 < n; ++s) {
     const Step step = gatherStep(me, n, s);
     timeline_.open("move", step.recvChunk, comm_);
-    exchange(t, step, wireBase + step.sendChunk * wire, wireBase + step.recvChunk * wire, wire,
-             comm_);
+    exchange(t, step.sendTo, wireBase + step.sendChunk * wire, step.recvFrom,
+             wireBase + step.recvChunk * wire, wire, comm_);
     land(step.recvChunk);
   }
 
@@ -191,6 +187,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
 void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                         cudaStream_t stream) {
   if (copyEnginesFor(stream)) return matmulReduceScatterCe(t, call, stream);
+  if (runsTwoLevel(call)) return matmulReduceScatterTwoLevel(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), outElements = call.m * call.n, partialBytes = outElements * es;
@@ -228,23 +225,30 @@ void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
       continue;
     }
     timeline_.open("move", step.compute, comm_);
-    exchange(t, step, call.codec ? encoded : partial, frames + step.recvFrom * wire, wire, comm_);
+    exchange(t, step.sendTo, call.codec ? encoded : partial, step.recvFrom,
+             frames + step.recvFrom * wire, wire, comm_);
     timeline_.open("reduce", step.recvFrom, comm_);
     add(frames + step.recvFrom * wire, s);  // reduceOrder(me, n, s) == step.recvFrom
   }
   end(stream, capturing);
 }
 
-// Step s's partial product on the caller's stream (rows of chunk reduceScatterStep(me, n, s)
-// .compute, this rank's own last) into partials + s * its bytes; ready_[s] after each.
+// The direct schedule's partial products (reduceScatterStep), this rank's own last.
 void DeviceOverlap::partialGemms(const OverlapCall& call, uint8_t* partials, int n, int me,
                                  cudaStream_t stream) {
+  std::vector<int> order;
+  for (int s = 0; s < n; ++s) order.push_back(reduceScatterStep(me, n, s).compute);
+  partialGemmsInOrder(call, partials, order, stream);
+}
+
+// The partial products of the chunks in `order` on the caller's stream, step s's into
+// partials + s * its bytes; ready_[s] after each.
+void DeviceOverlap::partialGemmsInOrder(const OverlapCall& call, uint8_t* partials,
+                                        const std::vector<int>& order, cudaStream_t stream) {
   const uint64_t es = elemBytes(call), partialBytes = call.m * call.n * es;
-  for (int s = 0; s < n; ++s) {
-    const Step step = reduceScatterStep(me, n, s);
-    timeline_.open("gemm", step.compute, stream);
-    gemm_->run(rowsGemm(call,
-                       static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
+  for (size_t s = 0; s < order.size(); ++s) {
+    timeline_.open("gemm", order[s], stream);
+    gemm_->run(rowsGemm(call, static_cast<const uint8_t*>(call.a) + order[s] * call.m * call.k * es,
                        call.m, partials + s * partialBytes),
               stream);
     CCLZ_CUDA_CHECK(cudaEventRecord(ready_[s], stream));

@@ -83,8 +83,14 @@ class DeviceOverlap {
 
   void partialGemms(const OverlapCall& call, uint8_t* partials, int n, int me,
                     cudaStream_t stream);
+  void partialGemmsInOrder(const OverlapCall& call, uint8_t* partials,
+                           const std::vector<int>& order, cudaStream_t stream);
   void addPartial(const OverlapCall& call, float* acc, const uint8_t* values, uint64_t wire, int i,
                   int n, const DeviceWorkspace& ws);
+
+  // GEMM + reduce-scatter across nodes (device_overlap_two_level.cpp; schedule.h:
+  // twoLevelReduceScatterSteps), with NCCL's transfers.
+  void matmulReduceScatterTwoLevel(Transport& t, const OverlapCall& call, cudaStream_t stream);
 
   // The copy-engine paths (device_overlap_ce.cpp).
   void allGatherMatmulCe(Transport& t, const OverlapCall& call, cudaStream_t stream);

@@ -15,6 +15,10 @@
 #include "overlap/device_gemm.h"
 #include "overlap/host_overlap.h"
 
+namespace cclz {
+class Transport;
+}
+
 namespace cclz::overlap {
 
 inline uint64_t elemBytes(const OverlapCall& call) {
@@ -35,6 +39,11 @@ inline GemmArgs rowsGemm(const OverlapCall& call, const void* a, uint64_t rows, 
   g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
   return g;
 }
+
+// A transfer on the transport, queued on stream: `out` to rank `to` while `in` comes from `from`
+// (device_overlap.cpp).
+void exchange(Transport& t, int to, const void* out, int from, void* in, uint64_t bytes,
+              cudaStream_t stream);
 
 inline bool isCapturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

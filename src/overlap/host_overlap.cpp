@@ -1,5 +1,6 @@
 #include "overlap/host_overlap.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -39,15 +40,44 @@ void toWire(const OverlapCall& call, const void* rows, uint64_t elements, Wire& 
                                   w.bytes.size());
 }
 
-// Exchanges one step's chunks: `out` to sendTo while `in` comes from recvFrom.
-void exchange(Transport& t, const Step& step, const Wire& out, Wire& in, uint64_t capacity) {
+// Exchanges one step's chunks: `out` to `to` while `in` comes from `from`.
+void exchange(Transport& t, int to, const Wire& out, int from, Wire& in, uint64_t capacity) {
   in.bytes.resize(capacity);
   uint64_t received = capacity;
   t.groupStart(nullptr);
-  t.send(out.bytes.data(), out.used, step.sendTo);
-  t.recv(in.bytes.data(), capacity, step.recvFrom, t.learnsReceivedSize() ? &received : nullptr);
+  t.send(out.bytes.data(), out.used, to);
+  t.recv(in.bytes.data(), capacity, from, t.learnsReceivedSize() ? &received : nullptr);
   t.groupEnd();
   in.used = received;
+}
+
+// A chunk's values off the wire: its frame decoded into `decoded`, or its plain rows.
+const uint8_t* fromWire(const OverlapCall& call, const Wire& w, uint64_t elements,
+                        std::vector<uint8_t>& decoded) {
+  const uint64_t bytes = elements * dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  if (!call.codec) {
+    CCLZ_REQUIRE(w.used == bytes, cclzInvalidUsage, "a peer's partial has another size");
+    return w.bytes.data();
+  }
+  decoded.resize(bytes);
+  const uint32_t err = call.codec->decodeHost(call.config, w.bytes.data(), w.used, call.dtype,
+                                              elements, decoded.data());
+  CCLZ_REQUIRE(err == kFrameOk, cclzCorruptFrame,
+               std::string("a partial's frame was rejected: ") + frameErrorText(err));
+  return decoded.data();
+}
+
+void accumulate(std::vector<float>& sum, const void* values, int dtype) {
+  for (uint64_t i = 0; i < sum.size(); ++i) reduce::accumulateElement(sum.data(), i, values, dtype);
+}
+
+void store(const std::vector<float>& sum, float divisor, int dtype, void* out) {
+  for (uint64_t i = 0; i < sum.size(); ++i)
+    reduce::storeElement(sum.data(), i, divisor, dtype, out);
+}
+
+float divisorOf(const Transport& t, const OverlapCall& call) {
+  return call.redOp == cclzAvg ? static_cast<float>(t.size()) : 1.0f;
 }
 
 void gemmRows(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
@@ -99,7 +129,7 @@ void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
   const uint64_t capacity = frameCapacity(call, elements);
   for (int s = 0; s < n; ++s) {
     const Step step = gatherStep(me, n, s);
-    if (step.sendTo >= 0) exchange(t, step, held, arriving, capacity);
+    if (step.sendTo >= 0) exchange(t, step.sendTo, held, step.recvFrom, arriving, capacity);
     gemmRows(call, gathered + step.compute * chunkBytes, call.m,
              static_cast<uint8_t*>(call.c) + step.compute * call.m * call.n *
                                                  dtypeSize(static_cast<cclzDataType_t>(call.dtype)));
@@ -110,8 +140,48 @@ void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
   }
 }
 
+namespace {
+
+// The two-level schedule (schedule.h: twoLevelReduceScatterSteps), in the order of the device
+// path's additions.
+void matmulReduceScatterTwoLevelHost(Transport& t, const OverlapCall& call) {
+  const int me = t.rank();
+  const NodeLayout& nodes = *call.nodes;
+  const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  const uint64_t elements = call.m * call.n;
+  const uint64_t capacity = frameCapacity(call, elements);
+  OverlapCall plain = call;
+  plain.codec = nullptr;  // partials move inside a node as plain rows
+  std::vector<uint8_t> partial(elements * es), rounded(elements * es), decoded;
+  std::vector<float> nodeSum(elements, 0.0f), mine(elements, 0.0f);
+  Wire out, in;
+  for (const NodeStep& step : twoLevelReduceScatterSteps(nodes, me)) {
+    gemmRows(call, static_cast<const uint8_t*>(call.a) + step.compute * call.m * call.k * es,
+             call.m, partial.data());
+    // The last phase sums this rank's own rows; the others a chunk of another node.
+    std::vector<float>& sum = nodes.nodeOf[step.compute] == nodes.nodeOf[me] ? mine : nodeSum;
+    if (step.insideTo >= 0) {
+      toWire(plain, partial.data(), elements, out);
+      exchange(t, step.insideTo, out, step.insideFrom, in, elements * es);
+      accumulate(sum, fromWire(plain, in, elements, decoded), call.dtype);
+      continue;
+    }
+    accumulate(sum, partial.data(), call.dtype);
+    if (step.acrossTo < 0) break;  // this rank's own rows, last
+    store(nodeSum, 1.0f, call.dtype, rounded.data());
+    std::fill(nodeSum.begin(), nodeSum.end(), 0.0f);
+    toWire(call, rounded.data(), elements, out);
+    exchange(t, step.acrossTo, out, step.acrossFrom, in, capacity);
+    accumulate(mine, fromWire(call, in, elements, decoded), call.dtype);
+  }
+  store(mine, divisorOf(t, call), call.dtype, call.c);
+}
+
+}  // namespace
+
 void matmulReduceScatterHost(Transport& t, const OverlapCall& call) {
   checkCall(t, call);
+  if (runsTwoLevel(call)) return matmulReduceScatterTwoLevelHost(t, call);
   const int n = t.size(), me = t.rank();
   const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype)), outElements = call.m * call.n;
   const uint64_t capacity = frameCapacity(call, outElements);
@@ -127,31 +197,16 @@ void matmulReduceScatterHost(Transport& t, const OverlapCall& call) {
       break;
     }
     toWire(call, partial.data(), outElements, sent);
-    exchange(t, step, sent, partials[step.recvFrom], capacity);
+    exchange(t, step.sendTo, sent, step.recvFrom, partials[step.recvFrom], capacity);
   }
-  // The n partials in fp32, in the order the device path adds them (reduceOrder).
+  // The n partials in fp32, in the order the device path adds them (reduceOrder), with the
+  // collectives' own element operations, so the bytes are those of their reduce-scatter.
   std::vector<float> sum(outElements, 0.0f);
-  std::vector<uint8_t> decoded(outElements * es);
-  for (int i = 0; i < n; ++i) {
-    const Wire& w = partials[reduceOrder(me, n, i)];
-    const uint8_t* values = w.bytes.data();
-    if (call.codec) {
-      const uint32_t err = call.codec->decodeHost(call.config, w.bytes.data(), w.used, call.dtype,
-                                                  outElements, decoded.data());
-      CCLZ_REQUIRE(err == kFrameOk, cclzCorruptFrame,
-                   std::string("a partial's frame was rejected: ") + frameErrorText(err));
-      values = decoded.data();
-    } else {
-      CCLZ_REQUIRE(w.used == outElements * es, cclzInvalidUsage,
-                   "a peer's partial has another size");
-    }
-    for (uint64_t i = 0; i < outElements; ++i)
-      reduce::accumulateElement(sum.data(), i, values, call.dtype);
-  }
-  // The collectives' own element operations, so the bytes are those of their reduce-scatter.
-  const float divisor = call.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
-  for (uint64_t i = 0; i < outElements; ++i)
-    reduce::storeElement(sum.data(), i, divisor, call.dtype, call.c);
+  std::vector<uint8_t> decoded;
+  for (int i = 0; i < n; ++i)
+    accumulate(sum, fromWire(call, partials[reduceOrder(me, n, i)], outElements, decoded),
+               call.dtype);
+  store(sum, divisorOf(t, call), call.dtype, call.c);
 }
 
 }  // namespace cclz::overlap

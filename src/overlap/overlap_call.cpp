@@ -108,6 +108,9 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
     CCLZ_REQUIRE(verdict.empty(), cclzInvalidUsage, std::string(collOpName(op)) + ": " + verdict);
   }
   if (rejected) std::rethrow_exception(rejected);
+  // Across nodes, a reduce-scatter with a codec adds inside each node before crossing it
+  // (CCLZ_TWO_LEVEL, agreed by every rank when the communicator was made).
+  if (comm.settings().twoLevel) call.nodes = &comm.nodes();
   if (t.memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_CUDA
     DeviceOverlap& device = comm.deviceOverlap();

@@ -31,4 +31,25 @@ int reduceOrder(int me, int n, int i) {
   return i == n - 1 ? me : reduceScatterStep(me, n, i).recvFrom;
 }
 
+std::vector<NodeStep> twoLevelReduceScatterSteps(const NodeLayout& l, int me) {
+  const int a = l.nodeOf[me], j = l.localOf[me], nodes = l.nodes, local = l.perNode;
+  std::vector<NodeStep> steps;
+  for (int p = 1; p <= nodes; ++p) {
+    const int b = mod(a + p, nodes);  // p == nodes: this rank's own node, last
+    for (int q = 1; q <= local; ++q) {
+      NodeStep step;
+      step.compute = l.rankAt(b, mod(j + q, local));
+      if (q < local) {
+        step.insideTo = l.rankAt(a, mod(j + q, local));
+        step.insideFrom = l.rankAt(a, mod(j - q, local));
+      } else if (p < nodes) {
+        step.acrossTo = step.compute;
+        step.acrossFrom = l.rankAt(mod(a - p, nodes), j);
+      }
+      steps.push_back(step);
+    }
+  }
+  return steps;
+}
+
 }  // namespace cclz::overlap

@@ -18,7 +18,25 @@
 // the own partial's addition is left after the last GEMM. That order differs from the
 // collectives' rank order: the result equals GEMM-then-reduce-scatter within fp32
 // summation-order rounding, not bit for bit.
+//
+// GEMM + reduce-scatter across nodes (two-level, with a codec; docs/overlap.md, "Across nodes"):
+// the direct schedule sends every partial across the node boundary, each rank's partials for
+// every rank of the other nodes. The two-level schedule adds inside the node first and crosses it
+// with one frame per rank and other node, as the collectives' two-level reduce-scatter does
+// (collective/two_level.cpp). Rank (a, j), the j-th of node a, computes the chunks node by node,
+// the other nodes first in the order a + 1, a + 2, ... and its own node last; within node b's
+// phase the chunks of ranks (b, j + 1), (b, j + 2), ... and (b, j) last. Each chunk of another
+// column goes, as plain rows, to the rank of this node in its column while the partial of
+// (b, j) comes from rank (a, j - q); so when (b, j) is computed, its node sum lacks only this
+// rank's own partial. That sum (in fp32, rounded to the dtype) is encoded once and crosses to
+// rank (b, j), while the frame of this rank's rows comes from rank (a - p, j), node a - p's sum.
+// The last phase sums this rank's own rows: the other nodes' frames in the order they came, then
+// the node's partials in the order they came, its own last.
 #pragma once
+
+#include <vector>
+
+#include "collective/node_layout.h"
 
 namespace cclz::overlap {
 
@@ -36,5 +54,20 @@ Step reduceScatterStep(int me, int n, int s);
 // GEMM + reduce-scatter: the rank whose partial of this rank's rows is added i-th to the sum,
 // i = 0 .. n - 1: the peers' in the order they arrive, this rank's own last.
 int reduceOrder(int me, int n, int i);
+
+// A step of the two-level GEMM + reduce-scatter: the chunk it computes, then either its partial
+// to a rank of this node while another partial of the phase's column chunk comes in, or (the
+// phase's last step) the node sum closed with this partial and, for another node's chunk, its
+// frame across while a frame of this rank's rows comes back.
+struct NodeStep {
+  int compute = 0;
+  int insideTo = -1;    // the rank of this node this step's partial goes to (-1: the last step)
+  int insideFrom = -1;  // the rank whose partial of the phase's column chunk arrives meanwhile
+  int acrossTo = -1;    // the last step of another node's phase: the node sum's frame goes here
+  int acrossFrom = -1;  // and the frame of that node's sum of this rank's rows comes from here
+};
+
+// The schedule of rank `me` for a layout with NodeLayout::twoLevel: one step per rank, in order.
+std::vector<NodeStep> twoLevelReduceScatterSteps(const NodeLayout& l, int me);
 
 }  // namespace cclz::overlap

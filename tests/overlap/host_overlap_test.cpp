@@ -3,7 +3,9 @@
 // rank's own weight, GEMM + reduce-scatter each rank's rows of the summed partial products, both
 // bit for bit against the same steps done without the schedule (gather, then one GEMM; the n
 // partials, each through its frame, summed in the order they arrive, the rank's own last, with
-// the collectives' element operations).
+// the collectives' element operations). Across nodes of several ranks, with fp8, the
+// reduce-scatter adds inside each node first (two_level_reference.h); without a codec it stays
+// direct.
 #include "overlap/host_overlap.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +22,7 @@
 #include "overlap/schedule.h"
 #include "support/data.h"
 #include "transport/loopback.h"
+#include "two_level_reference.h"
 
 namespace cclz::overlap {
 namespace {
@@ -166,6 +169,77 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HostOverlap, ::testing::ValuesIn(cases()), caseName);
+
+struct NodesCase {
+  std::string label;
+  int ranks;
+  int (*nodeOf)(int);
+  int dtype;
+};
+
+class HostOverlapAcrossNodes : public ::testing::TestWithParam<NodesCase> {};
+
+TEST_P(HostOverlapAcrossNodes, ReduceScatterWithFp8AddsInsideEachNodeFirst) {
+  const NodesCase c = GetParam();
+  const size_t es = test::elementSize(c.dtype);
+  std::vector<uint64_t> keys;
+  for (int r = 0; r < c.ranks; ++r) keys.push_back(static_cast<uint64_t>(c.nodeOf(r)));
+  const NodeLayout layout = nodeLayoutFromKeys(keys);
+  std::vector<std::vector<uint8_t>> a(c.ranks), b(c.ranks);
+  for (int r = 0; r < c.ranks; ++r) {
+    a[r] = seeded(c.dtype, c.ranks * kM * kK, 500 + r);
+    b[r] = seeded(c.dtype, kN * kK, 600 + r);
+  }
+  for (const bool fp8 : {true, false}) {
+    const OverlapCall base = callFor({c.ranks, c.dtype, fp8});
+    for (const int op : {int(cclzSum), int(cclzAvg)}) {
+      onRanks(c.ranks, [&](Transport& t, int me) {
+        std::vector<uint8_t> out(kM * kN * es, 0xA5);
+        OverlapCall call = base;
+        call.a = a[me].data(), call.b = b[me].data(), call.c = out.data(), call.redOp = op;
+        call.nodes = &layout;
+        matmulReduceScatterHost(t, call);
+        auto partialOf = [&](int q) {
+          return gemm(call, a[q].data() + me * kM * kK * es, b[q].data());
+        };
+        const float divisor = op == cclzAvg ? float(c.ranks) : 1.0f;
+        std::vector<uint8_t> want;
+        if (fp8) {
+          want = test::twoLevelReduceScatterReference(
+              layout, me, c.dtype, kM * kN, es, divisor, partialOf,
+              [&](const std::vector<uint8_t>& rows) { return throughWire(call, rows, kM * kN); });
+        } else {  // direct: the exact partials in arrival order, the rank's own last
+          std::vector<float> sum(kM * kN, 0.0f);
+          for (int i = 0; i < c.ranks; ++i) {
+            const std::vector<uint8_t> p = partialOf(reduceOrder(me, c.ranks, i));
+            for (uint64_t e = 0; e < kM * kN; ++e)
+              reduce::accumulateElement(sum.data(), e, p.data(), c.dtype);
+          }
+          want.resize(out.size());
+          for (uint64_t e = 0; e < kM * kN; ++e)
+            reduce::storeElement(sum.data(), e, divisor, c.dtype, want.data());
+        }
+        EXPECT_EQ(out, want) << "rank " << me << (fp8 ? ", fp8" : ", plain")
+                             << (op == cclzAvg ? ", average" : ", sum");
+      });
+    }
+  }
+}
+
+std::vector<NodesCase> nodesCases() {
+  std::vector<NodesCase> all;
+  for (int dtype : {int(cclzBfloat16), int(cclzFloat32)}) {
+    const std::string d = test::dtypeLabel(dtype);
+    all.push_back({"nodes2x2_" + d, 4, [](int r) { return r / 2; }, dtype});
+    all.push_back({"nodes2x2_interleaved_" + d, 4, [](int r) { return r % 2; }, dtype});
+    all.push_back({"nodes2x3_" + d, 6, [](int r) { return r / 3; }, dtype});
+    all.push_back({"nodes3x2_interleaved_" + d, 6, [](int r) { return r % 3; }, dtype});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HostOverlapAcrossNodes, ::testing::ValuesIn(nodesCases()),
+                         [](const auto& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace cclz::overlap

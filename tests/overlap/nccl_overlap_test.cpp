@@ -6,7 +6,8 @@
 //     host GEMM's;
 //   - GEMM + reduce-scatter: each rank's rows bit for bit the partials of every rank (the same
 //     GEMM, through their fp8 frames with a codec) summed in fp32 as they arrive, the rank's own
-//     last (reduceOrder), sum and avg;
+//     last (reduceOrder), sum and avg; across emulated nodes with fp8, the two-level sums
+//     (two_level_reference.h);
 //   - calls back to back on two streams, a shape whose fp8 chunks do not fill 16-byte words
 //     refused on every rank, and a row count that differs on one rank past the first call (a
 //     deferred check) an asynchronous error, not a hang.
@@ -24,11 +25,13 @@
 #include "collective/nccl_main.h"
 #include "collective/reduce.h"
 #include "collective/communicator.h"
+#include "collective/node_layout.h"
 #include "overlap/device_gemm.h"
 #include "overlap/host_gemm.h"
 #include "overlap/schedule.h"
 #include "support/data.h"
 #include "support/device_buffer.h"
+#include "two_level_reference.h"
 
 namespace cclz::test {
 namespace {
@@ -98,6 +101,15 @@ double relativeError(const std::vector<uint8_t>& got, const std::vector<uint8_t>
   return std::sqrt(num / den);
 }
 
+// The nodes the communicator's ranks are on, as it learns them (nodeKey: $NCCL_HOSTID where
+// set).
+NodeLayout worldLayout() {
+  const uint64_t mine = nodeKey("");
+  std::vector<uint64_t> keys(worldSize());
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, keys.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  return nodeLayoutFromKeys(keys);
+}
+
 class NcclOverlap : public ::testing::TestWithParam<bool> {};  // with the fp8 codec or plain
 
 TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
@@ -143,6 +155,9 @@ TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialAsItArrives) {
     return makeData(DataKind::kGauss1, cclzBfloat16, n * s.m * s.k, 0, 30 + q);
   };
   auto weight = [&](int q) { return makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 40 + q); };
+  // Across emulated nodes (bench/python/two_nodes.sh), with a codec, the two-level schedule.
+  const NodeLayout layout = worldLayout();
+  const bool acrossNodes = CommSettings::fromEnvironment().twoLevel && layout.twoLevel();
   for (cclzRedOp_t op : {cclzSum, cclzAvg}) {
     SCOPED_TRACE(op == cclzSum ? "sum" : "avg");
     const auto a = input(me), b = weight(me);
@@ -154,33 +169,42 @@ TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialAsItArrives) {
         << cclzGetLastError(comms().device);
     ASSERT_NO_FATAL_FAILURE(expectFinishedCleanly());
 
-    // Every rank's partial of this rank's rows, the same GEMM, through its frame with fp8.
-    std::vector<float> acc(s.m * s.n, 0.0f);
+    // Every rank's partial of this rank's rows, the same GEMM; each through its frame with fp8
+    // (or, across nodes, each node's sum of them: two_level_reference.h).
     ReferenceGemm ref;
-    for (int i = 0; i < n; ++i) {  // in the order the partials arrive, this rank's own last
-      const int q = overlap::reduceOrder(me, n, i);
+    auto partialOf = [&](int q) {
       const auto aq = input(q);
       const std::vector<uint8_t> rows(aq.begin() + me * s.m * s.k * 2,
                                       aq.begin() + (me + 1) * s.m * s.k * 2);
-      std::vector<uint8_t> partial = ref.run(rows, weight(q), s.m, s, s.m);
-      if (fp8) {
-        size_t capacity = 0, used = 0;
-        ASSERT_EQ(cclzCodecMaxEncodedSize(handle, s.m * s.n, cclzBfloat16, &capacity), cclzSuccess);
-        std::vector<uint8_t> frame(capacity);
-        ASSERT_EQ(cclzEncodeHost(handle, partial.data(), s.m * s.n, cclzBfloat16, frame.data(),
-                                 capacity, &used),
-                  cclzSuccess);
-        ASSERT_EQ(cclzDecodeHost(handle, frame.data(), used, partial.data(), s.m * s.n,
-                                 cclzBfloat16),
-                  cclzSuccess);
-      }
-      for (size_t i = 0; i < s.m * s.n; ++i)
-        reduce::accumulateElement(acc.data(), i, partial.data(), cclzBfloat16);
-    }
-    std::vector<uint8_t> want(s.m * s.n * 2);
+      return ref.run(rows, weight(q), s.m, s, s.m);
+    };
+    auto throughCodec = [&](std::vector<uint8_t> rows) {
+      size_t capacity = 0, used = 0;
+      EXPECT_EQ(cclzCodecMaxEncodedSize(handle, s.m * s.n, cclzBfloat16, &capacity), cclzSuccess);
+      std::vector<uint8_t> frame(capacity);
+      EXPECT_EQ(cclzEncodeHost(handle, rows.data(), s.m * s.n, cclzBfloat16, frame.data(),
+                               capacity, &used),
+                cclzSuccess);
+      EXPECT_EQ(cclzDecodeHost(handle, frame.data(), used, rows.data(), s.m * s.n, cclzBfloat16),
+                cclzSuccess);
+      return rows;
+    };
     const float divisor = op == cclzAvg ? static_cast<float>(n) : 1.0f;
-    for (size_t i = 0; i < s.m * s.n; ++i)
-      reduce::storeElement(acc.data(), i, divisor, cclzBfloat16, want.data());
+    std::vector<uint8_t> want(s.m * s.n * 2);
+    if (fp8 && acrossNodes) {
+      want = twoLevelReduceScatterReference(layout, me, cclzBfloat16, s.m * s.n, 2, divisor,
+                                            partialOf, throughCodec);
+    } else {
+      std::vector<float> acc(s.m * s.n, 0.0f);
+      for (int i = 0; i < n; ++i) {  // in the order the partials arrive, this rank's own last
+        std::vector<uint8_t> partial = partialOf(overlap::reduceOrder(me, n, i));
+        if (fp8) partial = throughCodec(partial);
+        for (size_t e = 0; e < s.m * s.n; ++e)
+          reduce::accumulateElement(acc.data(), e, partial.data(), cclzBfloat16);
+      }
+      for (size_t e = 0; e < s.m * s.n; ++e)
+        reduce::storeElement(acc.data(), e, divisor, cclzBfloat16, want.data());
+    }
     EXPECT_EQ(dc->download(dc->size()), want);
     EXPECT_TRUE(dc->guardsIntact()) << "a write outside the output";
   }

@@ -1,12 +1,18 @@
 // The overlapped GEMMs' schedules, played out for every rank of 1 to 8 ranks at once: each
 // step's send meets the matching receive at its peer in the same step, every chunk a step
 // computes is there by then, and the work is the whole product, with no transfer after the
-// last GEMM.
+// last GEMM. The two-level GEMM + reduce-scatter, played out on layouts of nodes of several
+// ranks: each rank's rows end up summed from every rank's partial exactly once, and only one
+// frame per rank and other node crosses a node boundary.
 #include "overlap/schedule.h"
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cclz::overlap {
@@ -69,6 +75,77 @@ TEST_P(Schedules, ReduceScatterSendsEachPartialToItsOwnerAndComputesItsOwnLast) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Schedules, ::testing::Range(1, 9));
+
+struct LayoutCase {
+  std::string label;
+  int n;
+  std::function<int(int)> nodeOf;
+};
+
+class TwoLevelSchedules : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(TwoLevelSchedules, EveryPartialReachesItsOwnerOnceAndOneFrameCrossesPerNode) {
+  const LayoutCase c = GetParam();
+  std::vector<uint64_t> keys;
+  for (int r = 0; r < c.n; ++r) keys.push_back(static_cast<uint64_t>(c.nodeOf(r)));
+  const NodeLayout l = nodeLayoutFromKeys(keys);
+  ASSERT_TRUE(l.twoLevel());
+  std::vector<std::vector<NodeStep>> steps;
+  for (int r = 0; r < c.n; ++r) steps.push_back(twoLevelReduceScatterSteps(l, r));
+  // What each rank holds: the partials (rank, chunk) in the sum it is building, the partials
+  // of its own rows that came in frames from the other nodes, and its result.
+  using Partials = std::multiset<std::pair<int, int>>;
+  std::vector<Partials> building(c.n), mine(c.n);
+  std::vector<std::set<int>> computed(c.n);
+  int crossings = 0;
+  for (int s = 0; s < c.n; ++s) {
+    std::map<int, Partials> frames;  // by destination: the node sum crossing to it at this step
+    for (int r = 0; r < c.n; ++r) {
+      const NodeStep& step = steps[r][s];
+      EXPECT_TRUE(computed[r].insert(step.compute).second) << "rank " << r << " step " << s;
+      const int closing = steps[r][(s / l.perNode + 1) * l.perNode - 1].compute;
+      if (step.insideTo >= 0) {
+        const int to = step.insideTo;
+        EXPECT_EQ(l.nodeOf[to], l.nodeOf[r]);
+        EXPECT_EQ(steps[to][s].insideFrom, r) << "rank " << r << " step " << s;
+        // The partial is of the chunk the receiver closes in this phase.
+        EXPECT_EQ(step.compute, steps[to][(s / l.perNode + 1) * l.perNode - 1].compute);
+        building[to].insert({r, step.compute});
+        continue;
+      }
+      EXPECT_EQ(step.compute, closing);
+      EXPECT_EQ(l.localOf[step.compute], l.localOf[r]) << "a node sum of this rank's column";
+      building[r].insert({r, step.compute});
+      if (step.acrossTo < 0) {
+        EXPECT_EQ(step.compute, r);
+        EXPECT_EQ(s, c.n - 1) << "this rank's own rows last";
+        continue;
+      }
+      EXPECT_NE(l.nodeOf[step.acrossTo], l.nodeOf[r]);
+      EXPECT_EQ(steps[step.acrossTo][s].acrossFrom, r);
+      ++crossings;
+      frames[step.acrossTo] = building[r];
+      building[r].clear();
+    }
+    for (auto& [to, sum] : frames) mine[to].insert(sum.begin(), sum.end());
+  }
+  for (int r = 0; r < c.n; ++r) {
+    mine[r].insert(building[r].begin(), building[r].end());
+    Partials want;
+    for (int q = 0; q < c.n; ++q) want.insert({q, r});
+    EXPECT_EQ(mine[r], want) << "rank " << r << "'s rows: every rank's partial, once";
+  }
+  EXPECT_EQ(crossings, c.n * (l.nodes - 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, TwoLevelSchedules,
+    ::testing::Values(LayoutCase{"nodes2x2", 4, [](int r) { return r / 2; }},
+                      LayoutCase{"nodes2x2_interleaved", 4, [](int r) { return r % 2; }},
+                      LayoutCase{"nodes2x3", 6, [](int r) { return r / 3; }},
+                      LayoutCase{"nodes3x2_interleaved", 6, [](int r) { return r % 3; }},
+                      LayoutCase{"nodes2x4", 8, [](int r) { return r / 4; }}),
+    [](const auto& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace cclz::overlap
