@@ -6,7 +6,8 @@
 #   scripts/dev/prepare-data.sh            # .data/: the shared GPT tensors
 # then run with carry [".deps", ".data"]:  bash scripts/dev/device.sh [stage...]
 # Stages (default: build tests codec):
-#   build      configure and build build-device/ for sm_90a.
+#   build      configure and build build-device/ for sm_90a (CCLZ_BUILD_TARGETS: only those
+#              ninja targets, e.g. "cclz cclz_fastcall" before train).
 #   tests      the quick GPU set (ctest -L quick), with the count of cases that ran.
 #   fulltests  every GPU test (ctest -L gpu: quick, large, the NCCL suites on 2 or more GPUs).
 #   ncclsolo   (2 or more GPUs; runs on 2) the NCCL adaptive suite alone on the GPUs, repeated
@@ -30,7 +31,8 @@
 #              each pair compared; a table last (~8 minutes).
 #              On 2 GPUs: TP2, DP2 and PP2 each over two emulated nodes of one GPU.
 #              CCLZ_TRAIN_ONLY="NAME ..." runs only the launches named (tp4-nodes,
-#              tp4-nodes-flat: TP4 over the nodes with CCLZ_TWO_LEVEL=0, tp4-nvlink,
+#              tp4-nodes-flat: TP4 over the nodes with CCLZ_TWO_LEVEL=0, tp4-nodes-overlap:
+#              with --overlap and tp-fp8 alone, tp4-nvlink,
 #              tp4-nvlink-overlap, tp4-nvlink-overlap-ce (CCLZ_OVERLAP_COPY=auto),
 #              tp4-nvlink-fusedce (CCLZ_FUSED=ce),
 #              tp2dp2-nodes, ...; on 2 GPUs also tp2-nvlink, tp2-nvlink-fusedce,
@@ -138,7 +140,7 @@ if has build; then
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee -a "$summary"
   cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCCLZ_CUDA_ARCHS=90a $nccl_choice \
     -DCCLZ_DEPS_DIR="$PWD/.deps" -DCCLZ_SHARED_DATA="$PWD/.data" >>"$log" 2>&1 &&
-    ninja -C $build >>"$log" 2>&1
+    ninja -C $build ${CCLZ_BUILD_TARGETS:-} >>"$log" 2>&1
   status=$?
   echo "build: exit $status ($(grep -h '^CCLZ_NCCL_LIBRARY:' $build/CMakeCache.txt))" | tee -a "$summary"
   [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
@@ -390,6 +392,10 @@ if has train || has trainsmoke || has trainlong; then
       trainonly tp4-nodes nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --policy none,tp-fp8
       CCLZ_TWO_LEVEL=0 trainonly tp4-nodes-flat nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" \
         --policy none,tp-fp8
+      # The TP linears as overlapped calls with fp8 in the ring (the reduce-scatter two-level,
+      # docs/overlap.md, "Across nodes"), against tp4-nodes' none.
+      trainonly tp4-nodes-overlap nodes 4 "$secs" "${run[@]}" "${tp4nodes[@]}" --overlap \
+        --policy tp-fp8
       trainonly tp2dp2-nodes nodes 4 "$secs" "${run[@]}" "${tpdp[@]}" --policy none,dp-qgrad,all
       trainonly tp2pp2-nodes nodes 4 "$secs" "${run[@]}" "${tppp[@]}" --policy none,pp-fp8,all
       trainonly tp4-nvlink nvlink 4 "$secs" "${run[@]}" "${tp4[@]}" --policy none,tp-fp8
