@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "codec/codec.h"
 #include "codec/frame.h"
@@ -123,8 +124,9 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
   begin(stream, n, capturing);
 
   // The transfer stream: this rank's chunk in place (decoded from its own frame with a codec, so
-  // that every rank multiplies the same values), then the ring, each arriving chunk forwarded
-  // at the next step as it came (a frame is encoded once) and put in place.
+  // that every rank multiplies the same values), then the ring (across nodes, the two-level
+  // plan's routes), each arriving chunk forwarded as it came (a frame is encoded once) and put in
+  // place.
   auto land = [&](int chunk) {
     if (call.codec) timeline_.open("decode", chunk, comm_);
     if (call.codec)
@@ -141,12 +143,30 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
                                     cudaMemcpyDeviceToDevice, comm_));
   land(me);
   uint8_t* wireBase = call.codec ? frames : gathered;
-  for (int s = 0; s + 1 < n; ++s) {
-    const Step step = gatherStep(me, n, s);
-    timeline_.open("move", step.recvChunk, comm_);
-    exchange(t, step.sendTo, wireBase + step.sendChunk * wire, step.recvFrom,
-             wireBase + step.recvChunk * wire, wire, comm_);
-    land(step.recvChunk);
+  std::vector<int> order;  // the chunks in the order of their GEMMs
+  if (gathersTwoLevel(call)) {
+    // Across nodes, the two-level plan's groups (schedule.h: twoLevelGatherPlan).
+    const GatherPlan plan = twoLevelGatherPlan(*call.nodes, me);
+    for (const TransferGroup& g : plan.groups) {
+      timeline_.open("move", g.recvs.front().chunk, comm_);
+      t.groupStart(reinterpret_cast<cclzStream_t>(comm_));
+      for (const Transfer& out : g.sends) t.send(wireBase + out.chunk * wire, wire, out.peer);
+      for (const Transfer& in : g.recvs)
+        t.recv(wireBase + in.chunk * wire, wire, in.peer, nullptr);
+      t.groupEnd();
+      for (const Transfer& in : g.recvs) land(in.chunk);
+    }
+    order = plan.compute;
+  } else {
+    for (int s = 0; s < n; ++s) {
+      const Step step = gatherStep(me, n, s);
+      order.push_back(step.compute);
+      if (s + 1 == n) break;
+      timeline_.open("move", step.recvChunk, comm_);
+      exchange(t, step.sendTo, wireBase + step.sendChunk * wire, step.recvFrom,
+               wireBase + step.recvChunk * wire, wire, comm_);
+      land(step.recvChunk);
+    }
   }
 
   // The caller's stream: the GEMMs, this rank's chunk first. Without a codec it multiplies the
@@ -173,7 +193,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
     return;
   }
   for (int s = 0; s < n; ++s) {
-    const int c = gatherStep(me, n, s).compute;
+    const int c = order[s];
     const bool direct = s == 0 && !call.codec;
     if (!direct) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, ready_[c]));
     timeline_.open("gemm", c, stream);
@@ -187,7 +207,7 @@ void DeviceOverlap::allGatherMatmul(Transport& t, const OverlapCall& call, cudaS
 void DeviceOverlap::matmulReduceScatter(Transport& t, const OverlapCall& call,
                                         cudaStream_t stream) {
   if (copyEnginesFor(stream)) return matmulReduceScatterCe(t, call, stream);
-  if (runsTwoLevel(call)) return matmulReduceScatterTwoLevel(t, call, stream);
+  if (reducesTwoLevel(call)) return matmulReduceScatterTwoLevel(t, call, stream);
   const bool capturing = isCapturing(stream);
   const int n = t.size(), me = t.rank();
   const uint64_t es = elemBytes(call), outElements = call.m * call.n, partialBytes = outElements * es;

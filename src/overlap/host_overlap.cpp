@@ -98,6 +98,55 @@ void checkCall(const Transport& t, const OverlapCall& call) {
                "the overlapped GEMMs need m, n and k above zero");
 }
 
+// A chunk that arrived (its frame decoded, or its rows) into its place in the gathered matrix.
+void land(const OverlapCall& call, const Wire& w, uint8_t* rows) {
+  const uint64_t elements = call.m * call.k;
+  const uint64_t chunkBytes = elements * dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  if (!call.codec) {
+    CCLZ_REQUIRE(w.used == chunkBytes, cclzInvalidUsage, "a peer's chunk has another size");
+    std::memcpy(rows, w.bytes.data(), chunkBytes);
+    return;
+  }
+  const uint32_t err =
+      call.codec->decodeHost(call.config, w.bytes.data(), w.used, call.dtype, elements, rows);
+  CCLZ_REQUIRE(err == kFrameOk, cclzCorruptFrame,
+               std::string("a chunk's frame was rejected: ") + frameErrorText(err));
+}
+
+// The two-level all-gather (schedule.h: twoLevelGatherPlan): its groups of transfers, each
+// chunk landed as it arrives, then the GEMMs in the plan's order.
+void allGatherMatmulTwoLevelHost(Transport& t, const OverlapCall& call, uint8_t* gathered) {
+  const int me = t.rank();
+  const uint64_t elements = call.m * call.k, capacity = frameCapacity(call, elements);
+  const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  const uint64_t chunkBytes = elements * es;
+  std::vector<Wire> wires(t.size());
+  toWire(call, call.a, elements, wires[me]);
+  land(call, wires[me], gathered + me * chunkBytes);
+  const GatherPlan plan = twoLevelGatherPlan(*call.nodes, me);
+  for (const TransferGroup& g : plan.groups) {
+    std::vector<uint64_t> received(g.recvs.size(), capacity);
+    t.groupStart(nullptr);
+    for (const Transfer& out : g.sends)
+      t.send(wires[out.chunk].bytes.data(), wires[out.chunk].used, out.peer);
+    for (size_t i = 0; i < g.recvs.size(); ++i) {
+      Wire& in = wires[g.recvs[i].chunk];
+      in.bytes.resize(capacity);
+      t.recv(in.bytes.data(), capacity, g.recvs[i].peer,
+             t.learnsReceivedSize() ? &received[i] : nullptr);
+    }
+    t.groupEnd();
+    for (size_t i = 0; i < g.recvs.size(); ++i) {
+      const int chunk = g.recvs[i].chunk;
+      wires[chunk].used = received[i];
+      land(call, wires[chunk], gathered + chunk * chunkBytes);
+    }
+  }
+  for (const int chunk : plan.compute)
+    gemmRows(call, gathered + chunk * chunkBytes, call.m,
+             static_cast<uint8_t*>(call.c) + chunk * call.m * call.n * es);
+}
+
 }  // namespace
 
 void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
@@ -110,22 +159,11 @@ void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
     own.resize(n * chunkBytes);
     gathered = own.data();
   }
+  if (gathersTwoLevel(call)) return allGatherMatmulTwoLevelHost(t, call, gathered);
   // This rank's chunk: onto the wire once, and into the gathered matrix as every rank sees it.
   Wire held, arriving;
   toWire(call, call.a, elements, held);
-  auto land = [&](const Wire& w, int chunk) {
-    uint8_t* rows = gathered + chunk * chunkBytes;
-    if (!call.codec) {
-      CCLZ_REQUIRE(w.used == chunkBytes, cclzInvalidUsage, "a peer's chunk has another size");
-      std::memcpy(rows, w.bytes.data(), chunkBytes);
-      return;
-    }
-    const uint32_t err =
-        call.codec->decodeHost(call.config, w.bytes.data(), w.used, call.dtype, elements, rows);
-    CCLZ_REQUIRE(err == kFrameOk, cclzCorruptFrame,
-                 std::string("a chunk's frame was rejected: ") + frameErrorText(err));
-  };
-  land(held, me);
+  land(call, held, gathered + me * chunkBytes);
   const uint64_t capacity = frameCapacity(call, elements);
   for (int s = 0; s < n; ++s) {
     const Step step = gatherStep(me, n, s);
@@ -134,7 +172,7 @@ void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
              static_cast<uint8_t*>(call.c) + step.compute * call.m * call.n *
                                                  dtypeSize(static_cast<cclzDataType_t>(call.dtype)));
     if (step.sendTo >= 0) {
-      land(arriving, step.recvChunk);
+      land(call, arriving, gathered + step.recvChunk * chunkBytes);
       std::swap(held, arriving);  // forwarded unchanged at the next step
     }
   }
@@ -181,7 +219,7 @@ void matmulReduceScatterTwoLevelHost(Transport& t, const OverlapCall& call) {
 
 void matmulReduceScatterHost(Transport& t, const OverlapCall& call) {
   checkCall(t, call);
-  if (runsTwoLevel(call)) return matmulReduceScatterTwoLevelHost(t, call);
+  if (reducesTwoLevel(call)) return matmulReduceScatterTwoLevelHost(t, call);
   const int n = t.size(), me = t.rank();
   const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype)), outElements = call.m * call.n;
   const uint64_t capacity = frameCapacity(call, outElements);

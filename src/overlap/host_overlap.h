@@ -29,12 +29,13 @@ namespace overlap {
 // an all-gather forwards frames unchanged around the ring and every rank decodes every chunk,
 // its own included, so all ranks multiply the same gathered matrix; a reduce-scatter encodes
 // every partial, its own included (the collectives' rule: quantized once, reduced once).
-// nodes: where set, with NodeLayout::twoLevel and a codec, the reduce-scatter runs the two-level
-// schedule (schedule.h: twoLevelReduceScatterSteps): plain partials inside each node, summed in
-// fp32 as they arrive, this rank's own last; each other node's chunk's sum rounded to the dtype
-// and encoded once; this rank's rows summed from the other nodes' frames in the order they came,
-// then its node's partials, its own last. Without a codec a reduce-scatter stays direct, so its
-// result keeps fp32 summation of the exact partials.
+// nodes: where set, with NodeLayout::twoLevel, the calls run two-level across the nodes
+// (schedule.h). The all-gather moves each chunk's frame (or rows) unchanged, by other routes: the
+// same gathered matrix. The reduce-scatter, with a codec only (twoLevelReduceScatterSteps): plain
+// partials inside each node, summed in fp32 as they arrive, this rank's own last; each other
+// node's chunk's sum rounded to the dtype and encoded once; this rank's rows summed from the other
+// nodes' frames in the order they came, then its node's partials, its own last. Without a codec
+// a reduce-scatter stays direct, so its result keeps fp32 summation of the exact partials.
 struct OverlapCall {
   const void* a = nullptr;
   const void* b = nullptr;
@@ -49,8 +50,11 @@ struct OverlapCall {
   const NodeLayout* nodes = nullptr;
 };
 
-inline bool runsTwoLevel(const OverlapCall& call) {
-  return call.codec && call.nodes && call.nodes->twoLevel();
+inline bool gathersTwoLevel(const OverlapCall& call) {
+  return call.nodes && call.nodes->twoLevel();
+}
+inline bool reducesTwoLevel(const OverlapCall& call) {
+  return call.codec && gathersTwoLevel(call);
 }
 
 void allGatherMatmulHost(Transport& t, const OverlapCall& call);

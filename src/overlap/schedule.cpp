@@ -52,4 +52,31 @@ std::vector<NodeStep> twoLevelReduceScatterSteps(const NodeLayout& l, int me) {
   return steps;
 }
 
+GatherPlan twoLevelGatherPlan(const NodeLayout& l, int me) {
+  const int a = l.nodeOf[me], j = l.localOf[me], nodes = l.nodes, local = l.perNode;
+  GatherPlan plan;
+  // Node b's chunks: (b, j) first, then those of its other columns in the order j + 1, j + 2, ...
+  auto computeNode = [&](int b) {
+    for (int q = 0; q < local; ++q) plan.compute.push_back(l.rankAt(b, mod(j + q, local)));
+  };
+  // Column chunk `chunk` (of node b) out to the node's other ranks, theirs of node b in.
+  auto shareInside = [&](int b, int chunk) {
+    TransferGroup g;
+    for (int q = 1; q < local; ++q) {
+      g.sends.push_back({l.rankAt(a, mod(j + q, local)), chunk});
+      g.recvs.push_back({l.rankAt(a, mod(j - q, local)), l.rankAt(b, mod(j - q, local))});
+    }
+    plan.groups.push_back(g);
+  };
+  computeNode(a);
+  shareInside(a, me);
+  for (int p = 1; p < nodes; ++p) {
+    const int from = l.rankAt(mod(a - p, nodes), j);
+    plan.groups.push_back({{{l.rankAt(mod(a + p, nodes), j), me}}, {{from, from}}});
+    shareInside(mod(a - p, nodes), from);
+    computeNode(mod(a - p, nodes));
+  }
+  return plan;
+}
+
 }  // namespace cclz::overlap

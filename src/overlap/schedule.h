@@ -70,4 +70,25 @@ struct NodeStep {
 // The schedule of rank `me` for a layout with NodeLayout::twoLevel: one step per rank, in order.
 std::vector<NodeStep> twoLevelReduceScatterSteps(const NodeLayout& l, int me);
 
+// All-gather + GEMM across nodes (two-level): each chunk's frame crosses the node boundary once
+// per other node, from its owner to the owner's column there, where the direct ring crosses it
+// with every frame on the ring's boundary links. Rank (a, j) computes its own chunk first, then
+// its node's, then node a - 1's ((a - 1, j) first, which came across; then those its node's
+// other ranks forward), node a - 2's, ... The transfers, in groups whose sends and receives run
+// at once and match their peers' same group: its own frame to the node's other ranks (theirs
+// in); then for p = 1 .. nodes - 1 its own frame to (a + p, j) while (a - p, j)'s comes across,
+// and that frame forwarded to the node's other ranks while theirs from node a - p come in.
+struct Transfer {
+  int peer = -1;
+  int chunk = -1;
+};
+struct TransferGroup {
+  std::vector<Transfer> sends, recvs;
+};
+struct GatherPlan {
+  std::vector<int> compute;  // the chunks in the order of their GEMMs
+  std::vector<TransferGroup> groups;
+};
+GatherPlan twoLevelGatherPlan(const NodeLayout& l, int me);
+
 }  // namespace cclz::overlap

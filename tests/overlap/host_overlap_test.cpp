@@ -3,19 +3,21 @@
 // rank's own weight, GEMM + reduce-scatter each rank's rows of the summed partial products, both
 // bit for bit against the same steps done without the schedule (gather, then one GEMM; the n
 // partials, each through its frame, summed in the order they arrive, the rank's own last, with
-// the collectives' element operations). Across nodes of several ranks, with fp8, the
-// reduce-scatter adds inside each node first (two_level_reference.h); without a codec it stays
-// direct.
+// the collectives' element operations). Across nodes of several ranks the all-gather's
+// two-level routes give the same bytes; with fp8 the reduce-scatter adds inside each node first
+// (two_level_reference.h), without a codec it stays direct.
 #include "overlap/host_overlap.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "codec/codec.h"
+#include "collective/forwarding_transport.h"
 #include "collective/reduce.h"
 #include "common/float_bits.h"
 #include "overlap/host_gemm.h"
@@ -78,14 +80,35 @@ std::vector<uint8_t> gemm(const OverlapCall& call, const uint8_t* a, const uint8
   return c;
 }
 
-void onRanks(int n, const std::function<void(Transport&, int)>& body) {
+// Counts the sends that cross a node boundary of `nodes`.
+class CrossingCounter final : public test::ForwardingTransport {
+ public:
+  CrossingCounter(std::unique_ptr<Transport> inner, const NodeLayout& nodes,
+                  std::atomic<int>* crossed)
+      : ForwardingTransport(std::move(inner)), nodes_(nodes), crossed_(crossed) {}
+  void send(const void* buf, uint64_t bytes, int peer) override {
+    if (nodes_.nodeOf[peer] != nodes_.nodeOf[rank()]) ++*crossed_;
+    ForwardingTransport::send(buf, bytes, peer);
+  }
+
+ private:
+  const NodeLayout& nodes_;
+  std::atomic<int>* crossed_;
+};
+
+// body on n ranks as threads over the loopback transport; with `nodes`, the sends that cross
+// their boundaries counted into *crossed.
+void onRanks(int n, const std::function<void(Transport&, int)>& body,
+             const NodeLayout* nodes = nullptr, std::atomic<int>* crossed = nullptr) {
   auto hub = std::make_shared<LoopbackHub>(n, std::chrono::seconds(20));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
-      LoopbackTransport t(hub, r);
+      auto loopback = std::make_unique<LoopbackTransport>(hub, r);
+      std::unique_ptr<Transport> t = std::move(loopback);
+      if (nodes) t = std::make_unique<CrossingCounter>(std::move(t), *nodes, crossed);
       try {
-        body(t, r);
+        body(*t, r);
       } catch (const std::exception& e) {
         ADD_FAILURE() << "rank " << r << ": " << e.what();
         hub->abort();
@@ -96,8 +119,10 @@ void onRanks(int n, const std::function<void(Transport&, int)>& body) {
 
 class HostOverlap : public ::testing::TestWithParam<Case> {};
 
-TEST_P(HostOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
-  const Case c = GetParam();
+// All-gather + GEMM on c.ranks ranks (across `nodes` where given): the gathered matrix is every
+// chunk through its frame, the product each rank's weight times it, bit for bit.
+void expectGatherThenProduct(const Case& c, const NodeLayout* nodes) {
+  std::atomic<int> crossed{0};
   const size_t es = test::elementSize(c.dtype);
   const OverlapCall base = callFor(c);
   std::vector<std::vector<uint8_t>> a(c.ranks), b(c.ranks);
@@ -115,6 +140,7 @@ TEST_P(HostOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
     OverlapCall call = base;
     call.a = a[me].data(), call.b = b[me].data(), call.c = out.data();
     call.gathered = gathered.data();
+    call.nodes = nodes;
     allGatherMatmulHost(t, call);
     EXPECT_EQ(gathered, gatheredWant) << "rank " << me;
     for (int r = 0; r < c.ranks; ++r) {
@@ -125,7 +151,12 @@ TEST_P(HostOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
                 want)
           << "rank " << me << ", rows of chunk " << r;
     }
-  });
+  }, nodes, &crossed);
+  if (nodes) EXPECT_EQ(crossed.load(), c.ranks * (nodes->nodes - 1)) << "frames across the nodes";
+}
+
+TEST_P(HostOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
+  expectGatherThenProduct(GetParam(), nullptr);
 }
 
 TEST_P(HostOverlap, MatmulReduceScatterIsTheSumOfThePartialsInArrivalOrder) {
@@ -179,12 +210,22 @@ struct NodesCase {
 
 class HostOverlapAcrossNodes : public ::testing::TestWithParam<NodesCase> {};
 
+NodeLayout layoutOf(const NodesCase& c) {
+  std::vector<uint64_t> keys;
+  for (int r = 0; r < c.ranks; ++r) keys.push_back(static_cast<uint64_t>(c.nodeOf(r)));
+  return nodeLayoutFromKeys(keys);
+}
+
+TEST_P(HostOverlapAcrossNodes, AllGatherMatmulIsTheGatherThenTheProduct) {
+  const NodesCase c = GetParam();
+  const NodeLayout layout = layoutOf(c);
+  for (const bool fp8 : {true, false}) expectGatherThenProduct({c.ranks, c.dtype, fp8}, &layout);
+}
+
 TEST_P(HostOverlapAcrossNodes, ReduceScatterWithFp8AddsInsideEachNodeFirst) {
   const NodesCase c = GetParam();
   const size_t es = test::elementSize(c.dtype);
-  std::vector<uint64_t> keys;
-  for (int r = 0; r < c.ranks; ++r) keys.push_back(static_cast<uint64_t>(c.nodeOf(r)));
-  const NodeLayout layout = nodeLayoutFromKeys(keys);
+  const NodeLayout layout = layoutOf(c);
   std::vector<std::vector<uint8_t>> a(c.ranks), b(c.ranks);
   for (int r = 0; r < c.ranks; ++r) {
     a[r] = seeded(c.dtype, c.ranks * kM * kK, 500 + r);
@@ -193,6 +234,7 @@ TEST_P(HostOverlapAcrossNodes, ReduceScatterWithFp8AddsInsideEachNodeFirst) {
   for (const bool fp8 : {true, false}) {
     const OverlapCall base = callFor({c.ranks, c.dtype, fp8});
     for (const int op : {int(cclzSum), int(cclzAvg)}) {
+      std::atomic<int> crossed{0};
       onRanks(c.ranks, [&](Transport& t, int me) {
         std::vector<uint8_t> out(kM * kN * es, 0xA5);
         OverlapCall call = base;
@@ -221,7 +263,10 @@ TEST_P(HostOverlapAcrossNodes, ReduceScatterWithFp8AddsInsideEachNodeFirst) {
         }
         EXPECT_EQ(out, want) << "rank " << me << (fp8 ? ", fp8" : ", plain")
                              << (op == cclzAvg ? ", average" : ", sum");
-      });
+      }, &layout, &crossed);
+      // Two-level: one frame per rank and other node; direct: every partial for another node.
+      const int perNode = layout.perNode, nodes = layout.nodes;
+      EXPECT_EQ(crossed.load(), c.ranks * (nodes - 1) * (fp8 ? 1 : perNode));
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -136,6 +137,56 @@ TEST_P(TwoLevelSchedules, EveryPartialReachesItsOwnerOnceAndOneFrameCrossesPerNo
     EXPECT_EQ(mine[r], want) << "rank " << r << "'s rows: every rank's partial, once";
   }
   EXPECT_EQ(crossings, c.n * (l.nodes - 1));
+}
+
+TEST_P(TwoLevelSchedules, GatherSendsOnlyHeldChunksAndComputesEachInTheOrderItArrives) {
+  const LayoutCase c = GetParam();
+  std::vector<uint64_t> keys;
+  for (int r = 0; r < c.n; ++r) keys.push_back(static_cast<uint64_t>(c.nodeOf(r)));
+  const NodeLayout l = nodeLayoutFromKeys(keys);
+  std::vector<GatherPlan> plans;
+  for (int r = 0; r < c.n; ++r) plans.push_back(twoLevelGatherPlan(l, r));
+  const size_t groups = plans[0].groups.size();
+  // arrival[r][chunk]: the group after which rank r holds the chunk (-1: its own, from the start).
+  std::vector<std::vector<int>> arrival(c.n, std::vector<int>(c.n, -2));
+  for (int r = 0; r < c.n; ++r) arrival[r][r] = -1;
+  int crossings = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < c.n; ++r) {
+      ASSERT_EQ(plans[r].groups.size(), groups);
+      for (const Transfer& out : plans[r].groups[g].sends) {
+        EXPECT_NE(arrival[r][out.chunk], -2) << "rank " << r << " sends a chunk it lacks";
+        EXPECT_LT(arrival[r][out.chunk], static_cast<int>(g));
+        const auto& in = plans[out.peer].groups[g].recvs;
+        auto meets = [&](const Transfer& t) { return t.peer == r && t.chunk == out.chunk; };
+        EXPECT_EQ(std::count_if(in.begin(), in.end(), meets), 1)
+            << "rank " << r << "'s send in group " << g << " meets one receive";
+        if (l.nodeOf[out.peer] != l.nodeOf[r]) ++crossings;
+      }
+      for (const Transfer& in : plans[r].groups[g].recvs) {
+        const auto& out = plans[in.peer].groups[g].sends;
+        auto meets = [&](const Transfer& t) { return t.peer == r && t.chunk == in.chunk; };
+        EXPECT_EQ(std::count_if(out.begin(), out.end(), meets), 1);
+      }
+    }
+    for (int r = 0; r < c.n; ++r)
+      for (const Transfer& in : plans[r].groups[g].recvs) {
+        EXPECT_EQ(arrival[r][in.chunk], -2) << "rank " << r << " receives chunk " << in.chunk
+                                            << " twice";
+        arrival[r][in.chunk] = static_cast<int>(g);
+      }
+  }
+  for (int r = 0; r < c.n; ++r) {
+    const std::vector<int>& order = plans[r].compute;
+    ASSERT_EQ(static_cast<int>(order.size()), c.n);
+    EXPECT_EQ(order[0], r) << "its own chunk first";
+    EXPECT_EQ(std::set<int>(order.begin(), order.end()).size(), order.size());
+    for (size_t i = 1; i < order.size(); ++i) {
+      EXPECT_NE(arrival[r][order[i]], -2) << "rank " << r << " never gets chunk " << order[i];
+      EXPECT_LE(arrival[r][order[i - 1]], arrival[r][order[i]]) << "rank " << r << " step " << i;
+    }
+  }
+  EXPECT_EQ(crossings, c.n * (l.nodes - 1)) << "each frame crosses once per other node";
 }
 
 INSTANTIATE_TEST_SUITE_P(
