@@ -1,20 +1,25 @@
 // The overlapped GEMMs through the C API on a host communicator over MPI, one process per rank
 // (ctest: 2, 3 and 4 ranks, label mpi): cclzAllGatherMatmul against cclzAllGather then the same
 // GEMM, cclzMatmulReduceScatter against every rank's partial for this rank's rows summed in rank
-// order (both bit for bit, plain; the fp8 path's bytes are tested on loopback ranks), and
-// arguments that differ between ranks failing every rank with a message, not a hang.
+// order (both bit for bit, plain), with fp8 against each partial through its frame (across two
+// emulated nodes, ctest's overlap_mpi_two_nodes: the two-level sums and the all-gather's routes),
+// and arguments that differ between ranks failing every rank with a message, not a hang.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cclz/cclz.h"
+#include "collective/communicator.h"
 #include "collective/mpi_world.h"
+#include "collective/node_layout.h"
 #include "collective/reduce.h"
 #include "overlap/host_gemm.h"
 #include "overlap/schedule.h"
 #include "support/data.h"
+#include "two_level_reference.h"
 
 namespace cclz::test {
 namespace {
@@ -78,6 +83,71 @@ TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedAsTheyArrive) {
   for (size_t i = 0; i < kM * kN; ++i)
     reduce::storeElement(sum.data(), i, static_cast<float>(n), cclzBfloat16, want.data());
   EXPECT_EQ(c, want);
+}
+
+// The nodes the communicator's ranks are on, as it learns them (nodeKey: $NCCL_HOSTID where set,
+// as bench/python/two_nodes.sh sets it).
+NodeLayout worldLayout() {
+  const uint64_t mine = nodeKey("");
+  std::vector<uint64_t> keys(worldSize());
+  MPI_Allgather(&mine, 1, MPI_UINT64_T, keys.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  return nodeLayoutFromKeys(keys);
+}
+
+// With fp8: each partial through its frame, summed as they arrive; across emulated nodes (ctest's
+// overlap_mpi_two_nodes, CCLZ_TEST_TWO_NODES=1) two-level, each other node's sum through one
+// frame (two_level_reference.h).
+TEST(MpiOverlap, MatmulReduceScatterWithFp8IsThePartialsThroughTheirFrames) {
+  const int n = worldSize(), me = worldRank();
+  const NodeLayout layout = worldLayout();
+  const bool acrossNodes = CommSettings::fromEnvironment().twoLevel && layout.twoLevel();
+  if (std::getenv("CCLZ_TEST_TWO_NODES")) ASSERT_TRUE(acrossNodes) << "the ranks' nodes";
+  cclzCodecConfig_t config = CCLZ_CODEC_CONFIG_INITIALIZER;
+  config.codec = cclzCodecFp8;
+  cclzCodec_t codec = nullptr;
+  ASSERT_EQ(cclzCodecCreate(&codec, &config), cclzSuccess);
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * kM * kK, 0, 70 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 80 + me);
+  std::vector<uint8_t> c(kM * kN * 2, 0xA5);
+  ASSERT_EQ(cclzMatmulReduceScatter(a.data(), b.data(), c.data(), kM, kN, kK, 1, cclzBfloat16,
+                                    cclzSum, theComm(), &config, nullptr),
+            cclzSuccess)
+      << cclzGetLastError(theComm());
+  const std::vector<uint8_t> mine = gemm(a.data(), b.data(), n * kM);
+  std::vector<uint8_t> all(n * mine.size());
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
+  auto partialOf = [&](int q) {  // rank q's partial of this rank's rows
+    const uint8_t* rows = all.data() + q * mine.size() + me * kM * kN * 2;
+    return std::vector<uint8_t>(rows, rows + kM * kN * 2);
+  };
+  auto throughCodec = [&](std::vector<uint8_t> rows) {
+    size_t capacity = 0, used = 0;
+    EXPECT_EQ(cclzCodecMaxEncodedSize(codec, kM * kN, cclzBfloat16, &capacity), cclzSuccess);
+    std::vector<uint8_t> frame(capacity);
+    EXPECT_EQ(cclzEncodeHost(codec, rows.data(), kM * kN, cclzBfloat16, frame.data(), capacity,
+                             &used),
+              cclzSuccess);
+    EXPECT_EQ(cclzDecodeHost(codec, frame.data(), used, rows.data(), kM * kN, cclzBfloat16),
+              cclzSuccess);
+    return rows;
+  };
+  std::vector<uint8_t> want(c.size());
+  if (acrossNodes) {
+    want = twoLevelReduceScatterReference(layout, me, cclzBfloat16, kM * kN, 2, 1.0f, partialOf,
+                                          throughCodec);
+  } else {
+    std::vector<float> sum(kM * kN, 0.0f);
+    for (int i = 0; i < n; ++i) {
+      const std::vector<uint8_t> p = throughCodec(partialOf(overlap::reduceOrder(me, n, i)));
+      for (size_t e = 0; e < kM * kN; ++e)
+        reduce::accumulateElement(sum.data(), e, p.data(), cclzBfloat16);
+    }
+    for (size_t e = 0; e < kM * kN; ++e)
+      reduce::storeElement(sum.data(), e, 1.0f, cclzBfloat16, want.data());
+  }
+  EXPECT_EQ(c, want);
+  cclzCodecDestroy(codec);
 }
 
 // The last rank passes another k: every rank fails and names the field; then rank 0 passes a NULL
