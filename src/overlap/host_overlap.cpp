@@ -147,39 +147,6 @@ void allGatherMatmulTwoLevelHost(Transport& t, const OverlapCall& call, uint8_t*
              static_cast<uint8_t*>(call.c) + chunk * call.m * call.n * es);
 }
 
-}  // namespace
-
-void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
-  checkCall(t, call);
-  const int n = t.size(), me = t.rank();
-  const uint64_t elements = call.m * call.k, chunkBytes = elements * dtypeSize(static_cast<cclzDataType_t>(call.dtype));
-  std::vector<uint8_t> own;
-  uint8_t* gathered = static_cast<uint8_t*>(call.gathered);
-  if (!gathered) {
-    own.resize(n * chunkBytes);
-    gathered = own.data();
-  }
-  if (gathersTwoLevel(call)) return allGatherMatmulTwoLevelHost(t, call, gathered);
-  // This rank's chunk: onto the wire once, and into the gathered matrix as every rank sees it.
-  Wire held, arriving;
-  toWire(call, call.a, elements, held);
-  land(call, held, gathered + me * chunkBytes);
-  const uint64_t capacity = frameCapacity(call, elements);
-  for (int s = 0; s < n; ++s) {
-    const Step step = gatherStep(me, n, s);
-    if (step.sendTo >= 0) exchange(t, step.sendTo, held, step.recvFrom, arriving, capacity);
-    gemmRows(call, gathered + step.compute * chunkBytes, call.m,
-             static_cast<uint8_t*>(call.c) + step.compute * call.m * call.n *
-                                                 dtypeSize(static_cast<cclzDataType_t>(call.dtype)));
-    if (step.sendTo >= 0) {
-      land(call, arriving, gathered + step.recvChunk * chunkBytes);
-      std::swap(held, arriving);  // forwarded unchanged at the next step
-    }
-  }
-}
-
-namespace {
-
 // The two-level schedule (schedule.h: twoLevelReduceScatterSteps), in the order of the device
 // path's additions.
 void matmulReduceScatterTwoLevelHost(Transport& t, const OverlapCall& call) {
@@ -216,6 +183,35 @@ void matmulReduceScatterTwoLevelHost(Transport& t, const OverlapCall& call) {
 }
 
 }  // namespace
+
+void allGatherMatmulHost(Transport& t, const OverlapCall& call) {
+  checkCall(t, call);
+  const int n = t.size(), me = t.rank();
+  const uint64_t elements = call.m * call.k, chunkBytes = elements * dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  std::vector<uint8_t> own;
+  uint8_t* gathered = static_cast<uint8_t*>(call.gathered);
+  if (!gathered) {
+    own.resize(n * chunkBytes);
+    gathered = own.data();
+  }
+  if (gathersTwoLevel(call)) return allGatherMatmulTwoLevelHost(t, call, gathered);
+  // This rank's chunk: onto the wire once, and into the gathered matrix as every rank sees it.
+  Wire held, arriving;
+  toWire(call, call.a, elements, held);
+  land(call, held, gathered + me * chunkBytes);
+  const uint64_t capacity = frameCapacity(call, elements);
+  for (int s = 0; s < n; ++s) {
+    const Step step = gatherStep(me, n, s);
+    if (step.sendTo >= 0) exchange(t, step.sendTo, held, step.recvFrom, arriving, capacity);
+    gemmRows(call, gathered + step.compute * chunkBytes, call.m,
+             static_cast<uint8_t*>(call.c) + step.compute * call.m * call.n *
+                                                 dtypeSize(static_cast<cclzDataType_t>(call.dtype)));
+    if (step.sendTo >= 0) {
+      land(call, arriving, gathered + step.recvChunk * chunkBytes);
+      std::swap(held, arriving);  // forwarded unchanged at the next step
+    }
+  }
+}
 
 void matmulReduceScatterHost(Transport& t, const OverlapCall& call) {
   checkCall(t, call);

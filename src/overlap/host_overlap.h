@@ -1,6 +1,6 @@
 // The overlapped tensor-parallel GEMMs on host memory, over any host transport (MPI, loopback):
-// the schedules of overlap/schedule.h run step by step, each step's transfer (a group of one
-// send and one receive) beside its GEMM (overlap/host_gemm.h). A host transport completes a group
+// the schedules of overlap/schedule.h run step by step, each step's transfer (a group of sends
+// and receives) beside its GEMM (overlap/host_gemm.h). A host transport completes a group
 // before it returns, so nothing overlaps here: this path is what CPU ranks run and what the
 // device path's results are compared with (docs/overlap.md).
 #pragma once
