@@ -159,15 +159,24 @@ TEST_P(HostOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
   expectGatherThenProduct(GetParam(), nullptr);
 }
 
+// Each rank's reduce-scatter input (ranks * kM rows of kK) and weight, seeded from `seed`.
+struct Inputs {
+  std::vector<std::vector<uint8_t>> a, b;
+};
+Inputs reduceScatterInputs(int ranks, int dtype, uint64_t seed) {
+  Inputs in{std::vector<std::vector<uint8_t>>(ranks), std::vector<std::vector<uint8_t>>(ranks)};
+  for (int r = 0; r < ranks; ++r) {
+    in.a[r] = seeded(dtype, ranks * kM * kK, seed + r);
+    in.b[r] = seeded(dtype, kN * kK, seed + 100 + r);
+  }
+  return in;
+}
+
 TEST_P(HostOverlap, MatmulReduceScatterIsTheSumOfThePartialsInArrivalOrder) {
   const Case c = GetParam();
   const size_t es = test::elementSize(c.dtype);
   const OverlapCall base = callFor(c);
-  std::vector<std::vector<uint8_t>> a(c.ranks), b(c.ranks);
-  for (int r = 0; r < c.ranks; ++r) {
-    a[r] = seeded(c.dtype, c.ranks * kM * kK, 300 + r);
-    b[r] = seeded(c.dtype, kN * kK, 400 + r);
-  }
+  const auto [a, b] = reduceScatterInputs(c.ranks, c.dtype, 300);
   for (const int op : {int(cclzSum), int(cclzAvg)}) {
     onRanks(c.ranks, [&](Transport& t, int me) {
       std::vector<uint8_t> out(kM * kN * es, 0xA5);
@@ -226,11 +235,7 @@ TEST_P(HostOverlapAcrossNodes, ReduceScatterWithFp8AddsInsideEachNodeFirst) {
   const NodesCase c = GetParam();
   const size_t es = test::elementSize(c.dtype);
   const NodeLayout layout = layoutOf(c);
-  std::vector<std::vector<uint8_t>> a(c.ranks), b(c.ranks);
-  for (int r = 0; r < c.ranks; ++r) {
-    a[r] = seeded(c.dtype, c.ranks * kM * kK, 500 + r);
-    b[r] = seeded(c.dtype, kN * kK, 600 + r);
-  }
+  const auto [a, b] = reduceScatterInputs(c.ranks, c.dtype, 500);
   for (const bool fp8 : {true, false}) {
     const OverlapCall base = callFor({c.ranks, c.dtype, fp8});
     for (const int op : {int(cclzSum), int(cclzAvg)}) {

@@ -8,6 +8,8 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,22 @@ std::vector<uint8_t> gemm(const uint8_t* a, const uint8_t* b, size_t rows) {
   return c;
 }
 
+// Every rank's whole partial product (a: its n * kM rows, b: its weight), gathered: the
+// returned function gives rank q's partial of this rank's rows.
+std::function<std::vector<uint8_t>(int)> partialsOfMyRows(const std::vector<uint8_t>& a,
+                                                          const std::vector<uint8_t>& b) {
+  const int n = worldSize(), me = worldRank();
+  const std::vector<uint8_t> mine = gemm(a.data(), b.data(), n * kM);
+  auto all = std::make_shared<std::vector<uint8_t>>(n * mine.size());
+  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all->data(),
+                static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
+  const size_t stride = mine.size();
+  return [all, stride, me](int q) {
+    const uint8_t* rows = all->data() + q * stride + me * kM * kN * 2;
+    return std::vector<uint8_t>(rows, rows + kM * kN * 2);
+  };
+}
+
 TEST(MpiOverlap, AllGatherMatmulIsTheAllGatherThenTheProduct) {
   const int n = worldSize(), me = worldRank();
   const auto a = makeData(DataKind::kGauss1, cclzBfloat16, kM * kK, 0, 10 + me);
@@ -66,18 +84,14 @@ TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedAsTheyArrive) {
                                     cclzAvg, theComm(), nullptr, nullptr),
             cclzSuccess)
       << cclzGetLastError(theComm());
-  // Every rank's whole partial product, gathered, then this rank's rows summed in the order the
-  // partials arrive, this rank's own last (reduceOrder).
-  const std::vector<uint8_t> mine = gemm(a.data(), b.data(), n * kM);
-  std::vector<uint8_t> all(n * mine.size());
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
-                static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
+  // Every rank's partial of this rank's rows, summed in the order the partials arrive, this
+  // rank's own last (reduceOrder).
+  const auto partialOf = partialsOfMyRows(a, b);
   std::vector<float> sum(kM * kN, 0.0f);
   for (int q = 0; q < n; ++q) {
-    const int r = overlap::reduceOrder(me, n, q);
+    const std::vector<uint8_t> p = partialOf(overlap::reduceOrder(me, n, q));
     for (size_t i = 0; i < kM * kN; ++i)
-      reduce::accumulateElement(sum.data(), i, all.data() + r * mine.size() + me * kM * kN * 2,
-                                cclzBfloat16);
+      reduce::accumulateElement(sum.data(), i, p.data(), cclzBfloat16);
   }
   std::vector<uint8_t> want(c.size());
   for (size_t i = 0; i < kM * kN; ++i)
@@ -113,14 +127,7 @@ TEST(MpiOverlap, MatmulReduceScatterWithFp8IsThePartialsThroughTheirFrames) {
                                     cclzSum, theComm(), &config, nullptr),
             cclzSuccess)
       << cclzGetLastError(theComm());
-  const std::vector<uint8_t> mine = gemm(a.data(), b.data(), n * kM);
-  std::vector<uint8_t> all(n * mine.size());
-  MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
-                static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
-  auto partialOf = [&](int q) {  // rank q's partial of this rank's rows
-    const uint8_t* rows = all.data() + q * mine.size() + me * kM * kN * 2;
-    return std::vector<uint8_t>(rows, rows + kM * kN * 2);
-  };
+  const auto partialOf = partialsOfMyRows(a, b);
   auto throughCodec = [&](std::vector<uint8_t> rows) {
     size_t capacity = 0, used = 0;
     EXPECT_EQ(cclzCodecMaxEncodedSize(codec, kM * kN, cclzBfloat16, &capacity), cclzSuccess);
