@@ -478,10 +478,17 @@ CCLZ_API cclzResult_t cclzCommUserRank(cclzComm_t comm, int* rank);
  * to about 6 x piece x ranks bytes of frames, and for reductions three fp32 accumulators of a
  * piece. */
 /* How comm's last collective that got past its checks ran (cclzCommConfig_t.adaptive):
- * cclzPathCompressed through its codec, cclzPathPlain as plain data. *decided = 1 when its kind's
- * trials are over (always 1 on a communicator that is not adaptive), 0 while it was one of them.
- * Either pointer may be NULL. */
-typedef enum CCLZ_ENUM_INT { cclzPathCompressed = 0, cclzPathPlain = 1 } cclzPath_t;
+ * cclzPathCompressed through its codec, cclzPathPlain as plain data. An overlapped GEMM
+ * (cclzAllGatherMatmul, cclzMatmulReduceScatter) reports cclzPathCompressed where it ran
+ * overlapped, as called; where it ran its GEMM and its collective one after the other
+ * (docs/overlap.md, "Adaptive calls"), its collective's path plus cclzPathSerial (a flag: 2 or
+ * 3). *decided = 1 when its kind's trials are over (always 1 on a communicator that is not
+ * adaptive), 0 while it was one of them. Either pointer may be NULL. */
+typedef enum CCLZ_ENUM_INT {
+  cclzPathCompressed = 0,
+  cclzPathPlain = 1,
+  cclzPathSerial = 2
+} cclzPath_t;
 CCLZ_API cclzResult_t cclzCommGetLastPath(cclzComm_t comm, cclzPath_t* path, int* decided);
 
 CCLZ_API cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* pieceBytes);

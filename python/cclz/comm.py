@@ -165,10 +165,20 @@ class Communicator:
                                   _capi.last_error(self._handle))
 
     def last_path(self):
-        """How the last call ran: ('compressed' | 'plain', decided)."""
+        """How the last call ran: ('compressed' | 'plain', decided). After an overlapped GEMM
+        that ran serially (last_ran_serial()), how its collective ran."""
+        return self._last_path()[:2]
+
+    def last_ran_serial(self):
+        """Whether the last call was an overlapped GEMM that an adaptive communicator ran as its
+        GEMM and its collective one after the other (docs/overlap.md, "Adaptive calls")."""
+        return self._last_path()[2]
+
+    def _last_path(self):
         path, decided = ctypes.c_int(), ctypes.c_int()
         self._call("cclzCommGetLastPath", self.handle, ctypes.byref(path), ctypes.byref(decided))
-        return ("plain" if path.value == 1 else "compressed"), bool(decided.value)
+        return (("plain" if path.value & 1 else "compressed"), bool(decided.value),
+                bool(path.value & 2))
 
     # ---- collectives ----------------------------------------------------------------------
     def all_gather_into_tensor(self, output, input, codec=None):

@@ -205,7 +205,9 @@ cclzResult_t cclzCommGetPieceBytes(cclzComm_t comm, size_t chunkBytes, size_t* p
 cclzResult_t cclzCommGetLastPath(cclzComm_t comm, cclzPath_t* path, int* decided) {
   return guardedComm(__func__, comm, [&] {
     Communicator& c = implOf(comm);
-    if (path) *path = c.lastPath() == Path::Plain ? cclzPathPlain : cclzPathCompressed;
+    if (path)
+      *path = static_cast<cclzPath_t>((c.lastPath() == Path::Plain ? cclzPathPlain : 0) |
+                                      (c.lastSerial() ? cclzPathSerial : 0));
     if (decided) *decided = c.lastDecided() ? 1 : 0;
   });
 }

@@ -139,13 +139,12 @@ bool capturing(Communicator& comm, cclzStream_t stream) {
 #endif
 }
 
-// Settles a key whose trials are over: every rank's (or, for send/recv, both peers') fastest
-// times, exchanged, then the same verdict everywhere (tune/tuner.h).
-void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key) {
-  Transport& t = comm.transport();
-  const int n = t.size(), me = t.rank();
+// Settles a key whose trials are over: the fastest times of every rank in `peers` and this
+// one, exchanged, then the same verdict everywhere (tune/tuner.h).
+void settleKey(Communicator& comm, const std::vector<int>& peers, const TuneKey& key,
+               const TunedNames& names) {
+  const int me = comm.transport().rank();
   const TrialTimes mine = comm.tuner()->measured(key);
-  const std::vector<int> peers = peersOf(a, n, me);
   const std::vector<uint8_t> bytes = exchangeWithPeers(comm, &mine, sizeof mine, peers);
   std::vector<int> ranks = peers;
   ranks.push_back(me);
@@ -157,9 +156,26 @@ void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key) {
     times.push_back(rt);
   }
   comm.tuner()->settle(key, times);
-  CCLZ_TRACE("%s: settled on %s (compressed %.1f us, plain %.1f us here)", collOpName(a.op),
-             comm.tuner()->settledOr(key) == Path::Plain ? "plain" : "compressed",
-             mine.compressed * 1e6, mine.plain * 1e6);
+  CCLZ_TRACE("%s: settled on %s (%s %.1f us, %s %.1f us here)", names.what,
+             names.of(comm.tuner()->settledOr(key)), names.first, mine.compressed * 1e6,
+             names.second, mine.plain * 1e6);
+}
+
+// The tuner's next call of `key` (settling it first where its trials are over).
+Tuner::Call nextCall(Communicator& comm, const std::vector<int>& peers, const TuneKey& key,
+                     cclzStream_t stream, const TunedNames& names) {
+  Tuner& tuner = *comm.tuner();
+  Tuner::Call call;
+  if (capturing(comm, stream)) {
+    call.path = tuner.settledOr(key);
+    return call;
+  }
+  call = tuner.next(key);
+  if (call.settling) {
+    settleKey(comm, peers, key, names);
+    call = tuner.next(key);
+  }
+  return call;
 }
 
 }  // namespace
@@ -175,16 +191,10 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   }
   Tuner& tuner = *comm.tuner();
   const TuneKey key = tuneKey(a, plan);
-  Tuner::Call call;
-  if (capturing(comm, a.stream)) {
-    call.path = tuner.settledOr(key);
-  } else {
-    call = tuner.next(key);
-    if (call.settling) {
-      settleKey(comm, a, key);
-      call = tuner.next(key);
-    }
-  }
+  const Tuner::Call call = nextCall(comm, peersOf(a, comm.transport().size(),
+                                                  comm.transport().rank()),
+                                    key, a.stream,
+                                    TunedNames{collOpName(a.op), "compressed", "plain"});
   comm.setLastPath(call.path, call.decided);
   CollArgs run = a;
   // A kind settled on plain data (the steady state of most small calls over NVLink): the
@@ -220,6 +230,29 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
     watch->stop(a.stream);
     tuner.record(key, call.path, std::move(watch));
   }
+}
+
+Tuner::Call runTuned(Communicator& comm, const TuneKey& key, cclzStream_t stream,
+                     const TunedNames& names, const std::function<void(Path)>& run) {
+  CollArgs all;  // what aligns every rank: an all-gather's peers, on the call's stream
+  all.op = CollOp::AllGather;
+  all.stream = stream;
+  const Tuner::Call call =
+      nextCall(comm, peersOf(all, comm.transport().size(), comm.transport().rank()), key,
+               stream, names);
+  std::unique_ptr<Stopwatch> watch;
+  if (call.timed) {
+    alignRanks(comm, all);
+    watch = makeStopwatch(comm.transport().memory());
+    watch->start(stream);
+  }
+  CCLZ_TRACE("%s: %s%s", names.what, names.of(call.path), call.timed ? ", timed" : "");
+  run(call.path);
+  if (watch) {
+    watch->stop(stream);
+    comm.tuner()->record(key, call.path, std::move(watch));
+  }
+  return call;
 }
 
 }  // namespace cclz

@@ -148,9 +148,13 @@ class Communicator {
 
   // Which ranks share a node, learned at creation.
   const NodeLayout& nodes() const { return nodes_; }
-  // How the last call that reached its data part ran (cclzCommGetLastPath).
-  void setLastPath(Path path, bool decided) { lastPath_ = path, lastDecided_ = decided; }
+  // How the last call that reached its data part ran (cclzCommGetLastPath). serial: an
+  // overlapped GEMM call that ran serially (path: its collective's).
+  void setLastPath(Path path, bool decided, bool serial = false) {
+    lastPath_ = path, lastDecided_ = decided, lastSerial_ = serial;
+  }
   Path lastPath() const { return lastPath_; }
+  bool lastSerial() const { return lastSerial_; }
   bool lastDecided() const { return lastDecided_; }
 
   // How a call of this op checks its descriptors. Every rank makes the same calls in the same
@@ -202,6 +206,7 @@ class Communicator {
   std::unique_ptr<Tuner> tuner_;
   NodeLayout nodes_;
   Path lastPath_ = Path::Compressed;
+  bool lastSerial_ = false;
   bool lastDecided_ = true;
   cclzResult_t jobError_ = cclzSuccess;
   std::string jobErrorMessage_;

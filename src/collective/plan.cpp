@@ -78,6 +78,8 @@ void checkBuffer(const Transport& t, const void* p, uint64_t elems, uint64_t ele
                  std::string(what) + " must be host memory on a host (MPI) communicator");
 }
 
+}  // namespace
+
 Plan makePlan(Communicator& comm, const CollArgs& a) {
   Transport& t = comm.transport();
   const int n = t.size(), me = t.rank();
@@ -167,6 +169,8 @@ Plan makePlan(Communicator& comm, const CollArgs& a) {
                                plan.use.codec->pieceAlignment(plan.use.config), largest);
   return plan;
 }
+
+namespace {
 
 CallDescriptor describe(const Communicator& comm, const CollArgs& a, const Plan& plan,
                         bool rejected) {

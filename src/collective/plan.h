@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "collective/collectives.h"
 #include "collective/engine.h"
 #include "collective/pipeline.h"
+#include "tune/tuner.h"
 
 namespace cclz {
 
@@ -22,6 +24,9 @@ struct Plan {
   uint64_t recvElems = 0;  // elements of the receive buffer
   std::vector<Span> chunks;  // per rank (see pipeline.h)
 };
+
+// Validates a call (what this rank can tell alone) and plans it. Throws cclz::Error.
+Plan makePlan(Communicator& comm, const CollArgs& a);
 
 // The codec none's configuration: what a plain call runs with.
 cclzCodecConfig_t noneConfig();
@@ -65,5 +70,22 @@ void runData(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
 // adaptive_path.cpp: the data part on the caller's thread, through the codec or as plain data
 // (the tuner's choice on an adaptive communicator), timed when it is one of the trials.
 void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan);
+
+// The names of a tuned call and of its two paths, for traces.
+struct TunedNames {
+  const char* what;
+  const char* first;   // Path::Compressed
+  const char* second;  // Path::Plain
+  const char* of(Path p) const { return p == Path::Plain ? second : first; }
+};
+
+// adaptive_path.cpp: a call of `key` that an adaptive communicator may run in either of two
+// ways of doing the same work, among all its ranks (the overlapped GEMMs: Path::Compressed is
+// the call as asked, Path::Plain its serial form; overlap_call.cpp). The tuner's next call of
+// the key (settled first where its trials are over; its settled path, else Path::Compressed,
+// while `stream` is being captured), run(path) aligned and timed where it is a trial. Returns
+// the tuner's call.
+Tuner::Call runTuned(Communicator& comm, const TuneKey& key, cclzStream_t stream,
+                     const TunedNames& names, const std::function<void(Path)>& run);
 
 }  // namespace cclz

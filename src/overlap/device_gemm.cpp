@@ -54,7 +54,7 @@ struct Layouts {
 
 }  // namespace
 
-DeviceGemm::DeviceGemm(int reservedSms) {
+DeviceGemm::DeviceGemm(int reservedSms, bool rowsAlike) : rowsAlike_(rowsAlike) {
   if (reservedSms > 0) {
     int device = 0, sms = 0;
     CCLZ_CUDA_CHECK(cudaGetDevice(&device));
@@ -79,7 +79,7 @@ DeviceGemm::~DeviceGemm() {
 }
 
 DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
-  const Key key{g.n, g.k, g.transB, g.dtype};
+  const Key key{rowsAlike_ ? 0 : g.m, g.n, g.k, g.transB, g.dtype};
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
 
@@ -99,9 +99,11 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
   cublasLtMatmulPreference_t pref = nullptr;
   CCLZ_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t workspace = kWorkspaceBytes;
-  // NOTE: no reduction across k: an algorithm that splits k sums its parts in an order that may
-  // depend on m, and the schedules need every row computed alike whatever the chunk.
-  const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  // NOTE: no reduction across k where rows must be alike: an algorithm that splits k sums its
+  // parts in an order that may depend on m, and the schedules need every row computed alike
+  // whatever the chunk.
+  const uint32_t scheme =
+      rowsAlike_ ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
   cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found_count = 0;
   {
@@ -122,13 +124,14 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
     int32_t splits = 1;
     cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                          &splits, sizeof splits, nullptr);
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && splits <= 1) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && (splits <= 1 || !rowsAlike_)) {
       plan.algo = results[i].algo;
       return plans_.emplace(key, plan).first->second;
     }
   }
   cublasLtMatmulDescDestroy(plan.desc);
-  CCLZ_FAIL(cclzNotSupported, "cuBLASLt has no algorithm without split-K for n = " +
+  CCLZ_FAIL(cclzNotSupported, std::string("cuBLASLt has no algorithm") +
+                                  (rowsAlike_ ? " without split-K" : "") + " for n = " +
                                   std::to_string(g.n) + ", k = " + std::to_string(g.k));
 }
 

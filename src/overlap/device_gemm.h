@@ -1,7 +1,8 @@
 // The GEMM of the overlapped tensor-parallel paths on the device: cuBLASLt, row-major, with one
 // algorithm per shape of B that splits nothing along k, so that a GEMM of a row chunk of A gives
 // the rows of the whole product bit for bit, as the host GEMM does (host_gemm.h;
-// docs/overlap.md, "The device path").
+// docs/overlap.md, "The device path"). Or, for the serial path of an adaptive call, cuBLASLt's
+// first choice for each whole shape, as a framework's matmul takes it.
 #pragma once
 
 #ifdef CCLZ_HAVE_CUDA
@@ -20,8 +21,10 @@ namespace cclz::overlap {
 class DeviceGemm {
  public:
   // reservedSms: multiprocessors the GEMMs leave to work beside them (cuBLASLt's SM count
-  // target: its persistent kernels then launch on the others only); 0: every one.
-  explicit DeviceGemm(int reservedSms = 0);
+  // target: its persistent kernels then launch on the others only); 0: every one. rowsAlike:
+  // every row computed alike whatever m (run() below); false: the heuristic's first algorithm
+  // for each (m, n, k, transB, dtype), split-K allowed.
+  explicit DeviceGemm(int reservedSms = 0, bool rowsAlike = true);
   ~DeviceGemm();
   DeviceGemm(const DeviceGemm&) = delete;
   DeviceGemm& operator=(const DeviceGemm&) = delete;
@@ -33,7 +36,7 @@ class DeviceGemm {
   void run(const GemmArgs& g, cudaStream_t stream);
 
  private:
-  using Key = std::tuple<uint64_t, uint64_t, bool, int>;  // n, k, transB, dtype
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t, bool, int>;  // m, n, k, transB, dtype
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -41,6 +44,7 @@ class DeviceGemm {
   Plan& planFor(const GemmArgs& g);
 
   int32_t smTarget_ = 0;  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (0: the device's count)
+  const bool rowsAlike_;  // the plans are per (n, k, transB, dtype), m is 0 in their keys
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;  // cuBLASLt's scratch, kWorkspaceBytes
   std::map<Key, Plan> plans_;

@@ -50,7 +50,7 @@ DeviceOverlap::~DeviceOverlap() {
   for (cudaEvent_t e : encoded_) cudaEventDestroy(e);
   for (cudaStream_t s : push_) cudaStreamDestroy(s);
   for (cudaEvent_t e : {start_, done_, last_}) cudaEventDestroy(e);
-  for (Area* a : {&gathered_, &frames_, &partials_, &acc_, &scratch_}) cudaFree(a->p);
+  for (Area* a : {&gathered_, &frames_, &partials_, &acc_, &scratch_, &serial_}) cudaFree(a->p);
   cudaFree(status_);
   cudaStreamDestroy(comm_);
 }
@@ -95,6 +95,24 @@ void DeviceOverlap::end(cudaStream_t stream, bool capturing) {
     hasLast_ = true;
     timeline_.report(stream);
   }
+}
+
+uint8_t* DeviceOverlap::beginSerial(cudaStream_t stream, uint64_t bytes) {
+  const bool capturing = isCapturing(stream);
+  uint8_t* scratch = area(serial_, bytes, capturing);
+  if (!capturing && hasLast_) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(stream, last_));
+  return scratch;
+}
+
+void DeviceOverlap::wholeGemm(const GemmArgs& g, cudaStream_t stream) {
+  if (!wholeGemm_) wholeGemm_ = std::make_unique<DeviceGemm>(0, /*rowsAlike=*/false);
+  wholeGemm_->run(g, stream);
+}
+
+void DeviceOverlap::endSerial(cudaStream_t stream) {
+  if (isCapturing(stream)) return;
+  CCLZ_CUDA_CHECK(cudaEventRecord(last_, stream));
+  hasLast_ = true;
 }
 
 bool DeviceOverlap::copyEnginesFor(cudaStream_t stream) const {

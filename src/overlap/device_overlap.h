@@ -60,6 +60,15 @@ class DeviceOverlap {
   void allGatherMatmul(Transport& t, const OverlapCall& call, cudaStream_t stream);
   void matmulReduceScatter(Transport& t, const OverlapCall& call, cudaStream_t stream);
 
+  // The serial path of an adaptive call (overlap_call.cpp; docs/overlap.md, "Adaptive calls"):
+  // beginSerial orders a direct call after the last direct one (whose scratch it reuses) and
+  // returns `bytes` of this object's device memory for the call's product or gathered matrix;
+  // wholeGemm runs one GEMM of the whole product on every multiprocessor (cuBLASLt's first
+  // choice for the shape); endSerial closes the call.
+  uint8_t* beginSerial(cudaStream_t stream, uint64_t bytes);
+  void wholeGemm(const GemmArgs& g, cudaStream_t stream);
+  void endSerial(cudaStream_t stream);
+
   // A frame a decode rejected in finished work (then cleared): cclzCorruptFrame, else success.
   cclzResult_t pollError(std::string* message);
 
@@ -104,6 +113,7 @@ class DeviceOverlap {
   void joinPushes();
 
   std::unique_ptr<DeviceGemm> gemm_;  // made once the path is decided (its SMs depend on it)
+  std::unique_ptr<DeviceGemm> wholeGemm_;  // the serial path's, made at its first call
   const int smsBesideNccl_, smsBesideCopyEngines_;
   const bool mergedGather_;
   const OverlapCopy copy_;
@@ -118,7 +128,7 @@ class DeviceOverlap {
   cudaEvent_t last_ = nullptr;       // the caller's stream after the last direct call
   bool hasLast_ = false;
   std::vector<cudaEvent_t> ready_;   // per chunk (or step): rows in place, or a partial computed
-  Area gathered_, frames_, partials_, acc_, scratch_;
+  Area gathered_, frames_, partials_, acc_, scratch_, serial_;
   DeviceStatus* status_ = nullptr;
   Timeline timeline_;  // CCLZ_TIMELINE=1: each GEMM's and each step's span, printed after the call
 };

@@ -14,6 +14,8 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "overlap/device_overlap.h"
+#include "overlap/host_gemm.h"
+#include "tune/tuner.h"
 
 namespace cclz::overlap {
 namespace {
@@ -55,6 +57,93 @@ CallDescriptor describe(Transport& t, CollOp op, const OverlapCall& call,
   d.gemmInner = static_cast<uint32_t>(std::min<uint64_t>(call.k, UINT32_MAX));
   d.gemmTransB = call.transB ? 1 : 0;
   return d;
+}
+
+// The tuner's key of an overlapped call (docs/overlap.md, "Adaptive calls"): the op, the dtype,
+// the codec's configuration with the GEMM's shape, and the octave of a rank's chunk.
+TuneKey overlapKey(CollOp op, const OverlapCall& call, const cclzCodecConfig_t& config) {
+  TuneKey key;
+  key.op = static_cast<uint8_t>(op);
+  key.dtype = static_cast<uint8_t>(call.dtype);
+  key.codec = static_cast<uint8_t>(config.codec);
+  uint64_t h = configHash(config);
+  for (uint64_t v : {call.n, call.k, uint64_t{call.transB}}) h = (h ^ v) * 0x100000001b3ULL;
+  key.configHash = h;
+  const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  key.sizeClass =
+      Tuner::sizeClass(call.m * (op == CollOp::AllGatherMatmul ? call.k : call.n) * es);
+  return key;
+}
+
+// The same work serially, as a framework runs it without overlap: the all-gather (through the
+// communicator's collective with the call's codec, itself adaptive) and then one GEMM of the
+// whole gathered matrix; or one GEMM of the whole product and then its reduce-scatter. The
+// collective is this call's: checked with it, not again. Its path is the call's last path.
+void runSerial(Communicator& comm, CollOp op, const OverlapCall& call, cclzStream_t stream) {
+  Transport& t = comm.transport();
+  const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
+  const uint64_t rows = t.size() * call.m;
+  const bool gather = op == CollOp::AllGatherMatmul;
+  // The product a reduce-scatter reduces, or the gathered matrix the caller did not ask for.
+  const uint64_t scratchBytes = rows * es * (gather ? (call.gathered ? 0 : call.k) : call.n);
+  std::vector<uint8_t> hostScratch;
+  uint8_t* scratch = nullptr;
+#ifdef CCLZ_HAVE_CUDA
+  DeviceOverlap* device = t.memory() == MemoryKind::Device ? &comm.deviceOverlap() : nullptr;
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (device) scratch = device->beginSerial(s, scratchBytes);
+#endif
+  if (t.memory() == MemoryKind::Host) {
+    hostScratch.resize(scratchBytes);
+    scratch = hostScratch.data();
+  }
+  void* product = gather && call.gathered ? call.gathered : scratch;
+
+  CollArgs a;
+  a.op = gather ? CollOp::AllGather : CollOp::ReduceScatter;
+  a.send = gather ? call.a : product;
+  a.recv = gather ? product : call.c;
+  a.count = call.m * (gather ? call.k : call.n);
+  a.dtype = call.dtype;
+  a.redOp = call.redOp;
+  a.codec = call.codec ? &call.config : nullptr;
+  a.stream = stream;
+  const GemmArgs g{gather ? product : call.a, call.b, gather ? call.c : product, rows, call.n,
+                   call.k, call.transB, call.dtype, call.k, call.transB ? call.k : call.n,
+                   call.n};
+  auto collective = [&] { runChosenPath(comm, a, makePlan(comm, a)); };
+  auto gemm = [&] {
+#ifdef CCLZ_HAVE_CUDA
+    if (device) return device->wholeGemm(g, s);
+#endif
+    gemmHost(g);
+  };
+  if (gather) collective();
+  gemm();
+  if (!gather) collective();
+#ifdef CCLZ_HAVE_CUDA
+  if (device) device->endSerial(s);
+#endif
+}
+
+// The call as asked: its schedule, overlapped.
+void runOverlapped(Communicator& comm, CollOp op, const OverlapCall& call, cclzStream_t stream) {
+  Transport& t = comm.transport();
+  if (t.memory() == MemoryKind::Device) {
+#ifdef CCLZ_HAVE_CUDA
+    DeviceOverlap& device = comm.deviceOverlap();
+    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    if (op == CollOp::AllGatherMatmul)
+      device.allGatherMatmul(t, call, s);
+    else
+      device.matmulReduceScatter(t, call, s);
+#endif
+    return;
+  }
+  if (op == CollOp::AllGatherMatmul)
+    allGatherMatmulHost(t, call);
+  else
+    matmulReduceScatterHost(t, call);
 }
 
 }  // namespace
@@ -111,27 +200,39 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
   // Across nodes, a reduce-scatter with a codec adds inside each node before crossing it
   // (CCLZ_TWO_LEVEL, agreed by every rank when the communicator was made).
   if (comm.settings().twoLevel) call.nodes = &comm.nodes();
-  if (t.memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_CUDA
+  if (t.memory() == MemoryKind::Device) {
     DeviceOverlap& device = comm.deviceOverlap();
-    const auto s = reinterpret_cast<cudaStream_t>(stream);
     if (device.copyUndecided()) {
       // The first overlapped call, checked with its peers already (the first call of an op is
       // checked before its data): every rank is here, and decides alike.
+      const auto s = reinterpret_cast<cudaStream_t>(stream);
       const std::string here = device.copyEnginesHere(t, s);
       device.decideCopy(t, everyRankCan(comm, here.empty()), here);
     }
-    if (op == CollOp::AllGatherMatmul)
-      device.allGatherMatmul(t, call, s);
-    else
-      device.matmulReduceScatter(t, call, s);
+  }
 #endif
+  // An adaptive communicator runs the call overlapped or serially, whichever its first calls of
+  // the kind measured faster on the slowest rank (overlapped only where it wins by more than
+  // Tuner::kMargin): overlap never costs where the GEMM's chunks lose more than the transfers
+  // hide (NVLink), and pays where they hide a slow network.
+  if (!comm.tuner()) {
+    runOverlapped(comm, op, call, stream);
+    comm.setLastPath(Path::Compressed, true);
     return;
   }
-  if (op == CollOp::AllGatherMatmul)
-    allGatherMatmulHost(t, call);
+  const TunedNames names{collOpName(op), "overlapped", "serial"};
+  const Tuner::Call chosen =
+      runTuned(comm, overlapKey(op, call, config), stream, names, [&](Path path) {
+        if (path == Path::Plain)
+          runSerial(comm, op, call, stream);
+        else
+          runOverlapped(comm, op, call, stream);
+      });
+  if (chosen.path == Path::Plain)
+    comm.setLastPath(comm.lastPath(), chosen.decided, true);
   else
-    matmulReduceScatterHost(t, call);
+    comm.setLastPath(Path::Compressed, chosen.decided);
 }
 
 }  // namespace cclz::overlap

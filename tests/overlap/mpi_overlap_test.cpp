@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cclz/cclz.h"
@@ -18,6 +20,7 @@
 #include "collective/mpi_world.h"
 #include "collective/node_layout.h"
 #include "collective/reduce.h"
+#include "common/float_bits.h"
 #include "overlap/host_gemm.h"
 #include "overlap/schedule.h"
 #include "support/data.h"
@@ -157,6 +160,87 @@ TEST(MpiOverlap, MatmulReduceScatterWithFp8IsThePartialsThroughTheirFrames) {
   cclzCodecDestroy(codec);
 }
 
+cclzComm_t adaptiveComm() {
+  static cclzComm_t comm = makeWorldComm(true);
+  return comm;
+}
+
+// How the last call ran on every rank (cclzCommGetLastPath), after checking that the ranks agree.
+std::pair<cclzPath_t, int> agreedLastPath(cclzComm_t comm) {
+  cclzPath_t path = cclzPathCompressed;
+  int decided = -1;
+  EXPECT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
+  const int mine[2] = {static_cast<int>(path), decided};
+  std::vector<int> all(2 * worldSize());
+  MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 0; r < worldSize(); ++r) {
+    EXPECT_EQ(all[2 * r], mine[0]) << "rank " << r << "'s path";
+    EXPECT_EQ(all[2 * r + 1], mine[1]) << "rank " << r << "'s verdict";
+  }
+  return {path, decided};
+}
+
+// On an adaptive communicator the first calls of a kind alternate the overlapped schedule and
+// the serial one (the collective, then one GEMM; one GEMM, then the reduce-scatter), every rank
+// alike, and settle on one of them at the 7th call (tune/tuner.h). Every call's result is the
+// call's: the all-gather's bit for bit either way, the reduce-scatter's within the order of its
+// fp32 sum (the serial one sums in the collective's order).
+TEST(MpiOverlap, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
+  const int n = worldSize(), me = worldRank();
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * kM * kK, 0, 90 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 100 + me);
+  std::vector<uint8_t> gatheredWant(n * kM * kK * 2);
+  ASSERT_EQ(cclzAllGather(a.data(), gatheredWant.data(), kM * kK, cclzBfloat16, theComm(),
+                          nullptr, nullptr),
+            cclzSuccess);
+  const std::vector<uint8_t> gatherWant = gemm(gatheredWant.data(), b.data(), n * kM);
+  const auto partialOf = partialsOfMyRows(a, b);
+  std::vector<double> exact(kM * kN, 0.0), magnitude(kM * kN, 0.0);
+  for (int q = 0; q < n; ++q) {
+    const std::vector<uint8_t> p = partialOf(q);
+    for (size_t i = 0; i < kM * kN; ++i) {
+      const double v = bf16ToFloat(p[2 * i] | p[2 * i + 1] << 8);
+      exact[i] += v, magnitude[i] += std::fabs(v);
+    }
+  }
+  constexpr int kTrials = 6;  // 2 * Tuner::kTrialPairs, alternating, the overlapped first
+  for (int call = 0; call < kTrials + 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    std::vector<uint8_t> c(n * kM * kN * 2, 0xA5), gathered(n * kM * kK * 2, 0xA5);
+    ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), c.data(), gathered.data(), kM, kN, kK, 1,
+                                  cclzBfloat16, adaptiveComm(), nullptr, nullptr),
+              cclzSuccess)
+        << cclzGetLastError(adaptiveComm());
+    const auto [gatherPath, gatherDecided] = agreedLastPath(adaptiveComm());
+    EXPECT_EQ(gathered, gatheredWant);
+    EXPECT_EQ(c, gatherWant);
+
+    std::vector<uint8_t> y(kM * kN * 2, 0xA5);
+    ASSERT_EQ(cclzMatmulReduceScatter(a.data(), b.data(), y.data(), kM, kN, kK, 1, cclzBfloat16,
+                                      cclzSum, adaptiveComm(), nullptr, nullptr),
+              cclzSuccess)
+        << cclzGetLastError(adaptiveComm());
+    const auto [reducePath, reduceDecided] = agreedLastPath(adaptiveComm());
+    for (size_t i = 0; i < kM * kN; ++i) {
+      // Each partial rounded to bf16 once and the sum once: within a unit of bf16 at the sum's
+      // magnitude, and the order of the fp32 sum.
+      const double got = bf16ToFloat(y[2 * i] | y[2 * i + 1] << 8);
+      ASSERT_NEAR(got, exact[i], 1e-2 * magnitude[i] + 1e-6) << "element " << i;
+    }
+    for (const auto& [path, decided] : {std::pair{gatherPath, gatherDecided},
+                                        std::pair{reducePath, reduceDecided}}) {
+      if (call < kTrials) {
+        EXPECT_EQ(decided, 0);
+        EXPECT_EQ((path & cclzPathSerial) != 0, call % 2 == 1) << "trials alternate";
+      } else {
+        EXPECT_EQ(decided, 1);
+      }
+      // The codec none: the serial call's collective runs through it, never adaptive.
+      EXPECT_EQ(path & cclzPathPlain, 0);
+    }
+  }
+}
+
 // The last rank passes another k: every rank fails and names the field; then rank 0 passes a NULL
 // matrix: it reports its own argument, its peers that rank 0 rejected; the communicator still works.
 TEST(MpiOverlap, MismatchedOrRejectedCallsFailEveryRank) {
@@ -195,6 +279,7 @@ int main(int argc, char** argv) {
   if (cclz::test::worldRank() != 0) GTEST_FLAG_SET(brief, true);
   // A failure on any rank fails the run on every rank.
   const int result = cclz::test::allRanks(RUN_ALL_TESTS() == 0) ? 0 : 1;
+  cclzCommDestroy(cclz::test::adaptiveComm());
   cclzCommDestroy(cclz::test::theComm());
   MPI_Finalize();
   return result;

@@ -38,10 +38,10 @@ class MeteredComm:
     def __getattr__(self, name):
         return getattr(self.comm, name)
 
-    def _count(self, tensor, raw_units, codec, adaptive=True):
+    def _count(self, tensor, raw_units, codec):
         raw = raw_units * tensor.numel() * tensor.element_size()
         fraction = encoded_fraction(codec, tensor.element_size())
-        if (adaptive and codec is not None and fraction < 1.0
+        if (codec is not None and fraction < 1.0
                 and self.comm.last_path()[0] == "plain"):
             fraction = 1.0
         self.raw_bytes += raw
@@ -69,16 +69,16 @@ class MeteredComm:
     def recv(self, tensor, src, codec=None):
         self.comm.recv(tensor, src, codec=codec)
 
-    # The overlapped GEMMs move what the all-gather and the reduce-scatter would, always through
-    # their codec (they make no adaptive choice).
+    # The overlapped GEMMs move what the all-gather and the reduce-scatter would: through their
+    # codec where they ran overlapped, else as their serial collective ran (last_path).
     def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
                           transpose_weight=True):
         self.comm.all_gather_matmul(output, input, weight, gathered=gathered, codec=codec,
                                     transpose_weight=transpose_weight)
-        self._count(input, self.size - 1, codec, adaptive=False)
+        self._count(input, self.size - 1, codec)
 
     def matmul_reduce_scatter(self, output, input, weight, op="sum", codec=None,
                               transpose_weight=True):
         self.comm.matmul_reduce_scatter(output, input, weight, op=op, codec=codec,
                                         transpose_weight=transpose_weight)
-        self._count(output, self.size - 1, codec, adaptive=False)
+        self._count(output, self.size - 1, codec)
