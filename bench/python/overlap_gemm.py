@@ -1,6 +1,8 @@
 """Tensor-parallel GEMMs with their communication, side by side in one run (issue 37's
 benchmark; docs/overlap.md): per shape, the GEMM alone, the communication alone, serial GEMM +
-NCCL (torch), PyTorch's fused ops (symmetric memory), cclz's overlapped GEMM plain and with fp8.
+NCCL (torch), PyTorch's fused ops (symmetric memory), cclz's overlapped GEMM plain and with fp8,
+and with fp8 on an adaptive communicator (docs/overlap.md, "Adaptive calls": overlapped or serial,
+whichever its first calls measured faster; the way it settled on is in the row).
 
     mpirun -n 2 python3 bench/python/overlap_gemm.py --json out.json     (one GPU per rank)
 
@@ -44,6 +46,15 @@ def timed(fn, iters, warmup, rounds):
     return statistics.median(times)
 
 
+def settle(comm, fn):
+    """Makes fn's calls until their kind is settled on the adaptive comm (6 trials, then the
+    verdict); returns the way it settled on."""
+    for _ in range(8):
+        fn()
+    torch.cuda.synchronize()
+    return "serial" if comm.last_ran_serial() else "overlapped"
+
+
 # In each row cclz's calls come before torch's fused op: once torch has set up its symmetric
 # memory in the process, NCCL refused the device communicator of cclz's copy-engine path (GIN
 # not supported, CCLZ_OVERLAP_COPY=ce; bench/results/overlap-copy-engine-2xh200).
@@ -60,7 +71,7 @@ def torch_fused(kind, group_name):
         return None, f"{type(e).__name__}: {e}"
 
 
-def ag_gemm(comm, tokens, hidden, ffn, args):
+def ag_gemm(comm, acomm, tokens, hidden, ffn, args):
     """Column-parallel: x (tokens / n x hidden) gathered, times w (ffn / n x hidden)^T."""
     n = comm.size
     x = torch.randn(tokens // n, hidden, device="cuda", dtype=torch.bfloat16)
@@ -79,6 +90,9 @@ def ag_gemm(comm, tokens, hidden, ffn, args):
     fp8 = cclz.Fp8(row_elems=hidden)  # one object: the communicator keeps its config by identity
     row["cclz_fp8_ms"] = t(lambda: comm.all_gather_matmul(out, x, w, gathered=gathered,
                                                           codec=fp8))
+    adaptive = lambda: acomm.all_gather_matmul(out, x, w, gathered=gathered, codec=fp8)
+    row["cclz_fp8_adaptive_way"] = settle(acomm, adaptive)
+    row["cclz_fp8_adaptive_ms"] = t(adaptive)
     op, why = torch_fused("ag_gemm", dist.group.WORLD.group_name)
     if op is not None:
         try:
@@ -91,7 +105,7 @@ def ag_gemm(comm, tokens, hidden, ffn, args):
     return row
 
 
-def gemm_rs(comm, tokens, hidden, ffn, args):
+def gemm_rs(comm, acomm, tokens, hidden, ffn, args):
     """Row-parallel: h (tokens x ffn / n) times w (hidden x ffn / n)^T, reduce-scattered along
     the tokens."""
     n = comm.size
@@ -110,6 +124,9 @@ def gemm_rs(comm, tokens, hidden, ffn, args):
     row["cclz_ms"] = t(lambda: comm.matmul_reduce_scatter(out, h, w))
     fp8 = cclz.Fp8(row_elems=hidden)
     row["cclz_fp8_ms"] = t(lambda: comm.matmul_reduce_scatter(out, h, w, codec=fp8))
+    adaptive = lambda: acomm.matmul_reduce_scatter(out, h, w, codec=fp8)
+    row["cclz_fp8_adaptive_way"] = settle(acomm, adaptive)
+    row["cclz_fp8_adaptive_ms"] = t(adaptive)
     op, why = torch_fused("gemm_rs", dist.group.WORLD.group_name)
     if op is not None:
         try:
@@ -143,6 +160,7 @@ def main():
     device = torch.device("cuda", local_rank)
     init_distributed(launcher, rank, world, device)
     comm = cclz.Communicator.from_group(adaptive=False)
+    acomm = cclz.Communicator.from_group(adaptive=True)
     rows = []
     for model in args.models.split(","):
         hidden, ffn = MODELS[model]
@@ -150,24 +168,27 @@ def main():
             for kind in args.ops.split(","):
                 run = ag_gemm if kind == "ag_gemm" else gemm_rs
                 row = {"model": model, "op": kind, "tp": world, "tokens": tokens,
-                       "hidden": hidden, "ffn": ffn, **run(comm, tokens, hidden, ffn, args)}
-                for key in ("serial_ms", "torch_fused_ms", "cclz_ms", "cclz_fp8_ms"):
+                       "hidden": hidden, "ffn": ffn, **run(comm, acomm, tokens, hidden, ffn, args)}
+                for key in ("serial_ms", "torch_fused_ms", "cclz_ms", "cclz_fp8_ms",
+                            "cclz_fp8_adaptive_ms"):
                     e = efficiency(row, key)
                     if e is not None:
                         row[key.replace("_ms", "_efficiency")] = e
                 rows.append(row)
                 torch.cuda.empty_cache()
     comm.close()
+    acomm.close()
     if rank == 0:
         print("| model | op | tokens | GEMM ms | comm ms | serial ms | torch fused ms (eff.) | "
-              "cclz ms (eff.) | cclz fp8 ms (eff.) |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "cclz ms (eff.) | cclz fp8 ms (eff.) | cclz fp8 adaptive ms (eff.), way |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         cell = lambda r, k: ("-" if k + "_ms" not in r else
                              f"{r[k + '_ms']:.3f} ({r[k + '_efficiency']:.2f})")
         for r in rows:
             print(f"| {r['model']} | {r['op']} | {r['tokens']} | {r['gemm_ms']:.3f} | "
                   f"{r['comm_ms']:.3f} | {r['serial_ms']:.3f} | {cell(r, 'torch_fused')} | "
-                  f"{cell(r, 'cclz')} | {cell(r, 'cclz_fp8')} |")
+                  f"{cell(r, 'cclz')} | {cell(r, 'cclz_fp8')} | "
+                  f"{cell(r, 'cclz_fp8_adaptive')}, {r['cclz_fp8_adaptive_way']} |")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"command": " ".join(sys.argv), "ranks": world,

@@ -36,7 +36,7 @@
 #              tp4-nvlink-overlap, tp4-nvlink-overlap-ce (CCLZ_OVERLAP_COPY=auto),
 #              tp4-nvlink-fusedce (CCLZ_FUSED=ce),
 #              tp2dp2-nodes, ...; on 2 GPUs also tp2-nvlink, tp2-nvlink-fusedce,
-#              tp2-nvlink-overlap(-ce)).
+#              tp2-nvlink-overlap(-ce), tp2-nodes-overlap).
 #   trainlong  (2 or 4 GPUs) the loss target: the small model for 2,400 steps, uncompressed
 #              beside its policies (TP2, PP2 on 2 GPUs; TP2 x DP2, TP2 x PP2 with all on 4), and
 #              TP with E4M3, and on 2 GPUs TP's codec on its gathers alone and on its reductions
@@ -414,6 +414,9 @@ if has train || has trainsmoke || has trainlong; then
       # Two GPUs: each dimension alone across two emulated nodes of one GPU each (every byte of
       # it crosses the socket transport), uncompressed beside its policy.
       trainonly tp2-nodes nodes 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 --policy none,tp-fp8
+      # The TP linears as overlapped calls there, adaptive (docs/overlap.md, "Adaptive calls").
+      trainonly tp2-nodes-overlap nodes 2 "$secs" "${run[@]}" --tp 2 --batch 8 --micro-batches 1 \
+        --overlap --policy none,tp-fp8
       trainonly dp2-nodes nodes 2 "$secs" "${run[@]}" --dp 2 --batch 16 --micro-batches 2 --policy none,dp-qgrad
       trainonly pp2-nodes nodes 2 "$secs" "${run[@]}" --pp 2 --batch 16 --micro-batches 8 --policy none,pp-fp8
       # TP2 over NVLink, and with the overlapped linears (NCCL's transfers, then the copy

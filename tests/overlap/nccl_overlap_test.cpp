@@ -216,6 +216,66 @@ INSTANTIATE_TEST_SUITE_P(Codec, NcclOverlap, ::testing::Values(false, true),
 
 // Calls of two shapes back to back on two streams (the buffers grow between them), the second
 // stream's calls after the first's: each result as a call of its own gives it.
+// An adaptive device communicator tries each kind both ways (overlapped, then serial: the
+// collective and one GEMM of cuBLASLt's own choice) and settles every rank alike at the 7th call;
+// every call's result stays right: the gathered matrix bit for bit the plain all-gather's, the
+// products within bf16's rounding of the host GEMM's.
+TEST(NcclOverlapCalls, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
+  const int n = worldSize(), me = worldRank();
+  const Shape s = kShape;
+  cclzUniqueId id{};
+  if (me == 0) {
+    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+  }
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
+  commConfig.adaptive = 1;
+  cclzComm_t comm = nullptr;
+  ASSERT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &commConfig), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * s.m * s.k, 0, 90 + me);
+  const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 100 + me);
+  const std::vector<uint8_t> mine(a.begin(), a.begin() + s.m * s.k * 2);
+  std::vector<uint8_t> hostG(n * s.m * s.k * 2), hostC(n * s.m * s.n * 2), hostY(s.m * s.n * 2);
+  ASSERT_EQ(cclzAllGatherMatmul(mine.data(), b.data(), hostC.data(), hostG.data(), s.m, s.n, s.k,
+                                1, cclzBfloat16, comms().host, nullptr, nullptr),
+            cclzSuccess);
+  ASSERT_EQ(cclzMatmulReduceScatter(a.data(), b.data(), hostY.data(), s.m, s.n, s.k, 1,
+                                    cclzBfloat16, cclzSum, comms().host, nullptr, nullptr),
+            cclzSuccess);
+  auto da = holding(a), db = holding(b);
+  auto dc = empty(n * s.m * s.n * 2), dg = empty(n * s.m * s.k * 2), dy = empty(s.m * s.n * 2);
+  constexpr int kTrials = 6;  // 2 * Tuner::kTrialPairs, alternating, the overlapped first
+  for (int call = 0; call < kTrials + 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    for (bool gather : {true, false}) {
+      const cclzResult_t r =
+          gather ? cclzAllGatherMatmul(da->data(), db->data(), dc->data(), dg->data(), s.m, s.n,
+                                       s.k, 1, cclzBfloat16, comm, nullptr, testStream())
+                 : cclzMatmulReduceScatter(da->data(), db->data(), dy->data(), s.m, s.n, s.k, 1,
+                                           cclzBfloat16, cclzSum, comm, nullptr, testStream());
+      ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+      cclzPath_t path = cclzPathCompressed;
+      int decided = -1;
+      ASSERT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
+      int mineWay[2] = {static_cast<int>(path), decided}, all[2 * 8] = {};
+      ASSERT_LE(n, 8);
+      MPI_Allgather(mineWay, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+      for (int q = 0; q < n; ++q)
+        EXPECT_TRUE(all[2 * q] == mineWay[0] && all[2 * q + 1] == mineWay[1]) << "rank " << q;
+      EXPECT_EQ(decided, call < kTrials ? 0 : 1);
+      if (call < kTrials)
+        EXPECT_EQ((path & cclzPathSerial) != 0, call % 2 == 1) << "trials alternate";
+    }
+    ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+    EXPECT_EQ(dg->download(dg->size()), hostG) << "the gathered matrix";
+    EXPECT_LT(relativeError(dc->download(dc->size()), hostC), 1e-2) << "all-gather + GEMM";
+    EXPECT_LT(relativeError(dy->download(dy->size()), hostY), 1e-2) << "GEMM + reduce-scatter";
+  }
+  EXPECT_TRUE(dc->guardsIntact() && dg->guardsIntact() && dy->guardsIntact());
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
+}
+
 TEST(NcclOverlapCalls, BackToBackOnTwoStreams) {
   const int n = worldSize(), me = worldRank();
   cudaStream_t other = nullptr;
