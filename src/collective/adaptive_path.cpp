@@ -163,17 +163,18 @@ void settleKey(Communicator& comm, const std::vector<int>& peers, const TuneKey&
 
 // The tuner's next call of `key` (settling it first where its trials are over).
 Tuner::Call nextCall(Communicator& comm, const std::vector<int>& peers, const TuneKey& key,
-                     cclzStream_t stream, const TunedNames& names) {
+                     cclzStream_t stream, const TunedNames& names,
+                     int trialPairs = Tuner::kTrialPairs) {
   Tuner& tuner = *comm.tuner();
   Tuner::Call call;
   if (capturing(comm, stream)) {
     call.path = tuner.settledOr(key);
     return call;
   }
-  call = tuner.next(key);
+  call = tuner.next(key, trialPairs);
   if (call.settling) {
     settleKey(comm, peers, key, names);
-    call = tuner.next(key);
+    call = tuner.next(key, trialPairs);
   }
   return call;
 }
@@ -191,10 +192,9 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   }
   Tuner& tuner = *comm.tuner();
   const TuneKey key = tuneKey(a, plan);
-  const Tuner::Call call = nextCall(comm, peersOf(a, comm.transport().size(),
-                                                  comm.transport().rank()),
-                                    key, a.stream,
-                                    TunedNames{collOpName(a.op), "compressed", "plain"});
+  const Tuner::Call call =
+      nextCall(comm, peersOf(a, comm.transport().size(), comm.transport().rank()), key, a.stream,
+               TunedNames{collOpName(a.op), "compressed", "plain"});
   comm.setLastPath(call.path, call.decided);
   CollArgs run = a;
   // A kind settled on plain data (the steady state of most small calls over NVLink): the
@@ -232,14 +232,14 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   }
 }
 
-Tuner::Call runTuned(Communicator& comm, const TuneKey& key, cclzStream_t stream,
+Tuner::Call runTuned(Communicator& comm, const TuneKey& key, int trialPairs, cclzStream_t stream,
                      const TunedNames& names, const std::function<void(Path)>& run) {
   CollArgs all;  // what aligns every rank: an all-gather's peers, on the call's stream
   all.op = CollOp::AllGather;
   all.stream = stream;
   const Tuner::Call call =
-      nextCall(comm, peersOf(all, comm.transport().size(), comm.transport().rank()), key,
-               stream, names);
+      nextCall(comm, peersOf(all, comm.transport().size(), comm.transport().rank()), key, stream,
+               names, trialPairs);
   std::unique_ptr<Stopwatch> watch;
   if (call.timed) {
     alignRanks(comm, all);

@@ -82,10 +82,10 @@ struct TunedNames {
 // adaptive_path.cpp: a call of `key` that an adaptive communicator may run in either of two
 // ways of doing the same work, among all its ranks (the overlapped GEMMs: Path::Compressed is
 // the call as asked, Path::Plain its serial form; overlap_call.cpp). The tuner's next call of
-// the key (settled first where its trials are over; its settled path, else Path::Compressed,
-// while `stream` is being captured), run(path) aligned and timed where it is a trial. Returns
-// the tuner's call.
-Tuner::Call runTuned(Communicator& comm, const TuneKey& key, cclzStream_t stream,
+// the key with `trialPairs` pairs of trials (Tuner::next; settled first where its trials are
+// over; its settled path, else Path::Compressed, while `stream` is being captured), run(path)
+// aligned and timed where it is a trial. Returns the tuner's call.
+Tuner::Call runTuned(Communicator& comm, const TuneKey& key, int trialPairs, cclzStream_t stream,
                      const TunedNames& names, const std::function<void(Path)>& run);
 
 }  // namespace cclz

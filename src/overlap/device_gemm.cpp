@@ -2,7 +2,9 @@
 
 #include "overlap/device_gemm.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "codec/device.h"
 #include "common/error.h"
@@ -13,34 +15,38 @@ namespace {
 constexpr uint64_t kWorkspaceBytes = uint64_t{32} << 20;
 constexpr int kCandidates = 16;  // heuristic results looked through for one without split-K
 
-#define CCLZ_CUBLAS_CHECK(call)                                                              \
-  do {                                                                                       \
-    const cublasStatus_t status_ = (call);                                                   \
-    if (status_ != CUBLAS_STATUS_SUCCESS)                                                    \
-      CCLZ_FAIL(cclzUnhandledCudaError, std::string(#call " failed: cuBLAS status ") +      \
-                                            std::to_string(static_cast<int>(status_)));      \
+#define CCLZ_CUBLAS_CHECK(call)                                                         \
+  do {                                                                                  \
+    const cublasStatus_t status_ = (call);                                              \
+    if (status_ != CUBLAS_STATUS_SUCCESS)                                               \
+      CCLZ_FAIL(cclzUnhandledCudaError, std::string(#call " failed: cuBLAS status ") +  \
+                                            std::to_string(static_cast<int>(status_))); \
   } while (0)
 
 cudaDataType_t cudaType(int dtype) {
   switch (dtype) {
-    case cclzBfloat16: return CUDA_R_16BF;
-    case cclzFloat16: return CUDA_R_16F;
-    case cclzFloat32: return CUDA_R_32F;
+    case cclzBfloat16:
+      return CUDA_R_16BF;
+    case cclzFloat16:
+      return CUDA_R_16F;
+    case cclzFloat32:
+      return CUDA_R_32F;
   }
   CCLZ_FAIL(cclzInvalidArgument, "the overlapped GEMMs take bf16, fp16 or fp32");
 }
 
 // cuBLASLt is column-major: the row-major C (m x n) = A (m x k) * op(B) is, seen column-major,
 // C^T (n x m) = op(B)^T (n x k) * A^T (k x m). A row-major A is its transpose column-major
-// (k x m, leading dimension lda), so cuBLASLt's first operand is B and its second is A, untransposed.
+// (k x m, leading dimension lda), so cuBLASLt's first operand is B and its second is A,
+// untransposed.
 struct Layouts {
   cublasLtMatrixLayout_t b = nullptr, a = nullptr, c = nullptr;
   Layouts(const GemmArgs& g) {
     const cudaDataType_t t = cudaType(g.dtype);
     // B stored n x k (transB) is column-major k x n, transposed by the operation; stored k x n
     // it is column-major n x k, taken as it is.
-    CCLZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, t, g.transB ? g.k : g.n,
-                                                 g.transB ? g.n : g.k, g.ldb));
+    CCLZ_CUBLAS_CHECK(
+        cublasLtMatrixLayoutCreate(&b, t, g.transB ? g.k : g.n, g.transB ? g.n : g.k, g.ldb));
     CCLZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, t, g.k, g.m, g.lda));
     CCLZ_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c, t, g.n, g.m, g.ldc));
   }
@@ -78,7 +84,7 @@ DeviceGemm::~DeviceGemm() {
   cublasLtDestroy(handle_);
 }
 
-DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
+DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g, cudaStream_t stream) {
   const Key key{rowsAlike_ ? 0 : g.m, g.n, g.k, g.transB, g.dtype};
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
@@ -86,10 +92,10 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
   Plan plan;
   CCLZ_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opA = CUBLAS_OP_N;
-  CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB,
-                                                   sizeof opB));
-  CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA,
-                                                   sizeof opA));
+  CCLZ_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB));
+  CCLZ_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA));
   if (smTarget_ > 0) {
     const cublasStatus_t status = cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smTarget_, sizeof smTarget_);
@@ -120,29 +126,70 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g) {
     if (status != CUBLAS_STATUS_SUCCESS) cublasLtMatmulDescDestroy(plan.desc);
     CCLZ_CUBLAS_CHECK(status);
   }
+  std::vector<cublasLtMatmulAlgo_t> usable;
   for (int i = 0; i < found_count; ++i) {
     int32_t splits = 1;
-    cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                         &splits, sizeof splits, nullptr);
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && (splits <= 1 || !rowsAlike_)) {
-      plan.algo = results[i].algo;
-      return plans_.emplace(key, plan).first->second;
-    }
+    cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                         sizeof splits, nullptr);
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && (splits <= 1 || !rowsAlike_))
+      usable.push_back(results[i].algo);
+  }
+  if (!usable.empty()) {
+    plan.algo = rowsAlike_ ? usable.front() : fastestOf(plan.desc, usable, g, stream);
+    return plans_.emplace(key, plan).first->second;
   }
   cublasLtMatmulDescDestroy(plan.desc);
-  CCLZ_FAIL(cclzNotSupported, std::string("cuBLASLt has no algorithm") +
-                                  (rowsAlike_ ? " without split-K" : "") + " for n = " +
-                                  std::to_string(g.n) + ", k = " + std::to_string(g.k));
+  CCLZ_FAIL(cclzNotSupported,
+            std::string("cuBLASLt has no algorithm") + (rowsAlike_ ? " without split-K" : "") +
+                " for n = " + std::to_string(g.n) + ", k = " + std::to_string(g.k));
+}
+
+// The whole GEMM's algorithm: cuBLASLt's heuristic ranks by a model, and its first choice can be
+// several percent slower than the next at a framework's large shapes; the first kTimedCandidates
+// usable ones are timed on the call's own buffers (one untimed run, then kTimedRuns), once per
+// shape. Not while the stream is captured into a CUDA graph (nothing could be timed): then the
+// first.
+cublasLtMatmulAlgo_t DeviceGemm::fastestOf(cublasLtMatmulDesc_t desc,
+                                           const std::vector<cublasLtMatmulAlgo_t>& algos,
+                                           const GemmArgs& g, cudaStream_t stream) {
+  constexpr size_t kTimedCandidates = 4;
+  constexpr int kTimedRuns = 2;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CCLZ_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone || algos.size() == 1) return algos.front();
+  const Layouts l(g);
+  const float alpha = 1.0f, beta = 0.0f;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CCLZ_CUDA_CHECK(cudaEventCreate(&start));
+  CCLZ_CUDA_CHECK(cudaEventCreate(&stop));
+  cublasLtMatmulAlgo_t best = algos.front();
+  float bestMs = 0;
+  for (size_t i = 0; i < std::min(algos.size(), kTimedCandidates); ++i) {
+    auto gemm = [&] {
+      return cublasLtMatmul(handle_, desc, &alpha, g.b, l.b, g.a, l.a, &beta, g.c, l.c, g.c, l.c,
+                            &algos[i], workspace_, kWorkspaceBytes, stream);
+    };
+    if (gemm() != CUBLAS_STATUS_SUCCESS) continue;
+    CCLZ_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int r = 0; r < kTimedRuns; ++r) gemm();
+    CCLZ_CUDA_CHECK(cudaEventRecord(stop, stream));
+    CCLZ_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CCLZ_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (i == 0 || ms < bestMs) best = algos[i], bestMs = ms;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
 }
 
 void DeviceGemm::run(const GemmArgs& g, cudaStream_t stream) {
   if (g.m == 0) return;
-  Plan& plan = planFor(g);
+  Plan& plan = planFor(g, stream);
   const Layouts l(g);
   const float alpha = 1.0f, beta = 0.0f;
-  CCLZ_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.b, l.b, g.a, l.a, &beta, g.c,
-                                   l.c, g.c, l.c, &plan.algo, workspace_, kWorkspaceBytes,
-                                   stream));
+  CCLZ_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.b, l.b, g.a, l.a, &beta, g.c, l.c,
+                                   g.c, l.c, &plan.algo, workspace_, kWorkspaceBytes, stream));
 }
 
 }  // namespace cclz::overlap

@@ -1,8 +1,8 @@
 // The GEMM of the overlapped tensor-parallel paths on the device: cuBLASLt, row-major, with one
 // algorithm per shape of B that splits nothing along k, so that a GEMM of a row chunk of A gives
 // the rows of the whole product bit for bit, as the host GEMM does (host_gemm.h;
-// docs/overlap.md, "The device path"). Or, for the serial path of an adaptive call, cuBLASLt's
-// first choice for each whole shape, as a framework's matmul takes it.
+// docs/overlap.md, "The device path"). Or, for the serial path of an adaptive call, the fastest
+// of cuBLASLt's first few choices for each whole shape.
 #pragma once
 
 #ifdef CCLZ_HAVE_CUDA
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "overlap/host_gemm.h"
 
@@ -22,8 +23,9 @@ class DeviceGemm {
  public:
   // reservedSms: multiprocessors the GEMMs leave to work beside them (cuBLASLt's SM count
   // target: its persistent kernels then launch on the others only); 0: every one. rowsAlike:
-  // every row computed alike whatever m (run() below); false: the heuristic's first algorithm
-  // for each (m, n, k, transB, dtype), split-K allowed.
+  // every row computed alike whatever m (run() below); false: the fastest of the heuristic's first
+  // few algorithms for each (m, n, k, transB, dtype), split-K allowed, timed at its first GEMM
+  // (fastestOf).
   explicit DeviceGemm(int reservedSms = 0, bool rowsAlike = true);
   ~DeviceGemm();
   DeviceGemm(const DeviceGemm&) = delete;
@@ -41,7 +43,10 @@ class DeviceGemm {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  Plan& planFor(const GemmArgs& g);
+  Plan& planFor(const GemmArgs& g, cudaStream_t stream);
+  cublasLtMatmulAlgo_t fastestOf(cublasLtMatmulDesc_t desc,
+                                 const std::vector<cublasLtMatmulAlgo_t>& algos, const GemmArgs& g,
+                                 cudaStream_t stream);
 
   int32_t smTarget_ = 0;  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (0: the device's count)
   const bool rowsAlike_;  // the plans are per (n, k, transB, dtype), m is 0 in their keys

@@ -25,11 +25,9 @@ void validate(Transport& t, CollOp op, const OverlapCall& call, const cclzCodecC
   CCLZ_REQUIRE(call.a && call.b && call.c, cclzInvalidArgument, "a, b and c must not be NULL");
   CCLZ_REQUIRE(call.m > 0 && call.n > 0 && call.k > 0, cclzInvalidArgument,
                "m, n and k must be above zero");
-  CCLZ_REQUIRE(call.dtype == cclzBfloat16 || call.dtype == cclzFloat16 ||
-                   call.dtype == cclzFloat32,
+  CCLZ_REQUIRE(call.dtype == cclzBfloat16 || call.dtype == cclzFloat16 || call.dtype == cclzFloat32,
                cclzInvalidArgument, "dtype: the overlapped GEMMs take bf16, fp16 or fp32");
-  CCLZ_REQUIRE(op != CollOp::MatmulReduceScatter || call.redOp == cclzSum ||
-                   call.redOp == cclzAvg,
+  CCLZ_REQUIRE(op != CollOp::MatmulReduceScatter || call.redOp == cclzSum || call.redOp == cclzAvg,
                cclzInvalidArgument, "op: cclzSum or cclzAvg");
   CCLZ_REQUIRE(!codec || codec->codec == cclzCodecNone || codec->codec == cclzCodecFp8,
                cclzInvalidArgument, "codec: NULL, none or fp8 (activations' codec)");
@@ -59,6 +57,12 @@ CallDescriptor describe(Transport& t, CollOp op, const OverlapCall& call,
   return d;
 }
 
+// The pairs of trials of an overlapped call's kind: four timed calls each way. Its two ways
+// differ by a few percent where they are close (the collectives' two paths, by up to 10x over
+// NVLink), a network's time varies by more than that from call to call (10-20% over a socket), and
+// a kind is usually a GEMM of milliseconds, called thousands of times.
+constexpr int kOverlapTrialPairs = 5;
+
 // The tuner's key of an overlapped call (docs/overlap.md, "Adaptive calls"): the op, the dtype,
 // the codec's configuration with the GEMM's shape, and the octave of a rank's chunk.
 TuneKey overlapKey(CollOp op, const OverlapCall& call, const cclzCodecConfig_t& config) {
@@ -70,8 +74,7 @@ TuneKey overlapKey(CollOp op, const OverlapCall& call, const cclzCodecConfig_t& 
   for (uint64_t v : {call.n, call.k, uint64_t{call.transB}}) h = (h ^ v) * 0x100000001b3ULL;
   key.configHash = h;
   const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
-  key.sizeClass =
-      Tuner::sizeClass(call.m * (op == CollOp::AllGatherMatmul ? call.k : call.n) * es);
+  key.sizeClass = Tuner::sizeClass(call.m * (op == CollOp::AllGatherMatmul ? call.k : call.n) * es);
   return key;
 }
 
@@ -108,8 +111,16 @@ void runSerial(Communicator& comm, CollOp op, const OverlapCall& call, cclzStrea
   a.redOp = call.redOp;
   a.codec = call.codec ? &call.config : nullptr;
   a.stream = stream;
-  const GemmArgs g{gather ? product : call.a, call.b, gather ? call.c : product, rows, call.n,
-                   call.k, call.transB, call.dtype, call.k, call.transB ? call.k : call.n,
+  const GemmArgs g{gather ? product : call.a,
+                   call.b,
+                   gather ? call.c : product,
+                   rows,
+                   call.n,
+                   call.k,
+                   call.transB,
+                   call.dtype,
+                   call.k,
+                   call.transB ? call.k : call.n,
                    call.n};
   auto collective = [&] { runChosenPath(comm, a, makePlan(comm, a)); };
   auto gemm = [&] {
@@ -148,8 +159,8 @@ void runOverlapped(Communicator& comm, CollOp op, const OverlapCall& call, cclzS
 
 }  // namespace
 
-void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
-                    const cclzCodecConfig_t* codec, cclzStream_t stream) {
+void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call, const cclzCodecConfig_t* codec,
+                    cclzStream_t stream) {
   const std::lock_guard<std::timed_mutex> lock(comm.callMutex());
   comm.throwIfCheckFailed();
   Transport& t = comm.transport();
@@ -160,16 +171,15 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
     if (t.memory() == MemoryKind::Device && config.codec == cclzCodecFp8) {
       // The device decoder stores 16 bytes at a time, into chunks of the gathered matrix.
       const uint64_t es = dtypeSize(static_cast<cclzDataType_t>(call.dtype));
-      CCLZ_REQUIRE((op == CollOp::AllGatherMatmul ? call.m * call.k : call.m * call.n) * es % 16 ==
-                           0 &&
-                       reinterpret_cast<uintptr_t>(op == CollOp::AllGatherMatmul ? call.gathered
-                                                                                 : call.c) %
-                               16 ==
-                           0,
-                   cclzInvalidArgument,
-                   "with the fp8 codec on a device communicator, a chunk (m rows) must fill whole "
-                   "16-byte words and the gathered matrix (all-gather) or c (reduce-scatter) "
-                   "must be 16-byte aligned");
+      CCLZ_REQUIRE(
+          (op == CollOp::AllGatherMatmul ? call.m * call.k : call.m * call.n) * es % 16 == 0 &&
+              reinterpret_cast<uintptr_t>(op == CollOp::AllGatherMatmul ? call.gathered : call.c) %
+                      16 ==
+                  0,
+          cclzInvalidArgument,
+          "with the fp8 codec on a device communicator, a chunk (m rows) must fill whole "
+          "16-byte words and the gathered matrix (all-gather) or c (reduce-scatter) "
+          "must be 16-byte aligned");
     }
     if (config.codec == cclzCodecFp8) {
       call.codec = &codecFor(cclzCodecFp8);
@@ -222,13 +232,13 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call,
     return;
   }
   const TunedNames names{collOpName(op), "overlapped", "serial"};
-  const Tuner::Call chosen =
-      runTuned(comm, overlapKey(op, call, config), stream, names, [&](Path path) {
-        if (path == Path::Plain)
-          runSerial(comm, op, call, stream);
-        else
-          runOverlapped(comm, op, call, stream);
-      });
+  const Tuner::Call chosen = runTuned(comm, overlapKey(op, call, config), kOverlapTrialPairs,
+                                      stream, names, [&](Path path) {
+                                        if (path == Path::Plain)
+                                          runSerial(comm, op, call, stream);
+                                        else
+                                          runOverlapped(comm, op, call, stream);
+                                      });
   if (chosen.path == Path::Plain)
     comm.setLastPath(comm.lastPath(), chosen.decided, true);
   else

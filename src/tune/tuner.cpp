@@ -11,11 +11,13 @@ namespace cclz {
 
 uint32_t Tuner::sizeClass(uint64_t bytes) { return static_cast<uint32_t>(std::bit_width(bytes)); }
 
-Tuner::Call Tuner::next(const TuneKey& key) {
+Tuner::Call Tuner::next(const TuneKey& key, int trialPairs) {
+  CCLZ_REQUIRE(trialPairs >= 2, cclzInternalError, "tuner: fewer than two pairs of trials");
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (entries_.size() >= kMaxKeys) return Call{Path::Compressed, false, false, true};
     it = entries_.emplace(key, Entry{}).first;
+    it->second.pairs = trialPairs;
   }
   Entry& e = it->second;
   if (e.decided) {
@@ -23,9 +25,9 @@ Tuner::Call Tuner::next(const TuneKey& key) {
       ++e.settledCalls;
       return Call{e.path, false, false, true};
     }
-    e = Entry{};  // on trial again, from the start
+    e = Entry{e.pairs};  // on trial again, from the start
   }
-  if (e.calls == 2 * kTrialPairs) return Call{Path::Compressed, false, true, false};
+  if (e.calls == 2 * e.pairs) return Call{Path::Compressed, false, true, false};
   const int i = e.calls++;
   return Call{i % 2 == 0 ? Path::Compressed : Path::Plain, i >= 2, false, false};
 }

@@ -66,7 +66,9 @@ class Tuner {
 
   // What the next call of `key` does. A call with settling set does not count: after settle() the
   // same call asks again. The call after kRetrialCalls settled ones starts the key's trials anew.
-  Call next(const TuneKey& key);
+  // trialPairs (at least 2: the first pair is not timed): the key's pairs of trials, taken at
+  // its first call (every rank passes the same for a key).
+  Call next(const TuneKey& key, int trialPairs = kTrialPairs);
   // What a call of `key` that must not count as a trial runs (one being captured into a CUDA
   // graph, whose timing events could not be read): the settled path, else compressed.
   Path settledOr(const TuneKey& key) const;
@@ -84,7 +86,8 @@ class Tuner {
 
  private:
   struct Entry {
-    int calls = 0;  // calls scheduled so far in the key's trials
+    int pairs = kTrialPairs;  // the key's pairs of trials
+    int calls = 0;            // calls scheduled so far in the key's trials
     bool decided = false;
     int settledCalls = 0;  // calls on the settled path since the key was settled
     Path path = Path::Compressed;

@@ -182,7 +182,7 @@ std::pair<cclzPath_t, int> agreedLastPath(cclzComm_t comm) {
 
 // On an adaptive communicator the first calls of a kind alternate the overlapped schedule and
 // the serial one (the collective, then one GEMM; one GEMM, then the reduce-scatter), every rank
-// alike, and settle on one of them at the 7th call (tune/tuner.h). Every call's result is the
+// alike, and settle on one of them at the 11th call (tune/tuner.h). Every call's result is the
 // call's: the all-gather's bit for bit either way, the reduce-scatter's within the order of its
 // fp32 sum (the serial one sums in the collective's order).
 TEST(MpiOverlap, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
@@ -203,7 +203,7 @@ TEST(MpiOverlap, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
       exact[i] += v, magnitude[i] += std::fabs(v);
     }
   }
-  constexpr int kTrials = 6;  // 2 * Tuner::kTrialPairs, alternating, the overlapped first
+  constexpr int kTrials = 10;  // 2 * kOverlapTrialPairs (overlap_call.cpp), the overlapped first
   for (int call = 0; call < kTrials + 3; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
     std::vector<uint8_t> c(n * kM * kN * 2, 0xA5), gathered(n * kM * kK * 2, 0xA5);

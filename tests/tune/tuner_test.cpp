@@ -1,12 +1,12 @@
 // The tuner's schedule of trial calls and its verdict (tune/tuner.h), with stopwatches that
 // report set times: what every rank must compute alike for the ranks to stay in step.
+#include "tune/tuner.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <memory>
 #include <vector>
-
-#include "tune/tuner.h"
 
 namespace cclz {
 namespace {
@@ -56,10 +56,33 @@ TEST(Tuner, TrialsAlternateFromCompressedAndTheFirstPairIsNotTimed) {
   EXPECT_TRUE(tuner.next(key).settling);
 }
 
+TEST(Tuner, AKeyTakesThePairsOfTrialsAskedAtItsFirstCall) {
+  Tuner tuner;
+  const TuneKey key = keyOf(1 << 20);
+  constexpr int kPairs = 5;
+  int timed[2] = {0, 0};
+  for (int i = 0; i < 2 * kPairs; ++i) {
+    const Tuner::Call call = tuner.next(key, kPairs);
+    EXPECT_FALSE(call.settling) << "call " << i;
+    EXPECT_EQ(call.path, i % 2 == 0 ? Path::Compressed : Path::Plain) << "call " << i;
+    if (call.timed) {
+      ++timed[static_cast<int>(call.path)];
+      tuner.record(key, call.path,
+                   std::make_unique<FixedStopwatch>(call.path == Path::Plain ? 2 : 1));
+    }
+  }
+  EXPECT_EQ(timed[0], kPairs - 1);
+  EXPECT_EQ(timed[1], kPairs - 1);
+  EXPECT_TRUE(tuner.next(key, kPairs).settling);
+  tuner.settle(key, {tuner.measured(key)});
+  EXPECT_EQ(tuner.next(key, kPairs).path, Path::Compressed);
+  EXPECT_ANY_THROW(tuner.next(keyOf(1 << 22), 1)) << "one pair is only the untimed warm-up";
+}
+
 TEST(Tuner, MeasuredKeepsEachPathsFastestTrial) {
   Tuner tuner;
   const TuneKey key = keyOf(1 << 20);
-  tuner.next(key), tuner.next(key);  // the warm-up pair
+  tuner.next(key), tuner.next(key);                 // the warm-up pair
   const double times[] = {5e-3, 2e-3, 4e-3, 3e-3};  // compressed, plain, compressed, plain
   for (double t : times) {
     const Tuner::Call call = tuner.next(key);
