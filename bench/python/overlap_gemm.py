@@ -47,10 +47,12 @@ def timed(fn, iters, warmup, rounds):
 
 
 def settle(comm, fn):
-    """Makes fn's calls until their kind is settled on the adaptive comm (6 trials, then the
+    """Makes fn's calls until their kind is settled on the adaptive comm (its trials, then the
     verdict); returns the way it settled on."""
-    for _ in range(8):
+    for _ in range(64):
         fn()
+        if comm.last_path()[1]:
+            break
     torch.cuda.synchronize()
     return "serial" if comm.last_ran_serial() else "overlapped"
 
