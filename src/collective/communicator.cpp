@@ -126,7 +126,8 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   // A host communicator has no NVLink to fuse over: CCLZ_FUSED leaves it as it is.
   if (settings_.fused && transport_->memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_NCCL
-    fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines, settings_.fusedGraphs);
+    fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines, settings_.fusedGraphs,
+                             settings_.pieceBytes);
 #else
     CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED needs a build with NCCL");
 #endif

@@ -51,7 +51,8 @@ using fused::roundUp;
 
 class NcclFusedNvlink final : public FusedNvlink {
  public:
-  explicit NcclFusedNvlink(NcclTransport& t) : t_(t), symmetric_(t.commHandle(), kFusedBarriers) {
+  NcclFusedNvlink(NcclTransport& t, uint64_t pieceBytesSetting)
+      : t_(t), symmetric_(t.commHandle(), kFusedBarriers), pieceBytesSetting_(pieceBytesSetting) {
     if (!symmetric_.wholeTeam())
       CCLZ_TRACE("fused: off, the LSA team holds %d of %d ranks (not all on NVLink)",
                  symmetric_.lsaSize(), t.size());
@@ -95,7 +96,16 @@ class NcclFusedNvlink final : public FusedNvlink {
            plan.use.config.codec == cclzCodecFp8 && a.count > 0 && a.step == nullptr;
   }
 
-  void run(const CollArgs& a, const Plan& plan) override {
+  void run(const CollArgs& a, const Plan& asked) override {
+    // The pieces: this path's own (fusedPieceBytes: the whole block, up to a cap) unless
+    // CCLZ_PIECE_BYTES sets them, so that with it set the frames are the pipeline's.
+    Plan plan = asked;
+    uint64_t largest = 0;
+    for (const Span& c : plan.chunks) largest = std::max(largest, c.count);
+    plan.pieceElems = wholeUnits(
+        std::max<uint64_t>(1, fusedPieceBytes(pieceBytesSetting_, largest * plan.elemBytes) /
+                                  plan.elemBytes),
+        plan.use.codec->pieceAlignment(plan.use.config), largest);
     auto stream = reinterpret_cast<cudaStream_t>(a.stream);
     const bool capturing = isCapturing(stream);
     const Codec& codec = *plan.use.codec;
@@ -304,6 +314,7 @@ class NcclFusedNvlink final : public FusedNvlink {
  private:
   NcclTransport& t_;
   NcclSymmetric symmetric_;
+  const uint64_t pieceBytesSetting_;  // CCLZ_PIECE_BYTES (0: fusedPieceBytes' default)
   LocalArea scratch_, outgoing_, acc_, staging_;
   DeviceStatus* status_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
@@ -320,16 +331,16 @@ class NcclFusedNvlink final : public FusedNvlink {
 }  // namespace
 
 std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines,
-                                             bool replayGraphs) {
+                                             bool replayGraphs, uint64_t pieceBytesSetting) {
   auto* nccl = dynamic_cast<NcclTransport*>(&transport);
   CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_FUSED is for device (NCCL) communicators");
   if (copyEngines) return makeFusedCopyEngines(*nccl, replayGraphs);
-  return std::make_unique<NcclFusedNvlink>(*nccl);
+  return std::make_unique<NcclFusedNvlink>(*nccl, pieceBytesSetting);
 }
 
 #else  // no NCCL device API
 
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool, bool) {
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool, bool, uint64_t) {
   CCLZ_FAIL(cclzNotSupported,
             "CCLZ_FUSED needs NCCL's device API (NCCL 2.28 or later at build time)");
 }

@@ -7,6 +7,7 @@
 // Opt-in (CCLZ_FUSED=1 or ce at communicator creation); only where every rank is in one LSA team.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -46,8 +47,10 @@ class FusedNvlink {
 // traced (CCLZ_TRACE). copyEngines (CCLZ_FUSED=ce): the frames move by the copy engines
 // (fused_copy_engines.cpp), else a kernel stores them (fused_nvlink.cpp). replayGraphs
 // (CCLZ_FUSED_GRAPHS): the copy engines' path replays direct calls as CUDA graphs.
+// pieceBytesSetting (CCLZ_PIECE_BYTES, 0 where unset): the kernel path's pieces are its own
+// (fusedPieceBytes) unless it is set; the copy engines' are the pipeline's.
 std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines,
-                                             bool replayGraphs);
+                                             bool replayGraphs, uint64_t pieceBytesSetting);
 
 class NcclTransport;
 std::unique_ptr<FusedNvlink> makeFusedCopyEngines(NcclTransport& transport, bool replayGraphs);

@@ -16,4 +16,8 @@ uint64_t pieceBytesFor(uint64_t settingBytes, uint64_t chunkBytes, int ranks) {
   return settingBytes ? settingBytes : defaultPieceBytes(chunkBytes, ranks);
 }
 
+uint64_t fusedPieceBytes(uint64_t settingBytes, uint64_t chunkBytes) {
+  return settingBytes ? settingBytes : std::clamp<uint64_t>(chunkBytes, 1, kFusedPieceCap);
+}
+
 }  // namespace cclz

@@ -19,4 +19,14 @@ uint64_t defaultPieceBytes(uint64_t chunkBytes, int ranks);
 // The piece a communicator uses for such a call: settingBytes (CCLZ_PIECE_BYTES) if not 0.
 uint64_t pieceBytesFor(uint64_t settingBytes, uint64_t chunkBytes, int ranks);
 
+// The piece of the fused NVLink path whose frames a kernel stores (collective/fused_nvlink.cpp),
+// when CCLZ_PIECE_BYTES does not set it: the whole block, up to kFusedPieceCap. Its steps wait
+// for each other within a piece and overlap across pieces only partly, while every piece pays
+// its encode's sampling kernels, its push's barrier and its decode's tail: on 2 H200s one piece
+// took the 64 MiB all-gather from 0.79x to 1.06x of NCCL, the reduce-scatter from 0.58x to 0.72x
+// (bench/results/fused-nvlink-2xh200, "Fewer pieces"). The cap bounds the window, which holds
+// three slot sets of a frame per rank.
+constexpr uint64_t kFusedPieceCap = uint64_t{32} << 20;
+uint64_t fusedPieceBytes(uint64_t settingBytes, uint64_t chunkBytes);
+
 }  // namespace cclz

@@ -576,6 +576,16 @@ TEST(CommSettingsTest, NcclCtaPolicyFromEnvironment) {
 }
 #endif
 
+// The fused kernel path's piece: the whole block up to 32 MiB, or the setting where there is one.
+TEST(CommSettingsTest, FusedPieceBytes) {
+  constexpr uint64_t MiB = uint64_t{1} << 20;
+  EXPECT_EQ(fusedPieceBytes(0, 6 * MiB), 6 * MiB);
+  EXPECT_EQ(fusedPieceBytes(0, 32 * MiB), 32 * MiB);
+  EXPECT_EQ(fusedPieceBytes(0, 128 * MiB), kFusedPieceCap);
+  EXPECT_EQ(fusedPieceBytes(0, 0), 1u);
+  EXPECT_EQ(fusedPieceBytes(MiB, 128 * MiB), MiB);
+}
+
 // The piece when CCLZ_PIECE_BYTES is unset: a quarter of the block in whole MiB, within
 // [4 MiB, max(4 MiB, 64 MiB / ranks)].
 TEST(CommSettingsTest, DefaultPieceBytes) {

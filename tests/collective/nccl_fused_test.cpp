@@ -689,6 +689,67 @@ TEST_P(NcclFusedPath, CallsTakeTheFusedPath) {
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess) << cclzGetLastError(nullptr);
 }
 
+// Without CCLZ_PIECE_BYTES the kernel path takes each rank's block as one piece (up to
+// kFusedPieceCap, tune/piece_size.h): its all-gather and reduce-scatter equal the pipeline's on a
+// communicator whose piece is the block, and its trace says one piece. (The copy engines keep the
+// pipeline's pieces.)
+TEST_P(NcclFusedPath, WithoutPieceBytesABlockIsOnePiece) {
+  if (copyEngines()) GTEST_SKIP() << "the copy engines' pieces are the pipeline's";
+  const int n = worldSize(), me = worldRank();
+  const size_t count = 3000000;  // 6 MB of bf16 a rank: six pieces of 1M, one by default
+  auto commWith = [&](const char* fused, const char* pieces) {
+    cclzUniqueId id{};
+    if (me == 0) {
+      EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
+    }
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+    config.adaptive = 0;
+    if (fused) setenv("CCLZ_FUSED", fused, 1);
+    if (pieces)
+      setenv("CCLZ_PIECE_BYTES", pieces, 1);
+    else
+      unsetenv("CCLZ_PIECE_BYTES");
+    cclzComm_t comm = nullptr;
+    EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
+        << cclzGetLastError(nullptr);
+    unsetenv("CCLZ_FUSED");
+    setenv("CCLZ_PIECE_BYTES", "1M", 1);  // main()'s, for the other tests' communicators
+    return comm;
+  };
+  const std::string block = std::to_string(count * 2);
+  cclzComm_t fused = commWith(fusedMode().c_str(), nullptr);
+  cclzComm_t onePiece = commWith(nullptr, block.c_str());
+  ASSERT_TRUE(fused && onePiece);
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  const cclzCodecConfig_t fp8 = fp8Config(cclzFp8E4M3);
+
+  const std::vector<uint8_t> in = makeData(DataKind::kGauss1, cclzBfloat16, count * n, 0, 21 + me);
+  Device send(in.size()), got(count * n * 2), want(count * n * 2);
+  send.upload(in, comms().stream);
+  ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+  setenv("CCLZ_TRACE", "1", 1);
+  const std::string trace = traceOf(fused, [&] {
+    return cclzAllGather(send.ptr, got.ptr, count, cclzBfloat16, fused, &fp8, s);
+  });
+  unsetenv("CCLZ_TRACE");
+  EXPECT_NE(trace.find("all-gather of 3000000 values per rank, 1 pieces"), std::string::npos)
+      << "rank " << me << ":\n" << trace;
+  ASSERT_EQ(cclzAllGather(send.ptr, want.ptr, count, cclzBfloat16, onePiece, &fp8, s),
+            cclzSuccess);
+  EXPECT_EQ(got.download(), want.download()) << "rank " << me << ": the all-gather";
+
+  Device gotRs(count * 2), wantRs(count * 2);
+  ASSERT_EQ(cclzReduceScatter(send.ptr, gotRs.ptr, count, cclzBfloat16, cclzSum, fused, &fp8, s),
+            cclzSuccess);
+  ASSERT_EQ(
+      cclzReduceScatter(send.ptr, wantRs.ptr, count, cclzBfloat16, cclzSum, onePiece, &fp8, s),
+      cclzSuccess);
+  EXPECT_EQ(gotRs.download(), wantRs.download()) << "rank " << me << ": the reduce-scatter";
+  EXPECT_EQ(cclzCommDestroy(fused), cclzSuccess) << cclzGetLastError(nullptr);
+  EXPECT_EQ(cclzCommDestroy(onePiece), cclzSuccess) << cclzGetLastError(nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fp8, NcclFusedPath, ::testing::Values(0));
 
 // A later call whose count differs on the last rank (its check deferred: the data moves before
