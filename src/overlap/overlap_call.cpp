@@ -57,10 +57,11 @@ CallDescriptor describe(Transport& t, CollOp op, const OverlapCall& call,
   return d;
 }
 
-// The pairs of trials of an overlapped call's kind: four timed calls each way. Its two ways
-// differ by a few percent where they are close (the collectives' two paths, by up to 10x over
-// NVLink), a network's time varies by more than that from call to call (10-20% over a socket), and
-// a kind is usually a GEMM of milliseconds, called thousands of times.
+// The pairs of trials of an overlapped call's kind: four timed calls each way, twice the
+// collectives' (whose two paths differ by up to 10x over NVLink). The two ways of an overlapped
+// call are often a few percent apart, less than a socket's time varies from call to call
+// (10-20%), and two timed calls each way picked the slower at 5 of 8 shapes there; a kind is
+// a GEMM of milliseconds, called thousands of times, so the trials cost little.
 constexpr int kOverlapTrialPairs = 5;
 
 // The tuner's key of an overlapped call (docs/overlap.md, "Adaptive calls"): the op, the dtype,
@@ -111,17 +112,10 @@ void runSerial(Communicator& comm, CollOp op, const OverlapCall& call, cclzStrea
   a.redOp = call.redOp;
   a.codec = call.codec ? &call.config : nullptr;
   a.stream = stream;
-  const GemmArgs g{gather ? product : call.a,
-                   call.b,
-                   gather ? call.c : product,
-                   rows,
-                   call.n,
-                   call.k,
-                   call.transB,
-                   call.dtype,
-                   call.k,
-                   call.transB ? call.k : call.n,
-                   call.n};
+  GemmArgs g;  // the whole product: rows x n, row-major
+  g.a = gather ? product : call.a, g.b = call.b, g.c = gather ? call.c : product;
+  g.m = rows, g.n = call.n, g.k = call.k, g.transB = call.transB, g.dtype = call.dtype;
+  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
   auto collective = [&] { runChosenPath(comm, a, makePlan(comm, a)); };
   auto gemm = [&] {
 #ifdef CCLZ_HAVE_CUDA
@@ -224,8 +218,8 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call, const cclzC
 #endif
   // An adaptive communicator runs the call overlapped or serially, whichever its first calls of
   // the kind measured faster on the slowest rank (overlapped only where it wins by more than
-  // Tuner::kMargin): overlap never costs where the GEMM's chunks lose more than the transfers
-  // hide (NVLink), and pays where they hide a slow network.
+  // Tuner::kMargin): serial where the GEMM's chunks lose more than the transfers hide (NVLink),
+  // overlapped where they hide a slow network.
   if (!comm.tuner()) {
     runOverlapped(comm, op, call, stream);
     comm.setLastPath(Path::Compressed, true);
