@@ -4,9 +4,10 @@ fp32 summation order (torch sums in its own order), fp8 within its error; bad sh
 ValueError before anything moves. On CPU ranks (the host path) and on GPUs (the device path)."""
 import pytest
 import torch
+from mpi4py import MPI
 
 import cclz
-from conftest import generator, nmse, randn
+from conftest import DEVICE, _init_torch_distributed, generator, nmse, randn
 
 M, K, N = 16, 64, 128
 
@@ -56,3 +57,31 @@ def test_bad_shapes_raise_before_anything_moves(comm):
 def test_overlap_needs_sequence_parallelism(comm):
     with pytest.raises(ValueError, match="sequence_parallel"):
         cclz.ColumnParallelLinear(K, comm.size * 8, comm, sequence_parallel=False, overlap=True)
+
+
+def test_adaptive_calls_try_both_ways_and_settle_alike(comm):
+    """On an adaptive communicator (docs/overlap.md, "Adaptive calls") the first calls of a kind
+    alternate the overlapped schedule and the serial one (last_ran_serial), the 11th settles
+    every rank alike, and every call's product is right either way."""
+    if DEVICE.type == "cuda":
+        adaptive = cclz.Communicator.from_group(_init_torch_distributed(), device=DEVICE,
+                                                adaptive=True)
+    else:
+        adaptive = cclz.Communicator.from_mpi(adaptive=True)
+    g = generator(31 + comm.rank)
+    x, w = randn(M, K, generator=g), randn(N, K, generator=g)
+    ways, worst = [], 0.0
+    for _ in range(12):
+        out = torch.empty(comm.size * M, N)
+        gathered = torch.empty(comm.size * M, K)
+        adaptive.all_gather_matmul(out, x, w, gathered=gathered)
+        ways.append((adaptive.last_ran_serial(), adaptive.last_path()[1]))
+        worst = max(worst, (out - gathered @ w.t()).abs().max().item())
+    every_rank = MPI.COMM_WORLD.allgather(ways)
+    adaptive.close()
+    assert [serial for serial, _ in ways[:10]] == [i % 2 == 1 for i in range(10)]
+    assert not any(decided for _, decided in ways[:10])
+    assert all(decided for _, decided in ways[10:])
+    assert all(theirs == ways for theirs in every_rank), "every rank takes the same way"
+    assert worst < 1e-3
+
