@@ -78,10 +78,12 @@ class ParallelGroups:
     def last_stage(self):
         return self.pp_rank == self.pp - 1
 
-    def wire_bytes(self):
-        """(raw, sent) bytes this rank's communicators counted so far."""
+    def wire_counts(self):
+        """What this rank's communicators counted so far: [raw bytes, sent bytes, overlapped GEMM
+        calls, those of them that ran serially]."""
         comms = self._comms.values()
-        return sum(c.raw_bytes for c in comms), sum(c.sent_bytes for c in comms)
+        return [sum(c.raw_bytes for c in comms), sum(c.sent_bytes for c in comms),
+                sum(c.overlap_calls for c in comms), sum(c.overlap_serial for c in comms)]
 
     def world_sum(self, values):
         """The element-wise sum of a float64 list over every rank (itself on one process)."""

@@ -5,9 +5,11 @@ summary line. `compare` reads these files.
 A step line: step, tokens (seen so far), loss (the mean over the steps since the last line),
 val_loss (where evaluated), lr, grad_norm, tokens_per_s (training time only), wire_raw_bytes and
 wire_sent_bytes (per step, all ranks together: what cclz's collectives would have sent
-uncompressed and the estimate of what they sent, see wire.py), peak_mem_gb (GPU: torch's
-allocator peak, the largest rank's) and device_used_gb (GPU: the device's memory in use at the
-log line, cclz's and NCCL's own buffers included, the largest rank's)."""
+uncompressed and the estimate of what they sent, see wire.py), overlap_serial_share (with
+--overlap: the share of the overlapped GEMM calls an adaptive communicator ran serially),
+peak_mem_gb (GPU: torch's allocator peak, the largest rank's) and device_used_gb (GPU: the
+device's memory in use at the log line, cclz's and NCCL's own buffers included, the largest
+rank's)."""
 import json
 import os
 import sys
@@ -58,7 +60,7 @@ class RunLog:
 
     def step(self, record, total_steps):
         """record: step, tokens, loss, tokens_per_s, and optionally val_loss, wire_raw_bytes,
-        wire_sent_bytes (per step), peak_mem_gb."""
+        wire_sent_bytes (per step), overlap_serial_share, peak_mem_gb."""
         if not self.write:
             return
         self._emit(dict(record, type="step"))
@@ -72,6 +74,8 @@ class RunLog:
         raw, sent = record.get("wire_raw_bytes"), record.get("wire_sent_bytes")
         if raw and sent < raw:
             parts.append(f"off the wire {_bytes(raw - sent)}/step ({1 - sent / raw:.0%})")
+        if record.get("overlap_serial_share") is not None:
+            parts.append(f"overlapped calls run serially {record['overlap_serial_share']:.0%}")
         if record.get("peak_mem_gb") is not None:
             parts.append(f"peak {record['peak_mem_gb']:.1f} GB "
                          f"(device {record['device_used_gb']:.1f} GB)")

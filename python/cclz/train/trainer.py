@@ -146,7 +146,7 @@ class Trainer:
         log = log or RunLog(cfg.out, self.header(), write=g.rank == 0, quiet=cfg.quiet)
         records = []
         loss_sum = torch.zeros((), device=self.device)
-        interval_steps, wire_before = 0, g.wire_bytes()
+        interval_steps, wire_before = 0, g.wire_counts()
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         self._sync_device()
@@ -161,15 +161,19 @@ class Trainer:
                 continue
             self._sync_device()
             elapsed = time.perf_counter() - t0
-            raw, sent = g.wire_bytes()
-            loss, raw, sent = g.world_sum([loss_sum.item(), raw - wire_before[0],
-                                           sent - wire_before[1]])
+            counts = [now - before for now, before in zip(g.wire_counts(), wire_before)]
+            loss, raw, sent, overlap_calls, overlap_serial = g.world_sum([loss_sum.item(),
+                                                                          *counts])
             record = dict(step=done, tokens=done * cfg.tokens_per_step,
                           loss=loss / interval_steps, lr=lr_at(step, cfg),
                           grad_norm=float(norm), tokens_per_s=interval_steps *
                           cfg.tokens_per_step / max(elapsed, 1e-9),
                           wire_raw_bytes=raw / interval_steps,
                           wire_sent_bytes=sent / interval_steps)
+            if overlap_calls:
+                # --overlap on an adaptive communicator: the share of the overlapped GEMM calls
+                # that ran serially (docs/overlap.md, "Adaptive calls").
+                record.update(overlap_serial_share=overlap_serial / overlap_calls)
             if self.device.type == "cuda":
                 # torch's allocator peak, and the device's memory in use now (total - free):
                 # cclz's and NCCL's buffers come from cudaMalloc, outside torch's counter.
@@ -182,7 +186,7 @@ class Trainer:
             records.append(record)
             log.step(record, cfg.steps)
             loss_sum.zero_()
-            interval_steps, wire_before = 0, g.wire_bytes()
+            interval_steps, wire_before = 0, g.wire_counts()
             self._sync_device()
             t0 = time.perf_counter()  # evaluation and logging are not training time
         log.close(_summary(records))

@@ -34,6 +34,8 @@ class MeteredComm:
         self.comm = comm
         self.raw_bytes = 0.0
         self.sent_bytes = 0.0
+        self.overlap_calls = 0  # overlapped GEMM calls, and those an adaptive comm ran serially
+        self.overlap_serial = 0
 
     def __getattr__(self, name):
         return getattr(self.comm, name)
@@ -76,9 +78,15 @@ class MeteredComm:
         self.comm.all_gather_matmul(output, input, weight, gathered=gathered, codec=codec,
                                     transpose_weight=transpose_weight)
         self._count(input, self.size - 1, codec)
+        self._count_overlap()
 
     def matmul_reduce_scatter(self, output, input, weight, op="sum", codec=None,
                               transpose_weight=True):
         self.comm.matmul_reduce_scatter(output, input, weight, op=op, codec=codec,
                                         transpose_weight=transpose_weight)
         self._count(output, self.size - 1, codec)
+        self._count_overlap()
+
+    def _count_overlap(self):
+        self.overlap_calls += 1
+        self.overlap_serial += int(self.comm.last_ran_serial())
