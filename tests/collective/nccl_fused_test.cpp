@@ -599,17 +599,10 @@ INSTANTIATE_TEST_SUITE_P(Fp8, NcclFused, ::testing::ValuesIn(fusedCases()), case
 
 // A device communicator with CCLZ_FUSED of the test's own (the mismatch below aborts it).
 cclzComm_t makeFusedComm() {
-  cclzUniqueId id{};
-  if (worldRank() == 0) {
-    EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-  }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
   config.adaptive = 0;
   setenv("CCLZ_FUSED", fusedMode().c_str(), 1);
-  cclzComm_t comm = nullptr;
-  EXPECT_EQ(cclzCommInitRankConfig(&comm, worldSize(), id, worldRank(), &config), cclzSuccess)
-      << cclzGetLastError(nullptr);
+  cclzComm_t comm = makeDeviceComm(config);
   unsetenv("CCLZ_FUSED");
   return comm;
 }
@@ -698,11 +691,6 @@ TEST_P(NcclFusedPath, WithoutPieceBytesABlockIsOnePiece) {
   const int n = worldSize(), me = worldRank();
   const size_t count = 3000000;  // 6 MB of bf16 a rank: six pieces of 1M, one by default
   auto commWith = [&](const char* fused, const char* pieces) {
-    cclzUniqueId id{};
-    if (me == 0) {
-      EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-    }
-    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
     config.adaptive = 0;
     if (fused) setenv("CCLZ_FUSED", fused, 1);
@@ -710,9 +698,7 @@ TEST_P(NcclFusedPath, WithoutPieceBytesABlockIsOnePiece) {
       setenv("CCLZ_PIECE_BYTES", pieces, 1);
     else
       unsetenv("CCLZ_PIECE_BYTES");
-    cclzComm_t comm = nullptr;
-    EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
-        << cclzGetLastError(nullptr);
+    cclzComm_t comm = makeDeviceComm(config);
     unsetenv("CCLZ_FUSED");
     setenv("CCLZ_PIECE_BYTES", "1M", 1);  // main()'s, for the other tests' communicators
     return comm;

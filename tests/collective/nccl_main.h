@@ -63,22 +63,30 @@ inline NcclTestComms& comms() {
   return c;
 }
 
-// A device communicator of the test's own, created with CCLZ_CHECK_CALLS=`check` (NULL: the
-// default, deferred): for the tests whose errors abort the communicator they use.
-inline cclzComm_t makeCheckedComm(const char* check) {
+// A device communicator of the test's own over every rank, made with `config` (a unique id
+// from rank 0, broadcast over MPI; collective). NULL, with a test failure, where it cannot be
+// made. The environment the library reads at creation is the caller's to set around it.
+inline cclzComm_t makeDeviceComm(const cclzCommConfig_t& config) {
   const int n = worldSize(), me = worldRank();
   cclzUniqueId id{};
   if (me == 0) {
     EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
   }
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  cclzComm_t comm = nullptr;
+  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
+      << cclzGetLastError(nullptr);
+  return comm;
+}
+
+// A device communicator of the test's own, created with CCLZ_CHECK_CALLS=`check` (NULL: the
+// default, deferred): for the tests whose errors abort the communicator they use.
+inline cclzComm_t makeCheckedComm(const char* check) {
   if (check) setenv("CCLZ_CHECK_CALLS", check, 1);  // read when the communicator is made
   cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
   config.asyncCalls = asyncCalls() ? 1 : 0;
   config.adaptive = 0;
-  cclzComm_t comm = nullptr;
-  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
-      << cclzGetLastError(nullptr);
+  cclzComm_t comm = makeDeviceComm(config);
   unsetenv("CCLZ_CHECK_CALLS");
   return comm;
 }

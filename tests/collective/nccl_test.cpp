@@ -291,18 +291,9 @@ TEST(NcclDeferredCheck, PlainDataAgainstQgradAllReduce) {
 
 // An adaptive device communicator of the test's own (NULL, with a failure, if it cannot be made).
 cclzComm_t makeAdaptiveComm() {
-  const int n = worldSize(), me = worldRank();
-  cclzUniqueId id{};
-  if (me == 0) {
-    EXPECT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-  }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
   config.adaptive = 1;
-  cclzComm_t comm = nullptr;
-  EXPECT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &config), cclzSuccess)
-      << cclzGetLastError(nullptr);
-  return comm;
+  return makeDeviceComm(config);
 }
 
 // Adaptive calls on a device communicator of their own (cclzCommConfig_t.adaptive): each kind's

@@ -223,16 +223,10 @@ INSTANTIATE_TEST_SUITE_P(Codec, NcclOverlap, ::testing::Values(false, true),
 TEST(NcclOverlapCalls, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
   const int n = worldSize(), me = worldRank();
   const Shape s = kShape;
-  cclzUniqueId id{};
-  if (me == 0) {
-    ASSERT_EQ(cclzGetUniqueId(&id), cclzSuccess);
-  }
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   cclzCommConfig_t commConfig = CCLZ_COMM_CONFIG_INITIALIZER;
   commConfig.adaptive = 1;
-  cclzComm_t comm = nullptr;
-  ASSERT_EQ(cclzCommInitRankConfig(&comm, n, id, me, &commConfig), cclzSuccess)
-      << cclzGetLastError(nullptr);
+  cclzComm_t comm = makeDeviceComm(commConfig);
+  ASSERT_NE(comm, nullptr);
   const auto a = makeData(DataKind::kGauss1, cclzBfloat16, n * s.m * s.k, 0, 90 + me);
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 100 + me);
   const std::vector<uint8_t> mine(a.begin(), a.begin() + s.m * s.k * 2);
