@@ -1,5 +1,7 @@
 // The overlapped GEMMs' entry from the C API (cclzAllGatherMatmul, cclzMatmulReduceScatter): the
-// call's arguments checked here and against every peer's, then its path (host_overlap.h).
+// call's arguments checked here and against every peer's, then its path (host_overlap.h,
+// device_overlap.h), or, where an adaptive communicator measured it faster, its serial form: the
+// collective and one GEMM one after the other (docs/overlap.md, "Adaptive calls").
 #pragma once
 
 #include "overlap/host_overlap.h"
