@@ -20,6 +20,7 @@ namespace cclz {
 
 struct DeviceStatus;
 struct ReduceStep;
+struct FrameSum;
 
 // Thrown by a host encode that met a NaN or Inf after it wrote its complete frame (and residual):
 // the call fails, yet its outputs are valid (docs/formats.md, qgrad, "NaN and Inf"), so the API
@@ -134,6 +135,15 @@ class Codec {
                                   uint64_t srcBytes, int dtype, uint64_t count,
                                   const ReduceStep& step, const DeviceWorkspace& ws,
                                   cudaStream_t stream) const;
+  // A whole sum over frames in one pass (FrameSum, codec/device.h): the bits of the n steps of
+  // decodeReduceDevice. Returns false, and queues nothing, where the codec has no such pass for
+  // this configuration or frame count (the default); the caller then takes the steps.
+  virtual bool decodeSumDevice(const cclzCodecConfig_t& config, const FrameSum& sum, int dtype,
+                               uint64_t count, const DeviceWorkspace& ws,
+                               cudaStream_t stream) const {
+    (void)config, (void)sum, (void)dtype, (void)count, (void)ws, (void)stream;
+    return false;
+  }
   // The device error-feedback encode (residual in device memory). A NaN or Inf sets
   // ws.status->encodeError. The default throws cclzNotSupported.
   virtual void encodeFeedbackDevice(const cclzCodecConfig_t& config, int dtype, const void* src,

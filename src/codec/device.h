@@ -36,6 +36,21 @@ struct ReduceStep {
   float divisor = 1.0f;
 };
 
+// A whole sum over frames in one pass (a reduce-scatter's decode stage once all its frames are
+// in: Codec::decodeSumDevice): store = round((frame 0 + frame 1 + ... + frame n-1) / divisor) in
+// the frames' dtype, the frames added in that order in fp32 from zero. The bits of the n steps of
+// ReduceStep (first from zero, last stored), with no accumulator: per value the frames' codes
+// are read and the dtype written once, where the steps also write and read 4 bytes of fp32 per
+// frame but the last. frames[r]: frameBytes each (device memory); store: 16-byte aligned.
+constexpr int kMaxSumFrames = 8;  // a node's GPUs, the NVLink domain the fused paths span
+struct FrameSum {
+  const uint8_t* frames[kMaxSumFrames] = {};
+  int n = 0;
+  uint64_t frameBytes = 0;
+  void* store = nullptr;
+  float divisor = 1.0f;
+};
+
 // Throws cclz::Error(cclzUnhandledCudaError) with the call and CUDA's message.
 #define CCLZ_CUDA_CHECK(call)                                               \
   do {                                                                      \
@@ -99,6 +114,11 @@ void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, u
 // Decodes into dst (dtype), or, when reduce is not NULL, takes that step of a sum: one pass.
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
                   const ReduceStep* reduce, DeviceStatus* status, cudaStream_t stream);
+// The sum of plain frames (not rotated, not smoothed: policy kRotateNever, every E4M3/E5M2 frame
+// by default) in one pass (sum_kernel.cu). A frame that is not plain, or whose grid differs from
+// the first's, is rejected (kFrameMismatch) and nothing is stored.
+void sumDevice(const FrameSum& sum, int dtype, uint64_t count, DeviceStatus* status,
+               cudaStream_t stream);
 }  // namespace fp8
 
 }  // namespace cclz

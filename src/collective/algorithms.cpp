@@ -5,6 +5,7 @@
 // results are bit-identical across ranks, and a reduction sums the same values everywhere.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "collective/pipeline.h"
 #include "common/error.h"
@@ -165,12 +166,11 @@ void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vect
         const Span own = pieceOf(chunks[me], p.pieceElems, k);
         if (!own.count) return;
         // Ranks in order, so that every engine and every rank sums alike.
-        float* acc = p.accumulator(slot);
-        for (int r = 0; r < p.n; ++r) {
-          const uint8_t* frame = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
-          p.e.decodeReduce(p.use, frame, p.stride, own.count, acc, r == 0, r == p.n - 1, divisor,
-                           p.at(mine, own.offset));
-        }
+        std::vector<const uint8_t*> frames(p.n);
+        for (int r = 0; r < p.n; ++r)
+          frames[r] = r == me ? p.sendFrame(slot, me) : p.recvFrame(slot, r);
+        p.e.decodeSum(p.use, frames, p.stride, own.count, p.accumulator(slot), divisor,
+                      p.at(mine, own.offset));
       });
 }
 

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <string>
@@ -263,6 +264,20 @@ class DeviceEngine final : public Engine {
       }
     }
     Engine::decodeReduce(c, src, srcBytes, count, acc, first, last, divisor, dst);
+  }
+
+  // In one pass where the codec has one, the frames fit a FrameSum and dst is 16-byte aligned.
+  void decodeSum(const CodecUse& c, std::span<const uint8_t* const> frames, uint64_t srcBytes,
+                 uint64_t count, float* acc, float divisor, void* dst) override {
+    if (frames.size() <= static_cast<size_t>(kMaxSumFrames) &&
+        reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      FrameSum sum;
+      std::copy(frames.begin(), frames.end(), sum.frames);
+      sum.n = static_cast<int>(frames.size());
+      sum.frameBytes = srcBytes, sum.store = dst, sum.divisor = divisor;
+      if (c.codec->decodeSumDevice(c.config, sum, c.dtype, count, workspace(), current_)) return;
+    }
+    Engine::decodeSum(c, frames, srcBytes, count, acc, divisor, dst);
   }
 
   void zero(float* acc, uint64_t count) override {

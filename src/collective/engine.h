@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "cclz/cclz.h"
@@ -110,6 +111,16 @@ class Engine {
     if (first) zero(acc, count);
     decodeAccumulate(c, src, srcBytes, count, acc);
     if (last) store(acc, count, divisor, c.dtype, dst);
+  }
+
+  // The whole sum of a piece's frames, frames[r] in rank order (srcBytes each), with no step in
+  // between: dst = round(sum / divisor). This default takes decodeReduce's steps through acc; the
+  // device engine takes the codec's one pass where it has one (Codec::decodeSumDevice).
+  virtual void decodeSum(const CodecUse& c, std::span<const uint8_t* const> frames,
+                         uint64_t srcBytes, uint64_t count, float* acc, float divisor, void* dst) {
+    const size_t n = frames.size();
+    for (size_t r = 0; r < n; ++r)
+      decodeReduce(c, frames[r], srcBytes, count, acc, r == 0, r + 1 == n, divisor, dst);
   }
 
   virtual void zero(float* acc, uint64_t count) = 0;

@@ -421,21 +421,12 @@ class CopyEngineFused final : public FusedNvlink {
       if (!own.count) continue;
       uint8_t* at = mine + own.offset * eb;
       const bool staged = !aligned16(at);  // the last step stores 16 bytes at a time
-      // Ranks in order, so that every rank and path sums alike; the first and last steps fused
-      // (the sum started from zero, the sum stored), the others added, as the device engine does.
-      for (int r = 0; r < n; ++r) {
-        const uint8_t* frame =
-            r == me ? outgoing(c, me, k) : window_->localData() + placeOf(c, r, k);
-        if (r != 0 && r != n - 1) {
-          codec.decodeAccumulateDevice(c.plan.use.config, frame, c.slot, c.plan.use.dtype,
-                                       own.count, acc, c.ws, decode_);
-          continue;
-        }
-        const ReduceStep s{acc, r == 0, r == n - 1 ? (staged ? staging_.get() : at) : nullptr,
-                           divisor};
-        codec.decodeReduceDevice(c.plan.use.config, frame, c.slot, c.plan.use.dtype, own.count,
-                                 s, c.ws, decode_);
-      }
+      fused::decodeSum(
+          codec, c.plan.use.config, c.plan.use.dtype, n,
+          [&](int r) -> const uint8_t* {
+            return r == me ? outgoing(c, me, k) : window_->localData() + placeOf(c, r, k);
+          },
+          c.slot, own.count, acc, staged ? staging_.get() : at, divisor, c.ws, decode_);
       if (staged)
         CCLZ_CUDA_CHECK(cudaMemcpyAsync(at, staging_.get(), own.count * eb,
                                         cudaMemcpyDeviceToDevice, decode_));

@@ -1,6 +1,7 @@
 // What the two fused NVLink paths (fused_nvlink.cpp: frames stored by a kernel;
 // fused_copy_engines.cpp: frames copied by the copy engines) share on the host: device memory of
-// this rank alone, and the copy of staged output parts to their places.
+// this rank alone, the copy of staged output parts to their places, and a reduce-scatter's sum
+// of a piece's frames.
 #pragma once
 
 #ifdef CCLZ_HAVE_CUDA
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 
+#include "codec/codec.h"
 #include "codec/device.h"
 
 namespace cclz::fused {
@@ -57,6 +59,26 @@ inline void copyStagedOut(uint8_t* out, uint64_t pitch, const uint8_t* staged, u
   for (int r = 0; r < n; ++r)
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(out + r * pitch, staged + r * stagedPitch, bytes,
                                     cudaMemcpyDeviceToDevice, stream));
+}
+
+// A piece's sum over its n frames, frameOf(r) in rank order (so that every rank and path sums
+// alike; frameBytes each), stored at `store` (16-byte aligned) as round(sum / divisor): the
+// codec's one pass where it has one (Codec::decodeSumDevice), else one step per frame through
+// acc (the first from zero, the last stored).
+template <typename FrameOf>
+void decodeSum(const Codec& codec, const cclzCodecConfig_t& config, int dtype, int n,
+               FrameOf frameOf, uint64_t frameBytes, uint64_t count, float* acc, void* store,
+               float divisor, const DeviceWorkspace& ws, cudaStream_t stream) {
+  if (n <= kMaxSumFrames) {
+    FrameSum sum;
+    for (int r = 0; r < n; ++r) sum.frames[r] = frameOf(r);
+    sum.n = n, sum.frameBytes = frameBytes, sum.store = store, sum.divisor = divisor;
+    if (codec.decodeSumDevice(config, sum, dtype, count, ws, stream)) return;
+  }
+  for (int r = 0; r < n; ++r) {
+    const ReduceStep step{acc, r == 0, r == n - 1 ? store : nullptr, divisor};
+    codec.decodeReduceDevice(config, frameOf(r), frameBytes, dtype, count, step, ws, stream);
+  }
 }
 
 }  // namespace cclz::fused

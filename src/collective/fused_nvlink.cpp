@@ -286,21 +286,19 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
   // Reduce-scatter D: the owner sums the n frames of its piece in rank order in fp32 (its own
-  // from the outgoing frames) and stores sum / divisor in the dtype: the pipeline's bytes.
+  // from the outgoing frames) and stores sum / divisor in the dtype: the pipeline's bytes, in one
+  // pass where the codec has one (fused::decodeSum).
   void decodeReduceScatter(const Step& s, int set, const Span& piece) {
     const Codec& codec = *s.plan.use.codec;
     const int n = t_.size(), me = t_.rank();
     const uint64_t eb = s.plan.elemBytes;
     uint8_t* out = static_cast<uint8_t*>(s.a.recv) + piece.offset * eb;
     const float divisor = s.a.redOp == cclzAvg ? static_cast<float>(n) : 1.0f;
-    auto* acc = reinterpret_cast<float*>(acc_.get());
-    for (int r = 0; r < n; ++r) {  // ranks in order, so that every rank and path sums alike
-      const uint8_t* frame = r == me ? outgoing(s, set) + me * s.slot : windowSlot(s, set, r);
-      const ReduceStep step{acc, r == 0, r == n - 1 ? (s.staged ? staging_.get() : out) : nullptr,
-                            divisor};
-      codec.decodeReduceDevice(s.plan.use.config, frame, s.slot, s.plan.use.dtype, piece.count,
-                               step, s.ws, decode_);
-    }
+    fused::decodeSum(
+        codec, s.plan.use.config, s.plan.use.dtype, n,
+        [&](int r) { return r == me ? outgoing(s, set) + me * s.slot : windowSlot(s, set, r); },
+        s.slot, piece.count, reinterpret_cast<float*>(acc_.get()),
+        s.staged ? staging_.get() : out, divisor, s.ws, decode_);
     if (s.staged)
       CCLZ_CUDA_CHECK(cudaMemcpyAsync(out, staging_.get(), piece.count * eb,
                                       cudaMemcpyDeviceToDevice, decode_));

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -247,6 +248,114 @@ TEST(Fp8GpuReduce, FusedStepsMatchTheStepsApart) {
   }
 }
 
+// `bytes` with the byte at `at` set to `value`.
+std::vector<uint8_t> withByte(std::vector<uint8_t> bytes, size_t at, uint8_t value) {
+  bytes[at] = value;
+  return bytes;
+}
+
+// Frame r of a sum's test: input r % 3 scaled and shifted by r, so that the frames differ and
+// their NaN and Inf fall at different places.
+std::vector<std::vector<uint8_t>> sumFrames(cclzCodec_t codec, int dtype, size_t count,
+                                            size_t n) {
+  const std::vector<Input> in = inputs(count);
+  std::vector<std::vector<uint8_t>> frames;
+  for (size_t r = 0; r < n; ++r) {
+    const std::vector<float>& base = in[r % in.size()].x;
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = base[(i + 37 * r) % count] * (1.0f + 0.25f * r);
+    frames.push_back(encodeHost(codec, dtype, toDtype(x, dtype), count).bytes);
+  }
+  return frames;
+}
+
+// The whole sum in one pass (Codec::decodeSumDevice: the fused paths' reduce-scatter) against
+// the sum taken apart on the host: 1 to 8 plain frames (rows chosen from the data, so that the
+// frames' row lengths differ; fixed rows; E5M2; the integer grid unrotated), NaN and Inf in
+// them, lengths that end inside a warp's tile.
+TEST(Fp8GpuReduce, OnePassSumMatchesTheStepsApart) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<GpuSetup> plain = {
+      {"default", cclzFp8Default, 0, 0, cclzFp8RotateDefault, 0},
+      {"row768", cclzFp8E4M3, 768, 0, cclzFp8RotateNever, 0},
+      {"e5m2_row1536_k8", cclzFp8E5M2, 1536, 0, cclzFp8RotateNever, 8},
+      {"int8_never", cclzFp8Int8, 768, 0, cclzFp8RotateNever, 0},
+  };
+  for (const GpuSetup& setup : plain) {
+    for (int dtype : {int(cclzBfloat16), int(cclzFloat16), int(cclzFloat32)}) {
+      for (size_t count : {size_t{4101}, size_t{300007}}) {
+        CodecPtr codec = makeCodec(setup.config());
+        ASSERT_TRUE(codec);
+        const auto all = sumFrames(codec.get(), dtype, count, kMaxSumFrames);
+        for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{kMaxSumFrames}}) {
+          SCOPED_TRACE(std::string(setup.name) + " / " + dtypeLabel(dtype) + " / count " +
+                       std::to_string(count) + " / " + std::to_string(n) + " frames");
+          const std::vector<std::vector<uint8_t>> frames(all.begin(), all.begin() + n);
+          expectOnePassSumMatchesTheStepsApart(fp8Codec(), setup.config(), codec.get(), dtype,
+                                               count, frames);
+        }
+      }
+    }
+  }
+}
+
+// The one pass takes plain frames only, and at most kMaxSumFrames of them: configurations that
+// may rotate and longer sums are left to the steps (false, nothing queued). A frame that is not
+// plain or not of the first frame's grid, or a corrupt header, is reported and nothing is
+// stored; a bad row is reported.
+TEST(Fp8GpuReduce, OnePassSumTakesOnlyPlainFrames) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const size_t count = 5000;
+  const GpuSetup never{"row768", cclzFp8E4M3, 768, 0, cclzFp8RotateNever, 0};
+  const GpuSetup always{"always", cclzFp8E4M3, 768, 0, cclzFp8RotateAlways, 0};
+  const GpuSetup e5m2{"e5m2", cclzFp8E5M2, 768, 0, cclzFp8RotateNever, 0};
+  CodecPtr plainCodec = makeCodec(never.config()), rotating = makeCodec(always.config()),
+           otherGrid = makeCodec(e5m2.config());
+  const auto good = sumFrames(plainCodec.get(), cclzBfloat16, count, 2);
+  const std::vector<uint8_t> rotated = sumFrames(rotating.get(), cclzBfloat16, count, 1)[0];
+  const std::vector<uint8_t> e5m2Frame = sumFrames(otherGrid.get(), cclzBfloat16, count, 1)[0];
+  const fp8::Layout l = fp8::frameLayout(count, 768);
+  // Room for the largest frame (a rotating configuration's frames hold smoothing shifts too).
+  const size_t room = std::max({good[0].size(), rotated.size(), e5m2Frame.size()});
+  GuardedDeviceBuffer status(sizeof(DeviceStatus)), out(2 * count), first(room), second(room);
+  first.upload(good[0].data(), good[0].size());
+  const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), nullptr, 0};
+  FrameSum sum;
+  sum.n = 2, sum.frameBytes = room, sum.store = out.data();
+  sum.frames[0] = first.data(), sum.frames[1] = second.data();
+
+  EXPECT_FALSE(fp8Codec().decodeSumDevice(always.config(), sum, cclzBfloat16, count, ws, nullptr))
+      << "a configuration that may rotate";
+  FrameSum tooMany = sum;
+  tooMany.n = kMaxSumFrames + 1;
+  EXPECT_FALSE(fp8Codec().decodeSumDevice(never.config(), tooMany, cclzBfloat16, count, ws,
+                                          nullptr));
+
+  const std::vector<std::pair<std::string, std::pair<std::vector<uint8_t>, uint32_t>>> bad = {
+      {"rotated frame", {rotated, kFrameMismatch}},
+      {"another grid", {e5m2Frame, kFrameMismatch}},
+      {"checksum", {withByte(good[1], 60, good[1][60] ^ 1), kFrameBadChecksum}},
+      {"flag of a row", {withByte(good[1], l.flags + 2, 1), kFrameBadChunk}},
+  };
+  const std::vector<uint8_t> pattern(2 * count, 0xA5);
+  for (const auto& [what, frameAndError] : bad) {
+    SCOPED_TRACE(what);
+    const std::vector<uint8_t> zeros(sizeof(DeviceStatus), 0);
+    status.upload(zeros.data(), zeros.size());
+    out.upload(pattern.data(), pattern.size());
+    second.upload(frameAndError.first.data(), frameAndError.first.size());
+    ASSERT_TRUE(
+        fp8Codec().decodeSumDevice(never.config(), sum, cclzBfloat16, count, ws, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    DeviceStatus after{};
+    std::memcpy(&after, status.download(sizeof after).data(), sizeof after);
+    EXPECT_EQ(after.decodeError, frameAndError.second);
+    if (frameAndError.second != kFrameBadChunk)
+      EXPECT_EQ(out.download(2 * count), pattern) << "nothing stored";
+    EXPECT_TRUE(out.guardsIntact() && second.guardsIntact());
+  }
+}
+
 TEST(Fp8GpuTensors, StressAndRealTensorsMatchTheReference) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
   for (const auto& t : makeStressTensors(0))
@@ -339,12 +448,6 @@ TEST(Fp8GpuSmooth, LongRowsMatchTheReference) {
 }
 
 using NamedFrames = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
-
-// `bytes` with the byte at `at` set to `value`.
-std::vector<uint8_t> withByte(std::vector<uint8_t> bytes, size_t at, uint8_t value) {
-  bytes[at] = value;
-  return bytes;
-}
 
 // Every frame of `bad` (of dtype, `count` values): the host decoder rejects it, the device
 // decoder reports it (cclzCodecSynchronize) and writes nothing outside its output; so do both

@@ -2,7 +2,7 @@
 // ReduceStep: the first frame from zero, the last one stored divided and rounded to the dtype)
 // against the steps apart on the host: zero, cclzDecodeAccumulateHost of each frame in order,
 // store (collective/reduce.h). Every codec with a fused decode runs it: the GPU suites of fp8 and
-// qgrad.
+// qgrad. The whole sum in one pass (Codec::decodeSumDevice) against the same.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -73,6 +73,49 @@ inline void expectFusedStepsMatchTheStepsApart(const Codec& codec, const cclzCod
     EXPECT_EQ(after.decodeError, 0u) << "a decode rejected its frame";
     EXPECT_TRUE(acc.guardsIntact() && out.guardsIntact());
   }
+}
+
+// The sum of all of `frames` in one pass (Codec::decodeSumDevice, which must take it) against
+// the host's steps apart, byte for byte: no decode may reject its frame, no guard may break.
+inline void expectOnePassSumMatchesTheStepsApart(const Codec& codec,
+                                                 const cclzCodecConfig_t& config,
+                                                 cclzCodec_t hostCodec, int dtype, size_t count,
+                                                 const std::vector<std::vector<uint8_t>>& frames) {
+  const auto type = static_cast<cclzDataType_t>(dtype);
+  const size_t esize = elementSize(dtype), n = frames.size();
+  const float divisor = float(n);
+  GuardedDeviceBuffer status(sizeof(DeviceStatus)), out(count * esize);
+  ASSERT_TRUE(status.ok() && out.ok());
+  const std::vector<uint8_t> zeros(sizeof(DeviceStatus), 0);
+  status.upload(zeros.data(), zeros.size());
+  const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), nullptr, 0};
+  std::vector<float> hostAcc(count, 0.0f);
+  std::vector<std::unique_ptr<GuardedDeviceBuffer>> onDevice;
+  FrameSum sum;
+  sum.n = int(n), sum.frameBytes = frames[0].size(), sum.store = out.data();
+  sum.divisor = divisor;
+  for (size_t r = 0; r < n; ++r) {
+    ASSERT_EQ(frames[r].size(), sum.frameBytes) << "the frames of a sum have one size";
+    onDevice.push_back(std::make_unique<GuardedDeviceBuffer>(frames[r].size()));
+    onDevice.back()->upload(frames[r].data(), frames[r].size());
+    sum.frames[r] = onDevice.back()->data();
+    ASSERT_EQ(cclzDecodeAccumulateHost(hostCodec, frames[r].data(), frames[r].size(),
+                                       hostAcc.data(), count, type),
+              cclzSuccess);
+  }
+  ASSERT_TRUE(codec.decodeSumDevice(config, sum, dtype, count, ws, nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> want(count * esize);
+  for (size_t i = 0; i < count; ++i)
+    reduce::storeElement(hostAcc.data(), i, divisor, dtype, want.data());
+  const std::vector<uint8_t> got = out.download(count * esize);
+  const size_t at = firstMismatch(got.data(), want.data(), got.size());
+  EXPECT_EQ(at, SIZE_MAX) << "sum of " << n << " frames in one pass: first differing byte " << at;
+  DeviceStatus after{};
+  std::memcpy(&after, status.download(sizeof after).data(), sizeof after);
+  EXPECT_EQ(after.decodeError, 0u) << "a decode rejected its frame";
+  EXPECT_TRUE(out.guardsIntact());
+  for (const auto& f : onDevice) EXPECT_TRUE(f->guardsIntact());
 }
 
 }  // namespace cclz::test
