@@ -102,6 +102,11 @@ void Codec::decodeReduceDevice(const cclzCodecConfig_t& config, const uint8_t* s
   decodeAccumulateDevice(config, src, srcBytes, dtype, count, step.acc, ws, stream);
 }
 
+void Codec::decodeSumDevice(const cclzCodecConfig_t&, const FrameSum&, int, uint64_t,
+                            const DeviceWorkspace&, cudaStream_t) const {
+  CCLZ_FAIL(cclzNotSupported, std::string("the ") + name() + " codec has no one-pass sum");
+}
+
 void Codec::encodeFeedbackDevice(const cclzCodecConfig_t&, int, const void*, uint64_t, Residual,
                                  uint64_t, uint8_t*, uint64_t*, const DeviceWorkspace&,
                                  cudaStream_t) const {

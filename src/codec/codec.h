@@ -135,15 +135,18 @@ class Codec {
                                   uint64_t srcBytes, int dtype, uint64_t count,
                                   const ReduceStep& step, const DeviceWorkspace& ws,
                                   cudaStream_t stream) const;
-  // A whole sum over frames in one pass (FrameSum, codec/device.h): the bits of the n steps of
-  // decodeReduceDevice. Returns false, and queues nothing, where the codec has no such pass for
-  // this configuration or frame count (the default); the caller then takes the steps.
-  virtual bool decodeSumDevice(const cclzCodecConfig_t& config, const FrameSum& sum, int dtype,
-                               uint64_t count, const DeviceWorkspace& ws,
-                               cudaStream_t stream) const {
-    (void)config, (void)sum, (void)dtype, (void)count, (void)ws, (void)stream;
+  // Whether decodeSumDevice takes a sum of n frames made under config (the default: never; the
+  // caller then takes decodeReduceDevice's steps through an fp32 accumulator).
+  virtual bool sumsInOnePass(const cclzCodecConfig_t& config, int n) const {
+    (void)config, (void)n;
     return false;
   }
+  // A whole sum over frames in one pass (FrameSum, codec/device.h): the bits of the n steps of
+  // decodeReduceDevice, with no accumulator. Only where sumsInOnePass; the default throws
+  // cclzNotSupported.
+  virtual void decodeSumDevice(const cclzCodecConfig_t& config, const FrameSum& sum, int dtype,
+                               uint64_t count, const DeviceWorkspace& ws,
+                               cudaStream_t stream) const;
   // The device error-feedback encode (residual in device memory). A NaN or Inf sets
   // ws.status->encodeError. The default throws cclzNotSupported.
   virtual void encodeFeedbackDevice(const cclzCodecConfig_t& config, int dtype, const void* src,

@@ -266,18 +266,19 @@ class DeviceEngine final : public Engine {
     Engine::decodeReduce(c, src, srcBytes, count, acc, first, last, divisor, dst);
   }
 
-  // In one pass where the codec has one, the frames fit a FrameSum and dst is 16-byte aligned.
+  // In one pass where the codec has one and dst is 16-byte aligned (the pass stores 16 bytes at
+  // a time).
   void decodeSum(const CodecUse& c, std::span<const uint8_t* const> frames, uint64_t srcBytes,
                  uint64_t count, float* acc, float divisor, void* dst) override {
-    if (frames.size() <= static_cast<size_t>(kMaxSumFrames) &&
-        reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-      FrameSum sum;
-      std::copy(frames.begin(), frames.end(), sum.frames);
-      sum.n = static_cast<int>(frames.size());
-      sum.frameBytes = srcBytes, sum.store = dst, sum.divisor = divisor;
-      if (c.codec->decodeSumDevice(c.config, sum, c.dtype, count, workspace(), current_)) return;
+    const int n = static_cast<int>(frames.size());
+    if (!c.codec->sumsInOnePass(c.config, n) || reinterpret_cast<uintptr_t>(dst) % 16 != 0) {
+      Engine::decodeSum(c, frames, srcBytes, count, acc, divisor, dst);
+      return;
     }
-    Engine::decodeSum(c, frames, srcBytes, count, acc, divisor, dst);
+    FrameSum sum;
+    std::copy(frames.begin(), frames.end(), sum.frames);
+    sum.n = n, sum.frameBytes = srcBytes, sum.store = dst, sum.divisor = divisor;
+    c.codec->decodeSumDevice(c.config, sum, c.dtype, count, workspace(), current_);
   }
 
   void zero(float* acc, uint64_t count) override {

@@ -177,12 +177,15 @@ class CopyEngineFused final : public FusedNvlink {
     z.stagedStride = roundUp(pieceMost * eb, 16);
     // The window: every rank's frames of every piece of a phase (rankBytes a rank). The rest is
     // this rank's alone: the encode's scratch, a reduction's outgoing frames (one per destination
-    // and piece), its fp32 accumulator, an aligned copy of the residual, the all-reduce's shard,
-    // the staging area for outputs that are not 16-byte aligned (n pieces).
+    // and piece), its fp32 accumulator (none where the codec sums in one pass), an aligned copy
+    // of the residual, the all-reduce's shard, the staging area for outputs that are not 16-byte
+    // aligned (n pieces).
     const uint64_t need[] = {
         roundUp(scratchBytes, 256),
         reduces ? n * z.rankBytes : 0,
-        reduces ? roundUp(pieceMost * sizeof(float), 256) : 0,
+        reduces && !codec.sumsInOnePass(plan.use.config, n)
+            ? roundUp(pieceMost * sizeof(float), 256)
+            : 0,
         a.step ? roundUp(pieceMost * sizeof(float), 256) : 0,
         a.op == CollOp::AllReduce ? roundUp(plan.chunks[me].count * eb, 256) : 0,
         n * z.stagedStride,

@@ -63,17 +63,18 @@ inline void copyStagedOut(uint8_t* out, uint64_t pitch, const uint8_t* staged, u
 
 // A piece's sum over its n frames, frameOf(r) in rank order (so that every rank and path sums
 // alike; frameBytes each), stored at `store` (16-byte aligned) as round(sum / divisor): the
-// codec's one pass where it has one (Codec::decodeSumDevice), else one step per frame through
-// acc (the first from zero, the last stored).
+// codec's one pass where it has one (Codec::sumsInOnePass; acc may then be NULL), else one step
+// per frame through acc (the first from zero, the last stored).
 template <typename FrameOf>
 void decodeSum(const Codec& codec, const cclzCodecConfig_t& config, int dtype, int n,
                FrameOf frameOf, uint64_t frameBytes, uint64_t count, float* acc, void* store,
                float divisor, const DeviceWorkspace& ws, cudaStream_t stream) {
-  if (n <= kMaxSumFrames) {
+  if (codec.sumsInOnePass(config, n)) {
     FrameSum sum;
     for (int r = 0; r < n; ++r) sum.frames[r] = frameOf(r);
     sum.n = n, sum.frameBytes = frameBytes, sum.store = store, sum.divisor = divisor;
-    if (codec.decodeSumDevice(config, sum, dtype, count, ws, stream)) return;
+    codec.decodeSumDevice(config, sum, dtype, count, ws, stream);
+    return;
   }
   for (int r = 0; r < n; ++r) {
     const ReduceStep step{acc, r == 0, r == n - 1 ? store : nullptr, divisor};

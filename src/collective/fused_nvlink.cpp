@@ -128,14 +128,16 @@ class NcclFusedNvlink final : public FusedNvlink {
     // rank's own last call has finished (its closing barriers): the host waits for that first.
     // The rest is this rank's alone: the encode's scratch (one encode at a time, on the encode
     // stream), a reduce-scatter's outgoing frames (one per destination, per slot set) and fp32
-    // accumulator, the staging area (one decode at a time, on the decode stream).
+    // accumulator (none where the codec sums in one pass), the staging area (one decode at a
+    // time, on the decode stream).
     const uint64_t slot = frameStride(plan);
     const uint64_t setBytes = n * slot;
     const uint64_t scratchBytes = roundUp(std::max(codec.encodeScratchBytes(config, dtype, first),
                                                    codec.encodeScratchBytes(config, dtype, last)),
                                           256);
     const uint64_t outgoingBytes = gather ? 0 : kSlotSets * setBytes;
-    const uint64_t accBytes = gather ? 0 : roundUp(first * sizeof(float), 256);
+    const bool onePass = codec.sumsInOnePass(config, n);  // the sum needs no accumulator
+    const uint64_t accBytes = gather || onePass ? 0 : roundUp(first * sizeof(float), 256);
     const uint64_t stagingBytes = staged ? (gather ? n : 1) * stagedStride : 0;
     if (kSlotSets * setBytes > symmetric_.windowBytes() || !scratch_.covers(scratchBytes) ||
         !outgoing_.covers(outgoingBytes) || !acc_.covers(accBytes) ||

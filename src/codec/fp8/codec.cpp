@@ -153,12 +153,13 @@ class Fp8Codec final : public Codec {
   }
 
   // Plain frames only: a configuration that never rotates makes no other (fp8Params).
-  bool decodeSumDevice(const cclzCodecConfig_t& c, const FrameSum& sum, int dtype, uint64_t count,
+  bool sumsInOnePass(const cclzCodecConfig_t& c, int n) const override {
+    return fp8Params(c).policy == fp8::kRotateNever && n >= 1 && n <= kMaxSumFrames;
+  }
+
+  void decodeSumDevice(const cclzCodecConfig_t&, const FrameSum& sum, int dtype, uint64_t count,
                        const DeviceWorkspace& ws, cudaStream_t stream) const override {
-    if (fp8Params(c).policy != fp8::kRotateNever || sum.n < 1 || sum.n > kMaxSumFrames)
-      return false;
     fp8::sumDevice(sum, dtype, count, ws.status, stream);
-    return true;
   }
 #endif
 };
