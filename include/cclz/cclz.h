@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define CCLZ_MAJOR 0
-#define CCLZ_MINOR 2
+#define CCLZ_MINOR 3
 #define CCLZ_PATCH 0
 /* The version of this header, as cclzGetVersion() reports the library's:
  * MAJOR*10000+MINOR*100+PATCH. */
@@ -588,12 +588,14 @@ CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtyp
  * (reduce-scatter) must be 16-byte aligned (else cclzInvalidArgument).
  *
  * cclzAllGatherMatmul (column-parallel): a is this rank's m x k rows of the gathered matrix (the
- * ranks' rows in rank order, size * m x k); c (size * m x n) = gathered * op(B); gathered (may be
- * NULL) receives the gathered matrix, which the backward pass needs for the weight's gradient.
- * With fp8 every rank decodes every chunk, its own too, so all multiply the same matrix. */
-CCLZ_API cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, void* c, void* gathered,
-                                          size_t m, size_t n, size_t k, int transB,
-                                          cclzDataType_t dtype, cclzComm_t comm,
+ * ranks' rows in rank order, size * m x k); c (size * m x n) = gathered * op(B) + bias; bias (may
+ * be NULL) holds n values of dtype, added to every row in fp32 before the rounding (the GEMM's
+ * epilogue, as a Linear's bias); gathered (may be NULL) receives the gathered matrix, which the
+ * backward pass needs for the weight's gradient. With fp8 every rank decodes every chunk, its
+ * own too, so all multiply the same matrix. */
+CCLZ_API cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, const void* bias, void* c,
+                                          void* gathered, size_t m, size_t n, size_t k,
+                                          int transB, cclzDataType_t dtype, cclzComm_t comm,
                                           const cclzCodecConfig_t* codec, cclzStream_t stream);
 
 /* cclzMatmulReduceScatter (row-parallel): a is size * m x k; c (m x n) = rows [rank * m,

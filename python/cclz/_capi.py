@@ -21,7 +21,7 @@ import types
 import torch  # noqa: F401
 
 # The header's version (include/cclz/cclz.h); the library must have the same major.minor.
-VERSION_CODE = 200
+VERSION_CODE = 300
 CONFIG_MAGIC = 0xCC12C0DE
 UNIQUE_ID_BYTES = 128
 
@@ -137,7 +137,7 @@ _SIGNATURES = {
     "cclzCommGetLastPath": [_p, ctypes.POINTER(_int), ctypes.POINTER(_int)],
     "cclzAllGather": [_p, _p, _size, _int, _p, _cfg, _p],
     "cclzReduceScatter": [_p, _p, _size, _int, _int, _p, _cfg, _p],
-    "cclzAllGatherMatmul": [_p, _p, _p, _p, _size, _size, _size, _int, _int, _p,
+    "cclzAllGatherMatmul": [_p, _p, _p, _p, _p, _size, _size, _size, _int, _int, _p,
                             _cfg, _p],
     "cclzMatmulReduceScatter": [_p, _p, _p, _size, _size, _size, _int, _int, _int, _p,
                                 _cfg, _p],

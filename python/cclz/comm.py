@@ -264,20 +264,25 @@ class Communicator:
 
     # ---- tensor-parallel GEMMs with their communication in peer-to-peer steps ---------------
     def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
-                          transpose_weight=True):
-        """output = (the ranks' input rows gathered in rank order) @ weight.T: input is this
-        rank's m x k rows, weight n x k (a Linear's; transpose_weight=False: k x n), output
-        size * m x n. The gather runs in peer-to-peer steps against row chunks of the product
+                          transpose_weight=True, bias=None):
+        """output = (the ranks' input rows gathered in rank order) @ weight.T + bias: input is
+        this rank's m x k rows, weight n x k (a Linear's; transpose_weight=False: k x n), output
+        size * m x n, bias (optional) n values added in the GEMM's epilogue, as F.linear adds
+        them. The gather runs in peer-to-peer steps against row chunks of the product
         (docs/overlap.md). gathered (size * m x k), if given, receives the gathered input. codec:
         None or cclz.Fp8() (each rank's rows one frame, decoded by every rank)."""
-        tensors = (output, input, weight) + (() if gathered is None else (gathered,))
+        tensors = ((output, input, weight) + (() if gathered is None else (gathered,)) +
+                   (() if bias is None else (bias,)))
         dtype = self._check_tensors(*tensors)
         m, k, n = self._matmul_shape("all_gather_matmul", input, weight, transpose_weight)
         self._check_shape("all_gather_matmul: output", output, (self.size * m, n))
         if gathered is not None:
             self._check_shape("all_gather_matmul: gathered", gathered, (self.size * m, k))
+        if bias is not None:
+            self._check_shape("all_gather_matmul: bias", bias, (n,))
         config = self._codec(codec, input.dtype, feedback_ok=False)
-        self._call("cclzAllGatherMatmul", input.data_ptr(), weight.data_ptr(), output.data_ptr(),
+        self._call("cclzAllGatherMatmul", input.data_ptr(), weight.data_ptr(),
+                   None if bias is None else bias.data_ptr(), output.data_ptr(),
                    None if gathered is None else gathered.data_ptr(), m, n, k,
                    1 if transpose_weight else 0, dtype, self._handle, config, self._stream())
 

@@ -126,21 +126,25 @@ def reduce_from_tensor_parallel(x, comm, codec=None):
 
 class _AllGatherMatmul(torch.autograd.Function):
     """A column-parallel linear under sequence parallelism as one overlapped call: forward
-    y = gather(x) W^T (Communicator.all_gather_matmul, which keeps the gathered input for the
-    weight's gradient); backward dx = this rank's rows of the ranks' dy W summed
-    (matmul_reduce_scatter), dW = dy^T gather(x). x: [s / size, b, in], y: [s, b, out / size]."""
+    y = gather(x) W^T + b (Communicator.all_gather_matmul, which keeps the gathered input for the
+    weight's gradient, and adds the bias in its GEMMs' epilogue as F.linear does); backward
+    dx = this rank's rows of the ranks' dy W summed (matmul_reduce_scatter), dW = dy^T gather(x),
+    db = the sum of dy's rows. x: [s / size, b, in], y: [s, b, out / size]."""
 
     @staticmethod
-    def forward(ctx, x, weight, comm, codec, grad_codec):
+    def forward(ctx, x, weight, bias, comm, codec, grad_codec):
         rows = x.reshape(-1, x.shape[-1]).contiguous()
-        w = weight.to(x.dtype)  # as autocast gives F.linear its weight
+        w = weight.to(x.dtype)  # as autocast gives F.linear its weight and bias
+        b = None if bias is None else bias.to(x.dtype).contiguous()
         gathered = torch.empty(comm.size * rows.shape[0], rows.shape[1], dtype=x.dtype,
                                device=x.device)
         y = torch.empty(gathered.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
-        comm.all_gather_matmul(y, rows, w, gathered=gathered, codec=_for_rows(codec, rows))
+        comm.all_gather_matmul(y, rows, w, gathered=gathered, codec=_for_rows(codec, rows),
+                               bias=b)
         ctx.save_for_backward(gathered, w)
         ctx.comm, ctx.grad_codec, ctx.x_shape, ctx.weight_dtype = comm, grad_codec, x.shape, \
             weight.dtype
+        ctx.bias_dtype = None if bias is None else bias.dtype
         return y.view(comm.size * x.shape[0], *x.shape[1:-1], w.shape[0])
 
     @staticmethod
@@ -153,7 +157,8 @@ class _AllGatherMatmul(torch.autograd.Function):
                                        codec=_for_rows(ctx.grad_codec, dx),
                                        transpose_weight=False)
         dw = (dy.t() @ gathered).to(ctx.weight_dtype)
-        return dx.view(ctx.x_shape), dw, None, None, None
+        db = None if ctx.bias_dtype is None else dy.sum(0).to(ctx.bias_dtype)
+        return dx.view(ctx.x_shape), dw, db, None, None, None
 
 
 class _MatmulReduceScatter(torch.autograd.Function):
@@ -217,11 +222,9 @@ class ColumnParallelLinear(torch.nn.Module):
 
     def forward(self, x):
         if self.overlap:
-            y = _AllGatherMatmul.apply(x, self.weight, self.comm, self.codec,
-                                       self.reduce_codec)
-            # In y's dtype, as F.linear adds it under autocast (an fp32 bias would make the
-            # output, and the next layer's GEMM and traffic, fp32).
-            return y + self.bias.to(y.dtype) if self.bias is not None else y
+            # The bias in the GEMMs' epilogue, in x's dtype, as F.linear adds it under autocast.
+            return _AllGatherMatmul.apply(x, self.weight, self.bias, self.comm, self.codec,
+                                          self.reduce_codec)
         if self.sequence_parallel:
             x = gather_from_sequence_parallel(x, self.comm, self.codec, self.reduce_codec)
         else:

@@ -172,3 +172,31 @@ def test_overlapped_column_keeps_the_autocast_dtype(comm):
             outputs.append(col(x.to(torch.bfloat16)))
     assert outputs[0].dtype == torch.bfloat16
     assert outputs[1].dtype == outputs[0].dtype
+
+
+def test_overlapped_column_adds_its_bias_in_the_gemm(comm):
+    """The overlapped ColumnParallelLinear takes its bias into the GEMMs' epilogue: its output and
+    every gradient (input, weight, bias) equal the plain layer's, with the same weight and a
+    bias that is not zero."""
+    n, r = comm.size, comm.rank
+    if SEQ % n or FFN % n:
+        pytest.skip(f"the shapes do not split over {n} ranks")
+    x, w1, _, _ = full_model()
+    g = generator(7)
+    bias = randn(FFN, generator=g)
+    probe = randn(SEQ, BATCH, FFN // n, generator=g)
+    f, s = FFN // n, SEQ // n
+    results = []
+    for overlap in (False, True):
+        col = cclz.ColumnParallelLinear(HIDDEN, FFN, comm, sequence_parallel=True,
+                                        overlap=overlap)
+        with torch.no_grad():
+            col.weight.copy_(w1[r * f:(r + 1) * f])
+            col.bias.copy_(bias[r * f:(r + 1) * f])
+        x_in = x[r * s:(r + 1) * s].clone().requires_grad_()
+        y = col(x_in)
+        (y * probe).sum().backward()
+        results.append((y.detach(), x_in.grad, col.weight.grad, col.bias.grad))
+    assert results[0][3].abs().max() > 0, "the bias must have a gradient to compare"
+    for got, want in zip(results[1], results[0]):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max()

@@ -263,13 +263,13 @@ cclzResult_t cclzAllReduceFeedback(const void* sendbuff, void* recvbuff, size_t 
   return collective(feedback ? "cclzAllReduceFeedback" : "cclzAllReduce", comm, a, feedback);
 }
 
-cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, void* c, void* gathered, size_t m,
-                                 size_t n, size_t k, int transB, cclzDataType_t dtype,
-                                 cclzComm_t comm, const cclzCodecConfig_t* codec,
-                                 cclzStream_t stream) {
+cclzResult_t cclzAllGatherMatmul(const void* a, const void* b, const void* bias, void* c,
+                                 void* gathered, size_t m, size_t n, size_t k, int transB,
+                                 cclzDataType_t dtype, cclzComm_t comm,
+                                 const cclzCodecConfig_t* codec, cclzStream_t stream) {
   return guardedComm(__func__, comm, [&] {
     overlap::OverlapCall call;
-    call.a = a, call.b = b, call.c = c, call.gathered = gathered;
+    call.a = a, call.b = b, call.bias = bias, call.c = c, call.gathered = gathered;
     call.m = m, call.n = n, call.k = k, call.transB = transB != 0, call.dtype = dtype;
     overlap::runOverlapCall(implOf(comm), CollOp::AllGatherMatmul, call, codec, stream);
   });

@@ -58,6 +58,16 @@ struct Layouts {
   Layouts& operator=(const Layouts&) = delete;
 };
 
+// The alignment class of a bias pointer in a plan's key: 0 for none, else the largest power of
+// two up to 16 that divides its address.
+int biasAlignment(const void* bias) {
+  if (!bias) return 0;
+  const auto address = reinterpret_cast<uintptr_t>(bias);
+  int alignment = 16;
+  while (address % alignment) alignment /= 2;
+  return alignment;
+}
+
 }  // namespace
 
 DeviceGemm::DeviceGemm(int reservedSms, bool rowsAlike) : rowsAlike_(rowsAlike) {
@@ -85,7 +95,7 @@ DeviceGemm::~DeviceGemm() {
 }
 
 DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g, cudaStream_t stream) {
-  const Key key{rowsAlike_ ? 0 : g.m, g.n, g.k, g.transB, g.dtype};
+  const Key key{rowsAlike_ ? 0 : g.m, g.n, g.k, g.transB, g.dtype, biasAlignment(g.bias)};
   auto found = plans_.find(key);
   if (found != plans_.end()) return found->second;
 
@@ -99,6 +109,16 @@ DeviceGemm::Plan& DeviceGemm::planFor(const GemmArgs& g, cudaStream_t stream) {
   if (smTarget_ > 0) {
     const cublasStatus_t status = cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &smTarget_, sizeof smTarget_);
+    if (status != CUBLAS_STATUS_SUCCESS) cublasLtMatmulDescDestroy(plan.desc);
+    CCLZ_CUBLAS_CHECK(status);
+  }
+  if (g.bias) {  // a vector of dtype (the output's, cuBLASLt's default), one value per column
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    cublasStatus_t status = cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                              &g.bias, sizeof g.bias);
     if (status != CUBLAS_STATUS_SUCCESS) cublasLtMatmulDescDestroy(plan.desc);
     CCLZ_CUBLAS_CHECK(status);
   }
@@ -183,9 +203,16 @@ cublasLtMatmulAlgo_t DeviceGemm::fastestOf(cublasLtMatmulDesc_t desc,
   return best;
 }
 
+void DeviceGemm::setBias(const Plan& plan, const GemmArgs& g) {
+  if (g.bias)
+    CCLZ_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &g.bias, sizeof g.bias));
+}
+
 void DeviceGemm::run(const GemmArgs& g, cudaStream_t stream) {
   if (g.m == 0) return;
   Plan& plan = planFor(g, stream);
+  setBias(plan, g);  // a plan is made once per shape; the bias may move from call to call
   const Layouts l(g);
   const float alpha = 1.0f, beta = 0.0f;
   CCLZ_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, g.b, l.b, g.a, l.a, &beta, g.c, l.c,

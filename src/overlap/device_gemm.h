@@ -31,19 +31,24 @@ class DeviceGemm {
   DeviceGemm(const DeviceGemm&) = delete;
   DeviceGemm& operator=(const DeviceGemm&) = delete;
 
-  // C = A * op(B) as GemmArgs says (device memory; leading dimensions in elements), queued on
-  // stream. The algorithm is chosen at the first GEMM of a (n, k, transB, dtype) and kept for
+  // C = A * op(B) (+ bias) as GemmArgs says (device memory; leading dimensions in elements),
+  // queued on stream. The bias is cuBLASLt's epilogue: added in fp32 before C is rounded. The
+  // algorithm is chosen at the first GEMM of a (n, k, transB, dtype) and kept for
   // every row count after it: one that reduces nothing across k (no split-K, no stream-K
   // fix-up), so each row of C is computed alike whatever m is.
   void run(const GemmArgs& g, cudaStream_t stream);
 
  private:
-  using Key = std::tuple<uint64_t, uint64_t, uint64_t, bool, int>;  // m, n, k, transB, dtype
+  // m, n, k, transB, dtype, and the bias: 0 none, else its pointer's alignment up to 16 bytes
+  // (which the heuristic's choice may rely on).
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t, bool, int, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
   Plan& planFor(const GemmArgs& g, cudaStream_t stream);
+  // The bias pointer into the plan's descriptor (the epilogue reads it from there).
+  void setBias(const Plan& plan, const GemmArgs& g);
   cublasLtMatmulAlgo_t fastestOf(cublasLtMatmulDesc_t desc,
                                  const std::vector<cublasLtMatmulAlgo_t>& algos, const GemmArgs& g,
                                  cudaStream_t stream);

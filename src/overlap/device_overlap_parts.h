@@ -32,14 +32,6 @@ inline uint64_t wireBytes(const OverlapCall& call, uint64_t elements) {
                     : elements * elemBytes(call);
 }
 
-inline GemmArgs rowsGemm(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
-  GemmArgs g;
-  g.a = a, g.b = call.b, g.c = c, g.m = rows, g.n = call.n, g.k = call.k;
-  g.transB = call.transB, g.dtype = call.dtype;
-  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
-  return g;
-}
-
 // A transfer on the transport, queued on stream: `out` to rank `to` while `in` comes from `from`
 // (device_overlap.cpp).
 void exchange(Transport& t, int to, const void* out, int from, void* in, uint64_t bytes,

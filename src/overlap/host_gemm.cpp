@@ -21,6 +21,7 @@ void gemmHost(const GemmArgs& g) {
       const float* column = columns.data() + j * g.k;
       float sum = 0.0f;
       for (uint64_t p = 0; p < g.k; ++p) sum = std::fma(row[p], column[p], sum);
+      if (g.bias) sum += loadAsFloat(g.bias, g.dtype, j);
       storeFromFloat(g.c, g.dtype, i * g.ldc + j, sum);
     }
   }

@@ -17,10 +17,12 @@ struct GemmArgs {
   bool transB = true;
   int dtype = 0;
   uint64_t lda = 0, ldb = 0, ldc = 0;
+  const void* bias = nullptr;  // NULL, or n values of dtype added to every row of C
 };
 
 // Each element of C is the fp32 sum over k in increasing order (one fused multiply-add a step),
-// rounded once to the dtype: a row of C depends on its row of A and on B alone, so GEMMs of row
+// plus its column's bias where there is one (one fp32 addition), rounded once to the dtype: a
+// row of C depends on its row of A and on B alone, so GEMMs of row
 // chunks give the rows of the whole product bit for bit, which the schedules rely on.
 void gemmHost(const GemmArgs& g);
 

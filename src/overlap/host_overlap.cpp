@@ -81,11 +81,7 @@ float divisorOf(const Transport& t, const OverlapCall& call) {
 }
 
 void gemmRows(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
-  GemmArgs g;
-  g.a = a, g.b = call.b, g.c = c, g.m = rows, g.n = call.n, g.k = call.k;
-  g.transB = call.transB, g.dtype = call.dtype;
-  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
-  gemmHost(g);
+  gemmHost(rowsGemm(call, a, rows, c));
 }
 
 void checkCall(const Transport& t, const OverlapCall& call) {

@@ -9,6 +9,7 @@
 
 #include "cclz/cclz.h"
 #include "collective/node_layout.h"
+#include "overlap/host_gemm.h"
 
 namespace cclz {
 
@@ -19,8 +20,9 @@ namespace overlap {
 
 // One call. Row-major; op(B) as in GemmArgs (transB: B is n x k, a Linear's weight).
 //   allGatherMatmul: a holds this rank's m rows (m x k) of the gathered matrix (ranks x m rows);
-//     c (ranks * m x n) = gathered * op(B); gathered (may be NULL) receives the gathered matrix,
-//     which a backward pass needs for the weight's gradient.
+//     c (ranks * m x n) = gathered * op(B) + bias; gathered (may be NULL) receives the gathered
+//     matrix, which a backward pass needs for the weight's gradient; bias (may be NULL): n values
+//     added to every row in fp32 before the rounding (a GEMM's bias epilogue, as a Linear's).
 //   matmulReduceScatter: a holds ranks * m rows (ranks * m x k); c (m x n) = rows
 //     [rank * m, (rank + 1) * m) of the sum over the ranks of a * op(B) (divided by the ranks for
 //     cclzAvg), each rank's partial rounded to the dtype as a GEMM stores it, summed in fp32 in
@@ -39,6 +41,7 @@ namespace overlap {
 struct OverlapCall {
   const void* a = nullptr;
   const void* b = nullptr;
+  const void* bias = nullptr;  // all-gather only
   void* c = nullptr;
   void* gathered = nullptr;
   uint64_t m = 0, n = 0, k = 0;
@@ -49,6 +52,16 @@ struct OverlapCall {
   cclzCodecConfig_t config{};
   const NodeLayout* nodes = nullptr;
 };
+
+// The GEMM of `rows` rows of a (row-major, k wide) into c (n wide), with the call's B and bias.
+inline GemmArgs rowsGemm(const OverlapCall& call, const void* a, uint64_t rows, void* c) {
+  GemmArgs g;
+  g.a = a, g.b = call.b, g.c = c, g.m = rows, g.n = call.n, g.k = call.k;
+  g.transB = call.transB, g.dtype = call.dtype;
+  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
+  g.bias = call.bias;
+  return g;
+}
 
 inline bool gathersTwoLevel(const OverlapCall& call) {
   return call.nodes && call.nodes->twoLevel();

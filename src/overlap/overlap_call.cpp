@@ -112,10 +112,9 @@ void runSerial(Communicator& comm, CollOp op, const OverlapCall& call, cclzStrea
   a.redOp = call.redOp;
   a.codec = call.codec ? &call.config : nullptr;
   a.stream = stream;
-  GemmArgs g;  // the whole product: rows x n, row-major
-  g.a = gather ? product : call.a, g.b = call.b, g.c = gather ? call.c : product;
-  g.m = rows, g.n = call.n, g.k = call.k, g.transB = call.transB, g.dtype = call.dtype;
-  g.lda = call.k, g.ldb = call.transB ? call.k : call.n, g.ldc = call.n;
+  // The whole product: rows x n, row-major (with the all-gather's bias).
+  const GemmArgs g =
+      rowsGemm(call, gather ? product : call.a, rows, gather ? call.c : product);
   auto collective = [&] { runChosenPath(comm, a, makePlan(comm, a)); };
   auto gemm = [&] {
 #ifdef CCLZ_HAVE_CUDA

@@ -36,11 +36,12 @@ cclzComm_t theComm() {
 
 constexpr size_t kM = 16, kN = 24, kK = 48;
 
-std::vector<uint8_t> gemm(const uint8_t* a, const uint8_t* b, size_t rows) {
+std::vector<uint8_t> gemm(const uint8_t* a, const uint8_t* b, size_t rows,
+                          const uint8_t* bias = nullptr) {
   std::vector<uint8_t> c(rows * kN * 2);
   overlap::GemmArgs g;
   g.a = a, g.b = b, g.c = c.data(), g.m = rows, g.n = kN, g.k = kK, g.transB = true;
-  g.dtype = cclzBfloat16, g.lda = kK, g.ldb = kK, g.ldc = kN;
+  g.dtype = cclzBfloat16, g.lda = kK, g.ldb = kK, g.ldc = kN, g.bias = bias;
   overlap::gemmHost(g);
   return c;
 }
@@ -61,21 +62,28 @@ std::function<std::vector<uint8_t>(int)> partialsOfMyRows(const std::vector<uint
   };
 }
 
+// With a bias (added to every row in fp32 before the rounding) and without.
 TEST(MpiOverlap, AllGatherMatmulIsTheAllGatherThenTheProduct) {
   const int n = worldSize(), me = worldRank();
   const auto a = makeData(DataKind::kGauss1, cclzBfloat16, kM * kK, 0, 10 + me);
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 20 + me);
-  std::vector<uint8_t> c(n * kM * kN * 2, 0xA5), gathered(n * kM * kK * 2, 0xA5);
-  ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), c.data(), gathered.data(), kM, kN, kK, 1,
-                                cclzBfloat16, theComm(), nullptr, nullptr),
-            cclzSuccess)
-      << cclzGetLastError(theComm());
-  std::vector<uint8_t> want(gathered.size());
-  ASSERT_EQ(cclzAllGather(a.data(), want.data(), kM * kK, cclzBfloat16, theComm(), nullptr,
-                          nullptr),
-            cclzSuccess);
-  EXPECT_EQ(gathered, want);
-  EXPECT_EQ(c, gemm(want.data(), b.data(), n * kM));
+  const auto bias = makeData(DataKind::kGauss1, cclzBfloat16, kN, 0, 50 + me);
+  for (const uint8_t* withBias : {static_cast<const uint8_t*>(nullptr), bias.data()}) {
+    SCOPED_TRACE(withBias ? "with a bias" : "without a bias");
+    std::vector<uint8_t> c(n * kM * kN * 2, 0xA5), gathered(n * kM * kK * 2, 0xA5);
+    ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), withBias, c.data(), gathered.data(), kM, kN,
+                                  kK, 1, cclzBfloat16, theComm(), nullptr, nullptr),
+              cclzSuccess)
+        << cclzGetLastError(theComm());
+    std::vector<uint8_t> want(gathered.size());
+    ASSERT_EQ(
+        cclzAllGather(a.data(), want.data(), kM * kK, cclzBfloat16, theComm(), nullptr, nullptr),
+        cclzSuccess);
+    EXPECT_EQ(gathered, want);
+    EXPECT_EQ(c, gemm(want.data(), b.data(), n * kM, withBias));
+  }
+  // The bias changes the product: the test above would not pass with it ignored.
+  EXPECT_NE(gemm(a.data(), b.data(), kM, bias.data()), gemm(a.data(), b.data(), kM));
 }
 
 TEST(MpiOverlap, MatmulReduceScatterIsThePartialsSummedAsTheyArrive) {
@@ -208,7 +216,7 @@ TEST(MpiOverlap, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
     SCOPED_TRACE("call " + std::to_string(call));
     std::vector<uint8_t> c(n * kM * kN * 2, 0xA5), gathered(n * kM * kK * 2, 0xA5);
     const bool keepGathered = call % 4 != 3;  // else NULL: the serial way gathers into scratch
-    ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), c.data(),
+    ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), nullptr, c.data(),
                                   keepGathered ? gathered.data() : nullptr, kM, kN, kK, 1,
                                   cclzBfloat16, adaptiveComm(), nullptr, nullptr),
               cclzSuccess)
@@ -251,8 +259,8 @@ TEST(MpiOverlap, MismatchedOrRejectedCallsFailEveryRank) {
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, kN * kK, 0, 60 + me);
   std::vector<uint8_t> c(n * kM * kN * 2);
   const size_t k = me == n - 1 ? kK - 8 : kK;
-  EXPECT_EQ(cclzAllGatherMatmul(a.data(), b.data(), c.data(), nullptr, kM, kN, k, 1, cclzBfloat16,
-                                theComm(), nullptr, nullptr),
+  EXPECT_EQ(cclzAllGatherMatmul(a.data(), b.data(), nullptr, c.data(), nullptr, kM, kN, k, 1,
+                                cclzBfloat16, theComm(), nullptr, nullptr),
             cclzInvalidUsage);
   EXPECT_NE(std::string(cclzGetLastError(theComm())).find("matrix shape"), std::string::npos)
       << cclzGetLastError(theComm());

@@ -78,13 +78,16 @@ cclzCodecConfig_t fp8Config() {
 struct ReferenceGemm {
   overlap::DeviceGemm gemm{CommSettings::fromEnvironment().overlapReservedSms(
       CommSettings::fromEnvironment().overlapCopy != OverlapCopy::Nccl)};
-  // C (rows x n) = A (rows x k) * B^T, B n x k, on the device.
+  // C (rows x n) = A (rows x k) * B^T (+ bias, if not empty), B n x k, on the device.
   std::vector<uint8_t> run(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
-                           size_t rows, const Shape& s, size_t chunkRows) {
+                           size_t rows, const Shape& s, size_t chunkRows,
+                           const std::vector<uint8_t>& bias = {}) {
     auto da = holding(a), db = holding(b), dc = empty(rows * s.n * 2);
+    auto dbias = bias.empty() ? nullptr : holding(bias);
     overlap::GemmArgs g;
     g.a = da->data(), g.b = db->data(), g.c = dc->data(), g.m = chunkRows, g.n = s.n, g.k = s.k;
     g.transB = true, g.dtype = cclzBfloat16, g.lda = s.k, g.ldb = s.k, g.ldc = s.n;
+    g.bias = dbias ? dbias->data() : nullptr;
     gemm.run(g, nullptr);  // chooses the algorithm at chunkRows rows
     g.m = rows;
     gemm.run(g, nullptr);
@@ -112,6 +115,7 @@ NodeLayout worldLayout() {
 
 class NcclOverlap : public ::testing::TestWithParam<bool> {};  // with the fp8 codec or plain
 
+// With a bias (a column-parallel Linear's, in the GEMMs' epilogue) and without.
 TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
   const bool fp8 = GetParam();
   const int n = worldSize(), me = worldRank();
@@ -120,26 +124,35 @@ TEST_P(NcclOverlap, AllGatherMatmulIsTheGatherThenTheProduct) {
   const cclzCodecConfig_t* codec = fp8 ? &config : nullptr;
   const auto a = makeData(DataKind::kGauss1, cclzBfloat16, s.m * s.k, 0, 10 + me);
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 20 + me);
-  auto da = holding(a), db = holding(b);
-  auto dc = empty(n * s.m * s.n * 2), dg = empty(n * s.m * s.k * 2);
-  ASSERT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), dg->data(), s.m, s.n, s.k, 1,
-                                cclzBfloat16, comms().device, codec, testStream()),
-            cclzSuccess)
-      << cclzGetLastError(comms().device);
-  ASSERT_NO_FATAL_FAILURE(expectFinishedCleanly());
+  for (const bool withBias : {false, true}) {
+    SCOPED_TRACE(withBias ? "with a bias" : "without a bias");
+    const auto bias = withBias ? makeData(DataKind::kGauss1, cclzBfloat16, s.n, 0, 50 + me)
+                               : std::vector<uint8_t>{};
+    auto da = holding(a), db = holding(b);
+    auto dbias = withBias ? holding(bias) : nullptr;
+    auto dc = empty(n * s.m * s.n * 2), dg = empty(n * s.m * s.k * 2);
+    ASSERT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dbias ? dbias->data() : nullptr,
+                                  dc->data(), dg->data(), s.m, s.n, s.k, 1, cclzBfloat16,
+                                  comms().device, codec, testStream()),
+              cclzSuccess)
+        << cclzGetLastError(comms().device);
+    ASSERT_NO_FATAL_FAILURE(expectFinishedCleanly());
 
-  // The host path on the same rows: the gathered matrix it multiplies.
-  std::vector<uint8_t> hostC(n * s.m * s.n * 2), hostG(n * s.m * s.k * 2);
-  ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), hostC.data(), hostG.data(), s.m, s.n, s.k, 1,
-                                cclzBfloat16, comms().host, codec, nullptr),
-            cclzSuccess)
-      << cclzGetLastError(comms().host);
-  EXPECT_EQ(dg->download(dg->size()), hostG) << "the gathered matrix";
-  const std::vector<uint8_t> c = dc->download(dc->size());
-  EXPECT_TRUE(dc->guardsIntact() && dg->guardsIntact()) << "a write outside the outputs";
-  ReferenceGemm ref;
-  EXPECT_EQ(c, ref.run(hostG, b, n * s.m, s, s.m)) << "the product of the whole gathered matrix";
-  EXPECT_LT(relativeError(c, hostC), 1e-2) << "against the host GEMM";
+    // The host path on the same rows: the gathered matrix it multiplies.
+    std::vector<uint8_t> hostC(n * s.m * s.n * 2), hostG(n * s.m * s.k * 2);
+    ASSERT_EQ(cclzAllGatherMatmul(a.data(), b.data(), withBias ? bias.data() : nullptr,
+                                  hostC.data(), hostG.data(), s.m, s.n, s.k, 1, cclzBfloat16,
+                                  comms().host, codec, nullptr),
+              cclzSuccess)
+        << cclzGetLastError(comms().host);
+    EXPECT_EQ(dg->download(dg->size()), hostG) << "the gathered matrix";
+    const std::vector<uint8_t> c = dc->download(dc->size());
+    EXPECT_TRUE(dc->guardsIntact() && dg->guardsIntact()) << "a write outside the outputs";
+    ReferenceGemm ref;
+    EXPECT_EQ(c, ref.run(hostG, b, n * s.m, s, s.m, bias))
+        << "the product of the whole gathered matrix";
+    EXPECT_LT(relativeError(c, hostC), 1e-2) << "against the host GEMM";
+  }
 }
 
 TEST_P(NcclOverlap, MatmulReduceScatterSumsEveryRanksPartialAsItArrives) {
@@ -231,8 +244,8 @@ TEST(NcclOverlapCalls, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
   const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 100 + me);
   const std::vector<uint8_t> mine(a.begin(), a.begin() + s.m * s.k * 2);
   std::vector<uint8_t> hostG(n * s.m * s.k * 2), hostC(n * s.m * s.n * 2), hostY(s.m * s.n * 2);
-  ASSERT_EQ(cclzAllGatherMatmul(mine.data(), b.data(), hostC.data(), hostG.data(), s.m, s.n, s.k,
-                                1, cclzBfloat16, comms().host, nullptr, nullptr),
+  ASSERT_EQ(cclzAllGatherMatmul(mine.data(), b.data(), nullptr, hostC.data(), hostG.data(), s.m,
+                                s.n, s.k, 1, cclzBfloat16, comms().host, nullptr, nullptr),
             cclzSuccess);
   ASSERT_EQ(cclzMatmulReduceScatter(a.data(), b.data(), hostY.data(), s.m, s.n, s.k, 1,
                                     cclzBfloat16, cclzSum, comms().host, nullptr, nullptr),
@@ -244,8 +257,8 @@ TEST(NcclOverlapCalls, AdaptiveCallsTryBothSchedulesAndSettleAlike) {
     SCOPED_TRACE("call " + std::to_string(call));
     for (bool gather : {true, false}) {
       const cclzResult_t r =
-          gather ? cclzAllGatherMatmul(da->data(), db->data(), dc->data(), dg->data(), s.m, s.n,
-                                       s.k, 1, cclzBfloat16, comm, nullptr, testStream())
+          gather ? cclzAllGatherMatmul(da->data(), db->data(), nullptr, dc->data(), dg->data(), s.m,
+                                       s.n, s.k, 1, cclzBfloat16, comm, nullptr, testStream())
                  : cclzMatmulReduceScatter(da->data(), db->data(), dy->data(), s.m, s.n, s.k, 1,
                                            cclzBfloat16, cclzSum, comm, nullptr, testStream());
       ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
@@ -282,8 +295,8 @@ TEST(NcclOverlapCalls, BackToBackOnTwoStreams) {
       const auto b = makeData(DataKind::kGauss1, cclzBfloat16, s.n * s.k, 0, 60 + me);
       auto da = holding(a), db = holding(b), dc = empty(n * s.m * s.n * 2);
       cudaStream_t st = round == 0 ? comms().stream : other;
-      ASSERT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), nullptr, s.m, s.n, s.k, 1,
-                                    cclzBfloat16, comms().device, nullptr,
+      ASSERT_EQ(cclzAllGatherMatmul(da->data(), db->data(), nullptr, dc->data(), nullptr, s.m, s.n,
+                                    s.k, 1, cclzBfloat16, comms().device, nullptr,
                                     reinterpret_cast<cclzStream_t>(st)),
                 cclzSuccess)
           << cclzGetLastError(comms().device);
@@ -303,8 +316,8 @@ TEST(NcclOverlapCalls, Fp8ChunksMustFillWholeWords) {
   const Shape s{3, 8, 5};  // 15 bf16 values a chunk: 30 bytes
   const cclzCodecConfig_t config = fp8Config();
   auto da = empty(s.m * s.k * 2), db = empty(s.n * s.k * 2), dc = empty(n * s.m * s.n * 2);
-  EXPECT_EQ(cclzAllGatherMatmul(da->data(), db->data(), dc->data(), nullptr, s.m, s.n, s.k, 1,
-                                cclzBfloat16, comm, &config, testStream()),
+  EXPECT_EQ(cclzAllGatherMatmul(da->data(), db->data(), nullptr, dc->data(), nullptr, s.m, s.n, s.k,
+                                1, cclzBfloat16, comm, &config, testStream()),
             cclzInvalidArgument);
   EXPECT_TRUE(dc->guardsIntact());
   EXPECT_NE(std::string(cclzGetLastError(comm)).find("16-byte words"), std::string::npos);

@@ -196,7 +196,7 @@ int runOverlap(Options& opt, const std::string& deviceFlag, int* argc, char*** a
       // this rank alone (no reduction pass), from the gathered matrix (ag) into out, or from a
       // into the partials (rs).
       auto gemmAlone = [&](void* out) {
-        check(cclzAllGatherMatmul(gather ? gathered.data() : a.data(), b.data(),
+        check(cclzAllGatherMatmul(gather ? gathered.data() : a.data(), b.data(), nullptr,
                                   gather ? out : partial.data(), nullptr, all, n, k, 1, opt.dtype,
                                   self, nullptr, stream),
               "cclzAllGatherMatmul (this rank alone)", self);
@@ -221,8 +221,8 @@ int runOverlap(Options& opt, const std::string& deviceFlag, int* argc, char*** a
       };
       auto overlapped = [&](const cclzCodecConfig_t* codec) {
         if (gather)
-          check(cclzAllGatherMatmul(a.data(), b.data(), c.data(), gathered.data(), m, n, k, 1,
-                                    opt.dtype, comm, codec, stream),
+          check(cclzAllGatherMatmul(a.data(), b.data(), nullptr, c.data(), gathered.data(), m, n, k,
+                                    1, opt.dtype, comm, codec, stream),
                 "cclzAllGatherMatmul", comm);
         else
           check(cclzMatmulReduceScatter(a.data(), b.data(), c.data(), m, n, k, 1, opt.dtype,

@@ -74,9 +74,9 @@ class MeteredComm:
     # The overlapped GEMMs move what the all-gather and the reduce-scatter would: through their
     # codec where they ran overlapped, else as their serial collective ran (last_path).
     def all_gather_matmul(self, output, input, weight, gathered=None, codec=None,
-                          transpose_weight=True):
+                          transpose_weight=True, bias=None):
         self.comm.all_gather_matmul(output, input, weight, gathered=gathered, codec=codec,
-                                    transpose_weight=transpose_weight)
+                                    transpose_weight=transpose_weight, bias=bias)
         self._count(input, self.size - 1, codec)
         self._count_overlap()
 
