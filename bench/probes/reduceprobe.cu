@@ -3,7 +3,7 @@
 // collective, which needs 2 GPUs. Built against one tree's static library, so that two trees can
 // be run side by side:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DCCLZ_HAVE_CUDA -I TREE/include \
-//     -I TREE/src reduceprobe.cu BUILD/src/libcclz_core.a -o reduceprobe
+//     -I TREE/src reduceprobe.cu BUILD/src/libcclz_core.a -lcublasLt -lnccl -o reduceprobe
 // One bf16 frame (E4M3, rows of 1024, Gaussian values) of 64 and 256 MiB; each step queued 20
 // times after 5 warm-up calls (the median of 5 rounds). GB/s: of the fp32 accumulator (4 bytes a
 // value), as cclz-perf's acc column; traffic: bytes a value each step moves (codes 1, accumulator
@@ -20,22 +20,7 @@
 
 #include "cclz/cclz.h"
 #include "codec/device.h"
-
-#define CK(x)                                                                        \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) {                                                         \
-      std::printf("%s: %s\n", #x, cudaGetErrorString(e_));                          \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
-#define CZ(x)                                                      \
-  do {                                                             \
-    if ((x) != cclzSuccess) {                                      \
-      std::printf("%s: %s\n", #x, cclzGetLastError(nullptr));      \
-      return 1;                                                    \
-    }                                                              \
-  } while (0)
+#include "probe_check.h"
 
 int main() {
   for (size_t mib : {size_t{64}, size_t{256}}) {

@@ -20,22 +20,7 @@
 
 #include "cclz/cclz.h"
 #include "codec/device.h"
-
-#define CK(x)                                                   \
-  do {                                                          \
-    cudaError_t e_ = (x);                                       \
-    if (e_ != cudaSuccess) {                                    \
-      std::printf("%s: %s\n", #x, cudaGetErrorString(e_));     \
-      return 1;                                                 \
-    }                                                           \
-  } while (0)
-#define CZ(x)                                                   \
-  do {                                                          \
-    if ((x) != cclzSuccess) {                                   \
-      std::printf("%s: %s\n", #x, cclzGetLastError(nullptr));   \
-      return 1;                                                 \
-    }                                                           \
-  } while (0)
+#include "probe_check.h"
 
 namespace {
 

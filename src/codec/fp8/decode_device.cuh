@@ -385,44 +385,32 @@ __device__ __forceinline__ uint32_t packSaturated2(float lo, float hi) {
   return w;
 }
 
-// Decodes one lane's piece of a plain frame: a piece with a bad row is reported and skipped (no
-// value of another piece depends on it); one with a rare code or past the end of the frame takes
-// the general per-value path.
-template <int Dtype, int Mode>
-__device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
-                                            const float* codeTable, void* dst,
-                                            const ReduceStep& r, DeviceStatus* status) {
-  if (t.valid == 0) return;
+// A plain piece's scale into *s, or false for a bad row (reported; policy 0: no row may be
+// rotated).
+__device__ __forceinline__ bool pieceScale(const PieceLoad& t, DeviceStatus* status, float* s) {
   const float coarse = bitsToFloat(t.coarseBits);
-  if (t.flag != 0 || !validCoarse(coarse, 0)) {  // policy 0: no row may be rotated
+  if (t.flag != 0 || !validCoarse(coarse, 0)) {
     atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
-    return;
+    return false;
   }
-  const float s = mulRn(coarse, fineScale(t.fine));
-  const uint32_t words[4] = {t.codes.x, t.codes.y, t.codes.z, t.codes.w};
+  *s = mulRn(coarse, fineScale(t.fine));
+  return true;
+}
+
+// Whether a piece takes the value-by-value path: a rare code among its 16 (words: byte j of word
+// j / 4 is code j), or fewer than 16 values.
+__device__ __forceinline__ bool pieceIsRare(const uint32_t* words, uint32_t grid, uint32_t valid) {
   const uint32_t carry = grid == kE5M2 ? 0x04040404u : 0x01010101u;
   uint32_t rareBits = 0;
 #pragma unroll
   for (int w = 0; w < 4; ++w) rareBits |= rareBytes(words[w], carry);
-  const bool rare = rareBits != 0 || t.valid != kPieceElems;
-  float v[kPieceElems];
-  if (rare) {  // NaN and Inf keep their value; every other value as below
-    const float maxFinite = dtypeMaxFinite(Dtype);
-#pragma unroll
-    for (uint32_t j = 0; j < kPieceElems; ++j) {
-      const uint8_t code = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
-      v[j] = isSpecialCode(code) ? specialValue(code)
-                                 : saturate(mulRn(codeTable[code], s), maxFinite);
-    }
-#pragma unroll
-    for (uint32_t h = 0; h < 2; ++h) {
-      const uint32_t first = h * kLaneElems;
-      if (t.valid > first)
-        store8<Dtype, Mode>(dst, r, t.first + first, min(kLaneElems, t.valid - first),
-                            v + first, false);
-    }
-    return;
-  }
+  return rareBits != 0 || valid != kPieceElems;
+}
+
+// A plain piece's 16 codes (byte j of word j / 4 is code j) decoded at scale s: the products
+// code value x s, not yet saturated to a dtype. For pieces with no rare code (rareBytes).
+__device__ __forceinline__ void commonPieceValues(const uint32_t* words, uint32_t grid,
+                                                  const float* codeTable, float s, float* v) {
   if (grid == kInt8) {  // uniform
 #pragma unroll
     for (uint32_t j = 0; j < kPieceElems; ++j)
@@ -437,6 +425,46 @@ __device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
       v[j] = mulRn(m.x, s), v[j + 1] = mulRn(m.y, s);
     }
   }
+}
+
+// The same piece's values value by value, for pieces with a rare code or past the frame's end:
+// NaN and Inf keep their value, every other is saturated to the dtype's largest finite value.
+template <int Dtype>
+__device__ __forceinline__ void rarePieceValues(const uint32_t* words, const float* codeTable,
+                                                float s, float* v) {
+  const float maxFinite = dtypeMaxFinite(Dtype);
+#pragma unroll
+  for (uint32_t j = 0; j < kPieceElems; ++j) {
+    const uint8_t code = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
+    v[j] = isSpecialCode(code) ? specialValue(code)
+                               : saturate(mulRn(codeTable[code], s), maxFinite);
+  }
+}
+
+// Decodes one lane's piece of a plain frame: a piece with a bad row is reported and skipped (no
+// value of another piece depends on it); one with a rare code or past the end of the frame takes
+// the general per-value path.
+template <int Dtype, int Mode>
+__device__ __forceinline__ void decodePiece(const PieceLoad& t, uint32_t grid,
+                                            const float* codeTable, void* dst,
+                                            const ReduceStep& r, DeviceStatus* status) {
+  if (t.valid == 0) return;
+  float s;
+  if (!pieceScale(t, status, &s)) return;
+  const uint32_t words[4] = {t.codes.x, t.codes.y, t.codes.z, t.codes.w};
+  float v[kPieceElems];
+  if (pieceIsRare(words, grid, t.valid)) {  // NaN and Inf keep their value; every other value as below
+    rarePieceValues<Dtype>(words, codeTable, s, v);
+#pragma unroll
+    for (uint32_t h = 0; h < 2; ++h) {
+      const uint32_t first = h * kLaneElems;
+      if (t.valid > first)
+        store8<Dtype, Mode>(dst, r, t.first + first, min(kLaneElems, t.valid - first),
+                            v + first, false);
+    }
+    return;
+  }
+  commonPieceValues(words, grid, codeTable, s, v);
   if constexpr (Dtype == cclzFloat32) {
     const float maxFinite = dtypeMaxFinite(Dtype);
 #pragma unroll

@@ -1,7 +1,7 @@
 // The sum of plain fp8 frames in one pass (FrameSum, codec/device.h): a reduce-scatter's decode
 // stage once every frame of its piece is in (the fused NVLink paths, the pipeline's decode step).
 // The n steps of ReduceStep write the fp32 accumulator after every frame but the last and read it
-// before every frame but the first: with bf16 frames 5 + 9 (n - 2) + 7 bytes a value, 26 at four
+// before every frame but the first: with bf16 frames 5 + 9 (n - 2) + 7 bytes a value, 30 at four
 // ranks. Here each value's n codes are read and its sum written once (n + 2 bytes: 6 at four
 // ranks), the frames' values added in registers in rank order.
 //
@@ -31,40 +31,17 @@ template <int Dtype>
 __device__ __forceinline__ bool pieceValues(const PieceLoad& t, uint32_t grid,
                                             const float* codeTable, float* v,
                                             DeviceStatus* status) {
-  const float coarse = bitsToFloat(t.coarseBits);
-  if (t.flag != 0 || !validCoarse(coarse, 0)) {  // plain frames: no row may be rotated
-    atomicCAS(&status->decodeError, 0u, static_cast<uint32_t>(kFrameBadChunk));
-    return false;
-  }
-  const float s = mulRn(coarse, fineScale(t.fine));
+  float s;
+  if (!pieceScale(t, status, &s)) return false;
   const uint32_t words[4] = {t.codes.x, t.codes.y, t.codes.z, t.codes.w};
-  const uint32_t carry = grid == kE5M2 ? 0x04040404u : 0x01010101u;
-  uint32_t rareBits = 0;
+  if (pieceIsRare(words, grid, t.valid)) {  // NaN and Inf keep their value
+    rarePieceValues<Dtype>(words, codeTable, s, v);
 #pragma unroll
-  for (int w = 0; w < 4; ++w) rareBits |= rareBytes(words[w], carry);
-  const float maxFinite = dtypeMaxFinite(Dtype);
-  if (rareBits != 0 || t.valid != kPieceElems) {  // NaN and Inf keep their value
-#pragma unroll
-    for (uint32_t j = 0; j < kPieceElems; ++j) {
-      const uint8_t code = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
-      v[j] = asStored<Dtype>(isSpecialCode(code) ? specialValue(code)
-                                                 : saturate(mulRn(codeTable[code], s), maxFinite));
-    }
+    for (uint32_t j = 0; j < kPieceElems; ++j) v[j] = asStored<Dtype>(v[j]);
     return true;
   }
-  if (grid == kInt8) {  // uniform
-#pragma unroll
-    for (uint32_t j = 0; j < kPieceElems; ++j)
-      v[j] = mulRn(codeTable[(words[j / 4] >> (8 * (j % 4))) & 0xFFu], s);
-  } else {
-    // NOTE: as in decodePiece, the hardware's exact conversion to fp16 pairs gives codeValue.
-#pragma unroll
-    for (uint32_t j = 0; j < kPieceElems; j += 2) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[j / 4] >> (8 * (j % 4)));
-      const float2 m = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, fp8Kind(grid))));
-      v[j] = mulRn(m.x, s), v[j + 1] = mulRn(m.y, s);
-    }
-  }
+  commonPieceValues(words, grid, codeTable, s, v);
+  const float maxFinite = dtypeMaxFinite(Dtype);
 #pragma unroll
   for (uint32_t j = 0; j < kPieceElems; j += 2) {
     if constexpr (Dtype == cclzFloat32) {
