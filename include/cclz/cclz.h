@@ -577,8 +577,8 @@ CCLZ_API cclzResult_t cclzRecv(void* recvbuff, size_t count, cclzDataType_t dtyp
 /* The GEMMs of tensor + sequence parallelism with their all-gather or reduce-scatter decomposed
  * into peer-to-peer steps scheduled against row chunks of the GEMM (docs/overlap.md). Row-major;
  * op(B) = B^T with B n x k (a Linear's weight: torch's layout, y = x W^T) when transB is non-zero,
- * else B k x n. a, b, c (and gathered) hold dtype: bf16, fp16 or fp32; products are summed in
- * fp32. codec: NULL (plain) or fp8: each rank's chunk travels as one frame, encoded once.
+ * else B k x n. a, b, c (and gathered, bias) hold dtype: bf16, fp16 or fp32, in the
+ * communicator's memory (device memory on a device communicator); products are summed in fp32. codec: NULL (plain) or fp8: each rank's chunk travels as one frame, encoded once.
  * Every rank passes the same m, n, k, transB, dtype and codec (checked as the collectives are:
  * a mismatch fails the call on every rank, or past an op's first call on a device communicator
  * becomes its asynchronous error, CCLZ_CHECK_CALLS). On a host communicator the call is complete when it returns; on a device

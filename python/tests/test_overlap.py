@@ -51,6 +51,10 @@ def test_bad_shapes_raise_before_anything_moves(comm):
         comm.all_gather_matmul(torch.empty(M, N), x, w)
     with pytest.raises(ValueError, match="2-D"):
         comm.matmul_reduce_scatter(torch.empty(M, N), x.view(2, M // 2, K), w)
+    with pytest.raises(ValueError, match="bias has shape"):
+        comm.all_gather_matmul(out, x, w, bias=torch.ones(N + 1))
+    with pytest.raises(ValueError, match="dtype"):
+        comm.all_gather_matmul(out, x, w, bias=torch.ones(N, dtype=torch.float64))
     assert torch.equal(out, torch.full((comm.size * M, N), 7.0))
 
 
