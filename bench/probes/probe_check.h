@@ -1,10 +1,13 @@
-// The probes' checks of a CUDA call (CK) and a cclz call (CZ): on failure, print the call and
-// the error, and return 1 from the enclosing function (main).
+// What the .cu probes share: the checks of a CUDA call (CK) and a cclz call (CZ), which on
+// failure print the call and the error and return 1 from the enclosing function (main); and
+// their timing of queued calls (medianUs).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "cclz/cclz.h"
 
@@ -23,3 +26,22 @@
       return 1;                                               \
     }                                                         \
   } while (0)
+
+// The median of 5 rounds of 20 calls queued back to back on `stream`, after 5 warm-up calls, in
+// microseconds a call.
+template <typename Call>
+float medianUs(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, Call call) {
+  for (int w = 0; w < 5; ++w) call();
+  std::vector<float> rounds;
+  for (int round = 0; round < 5; ++round) {
+    cudaEventRecord(e0, stream);
+    for (int k = 0; k < 20; ++k) call();
+    cudaEventRecord(e1, stream);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    rounds.push_back(ms * 1000.0f / 20);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[2];
+}

@@ -22,28 +22,6 @@
 #include "codec/device.h"
 #include "probe_check.h"
 
-namespace {
-
-// The median of 5 rounds of 20 calls queued back to back, in microseconds a call.
-template <typename Call>
-float medianUs(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, Call call) {
-  for (int w = 0; w < 5; ++w) call();
-  std::vector<float> rounds;
-  for (int round = 0; round < 5; ++round) {
-    cudaEventRecord(e0, stream);
-    for (int k = 0; k < 20; ++k) call();
-    cudaEventRecord(e1, stream);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    rounds.push_back(ms * 1000.0f / 20);
-  }
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[2];
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   std::string json = "[\n";
   int failures = 0;

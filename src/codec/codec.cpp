@@ -102,6 +102,16 @@ void Codec::decodeReduceDevice(const cclzCodecConfig_t& config, const uint8_t* s
   decodeAccumulateDevice(config, src, srcBytes, dtype, count, step.acc, ws, stream);
 }
 
+void Codec::encodeBatchDevice(const cclzCodecConfig_t& config, int dtype, const FrameBatch& batch,
+                              uint64_t count, const DeviceWorkspace& ws,
+                              cudaStream_t stream) const {
+  CCLZ_REQUIRE(batch.n >= 0 && batch.n <= kMaxBatchFrames, cclzInvalidArgument,
+               "an encode batch holds at most " + std::to_string(kMaxBatchFrames) + " frames");
+  for (int f = 0; f < batch.n; ++f)
+    encodeDevice(config, dtype, batch.src[f], count, batch.dst[f], batch.encodedBytesOut[f], ws,
+                 stream);
+}
+
 void Codec::decodeSumDevice(const cclzCodecConfig_t&, const FrameSum&, int, uint64_t,
                             const DeviceWorkspace&, cudaStream_t) const {
   CCLZ_FAIL(cclzNotSupported, std::string("the ") + name() + " codec has no one-pass sum");

@@ -21,6 +21,7 @@ namespace cclz {
 struct DeviceStatus;
 struct ReduceStep;
 struct FrameSum;
+struct FrameBatch;
 
 // Thrown by a host encode that met a NaN or Inf after it wrote its complete frame (and residual):
 // the call fails, yet its outputs are valid (docs/formats.md, qgrad, "NaN and Inf"), so the API
@@ -120,6 +121,19 @@ class Codec {
   virtual void encodeDevice(const cclzCodecConfig_t& config, int dtype, const void* src,
                             uint64_t count, uint8_t* dst, uint64_t* encodedBytesOut,
                             const DeviceWorkspace& ws, cudaStream_t stream) const = 0;
+  // Device scratch encodeBatchDevice needs for n frames of count values. The default: one
+  // encode's, since its encodes run one after another.
+  virtual uint64_t encodeBatchScratchBytes(const cclzCodecConfig_t& config, int dtype,
+                                           uint64_t count, int n) const {
+    (void)n;
+    return encodeScratchBytes(config, dtype, count);
+  }
+  // n frames of count values each (FrameBatch, codec/device.h), the bytes of n encodeDevice
+  // calls. The default makes those calls in order; the fp8 codec launches each of its kernels
+  // once for all the frames.
+  virtual void encodeBatchDevice(const cclzCodecConfig_t& config, int dtype,
+                                 const FrameBatch& batch, uint64_t count, const DeviceWorkspace& ws,
+                                 cudaStream_t stream) const;
   // A rejected frame sets ws.status->decodeError (the first error since it was cleared).
   virtual void decodeDevice(const cclzCodecConfig_t& config, const uint8_t* src, uint64_t srcBytes,
                             int dtype, uint64_t count, void* dst, const DeviceWorkspace& ws,

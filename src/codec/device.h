@@ -51,6 +51,20 @@ struct FrameSum {
   float divisor = 1.0f;
 };
 
+// Frames of one count encoded together (Codec::encodeBatchDevice): a reduce-scatter's piece, one
+// block per destination. Frame f is src[f]'s count values encoded into dst[f] (capacity >=
+// maxEncodedBytes), its size written to encodedBytesOut[f] where that is not NULL (device
+// memory). The bytes are those of n encodeDevice calls; a codec that can runs the n encodes'
+// kernels as one launch each, so that their fixed costs (the fp8 encode's sampling kernels) are
+// paid once, not n times.
+constexpr int kMaxBatchFrames = kMaxSumFrames;
+struct FrameBatch {
+  const void* src[kMaxBatchFrames] = {};
+  uint8_t* dst[kMaxBatchFrames] = {};
+  uint64_t* encodedBytesOut[kMaxBatchFrames] = {};
+  int n = 0;
+};
+
 // Throws cclz::Error(cclzUnhandledCudaError) with the call and CUDA's message.
 #define CCLZ_CUDA_CHECK(call)                                               \
   do {                                                                      \
@@ -111,6 +125,13 @@ uint64_t encodeScratchBytes(const Params& p, uint64_t count);
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   cudaStream_t stream);
+// The scratch a batch of n frames of count values needs: each frame's encodeScratchBytes, 16-byte
+// aligned, one after another.
+uint64_t encodeBatchScratchBytes(const Params& p, uint64_t count, int n);
+// The batch's frames (FrameBatch, 1 to kMaxBatchFrames), each the bytes encodeDevice writes, with
+// one launch of each of the encode's kernels for all of them (the frame is a kernel's blockIdx.y).
+void encodeBatchDevice(const Params& p, int dtype, const FrameBatch& batch, uint64_t count,
+                       DeviceStatus* status, uint8_t* scratch, cudaStream_t stream);
 // Decodes into dst (dtype), or, when reduce is not NULL, takes that step of a sum: one pass.
 void decodeDevice(const uint8_t* src, uint64_t srcBytes, int dtype, uint64_t count, void* dst,
                   const ReduceStep* reduce, DeviceStatus* status, cudaStream_t stream);

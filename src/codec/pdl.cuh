@@ -65,10 +65,10 @@ inline bool programmaticLaunchSupported() {
 // says so: the kernel must then call waitForPreviousKernel before it reads or writes global
 // memory.
 template <typename... Params, typename... Args>
-void launchKernel(void (*kernel)(Params...), unsigned grid, unsigned threads, size_t sharedBytes,
+void launchKernel(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t sharedBytes,
                   cudaStream_t stream, bool programmatic, Args&&... args) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
+  config.gridDim = grid;
   config.blockDim = dim3(threads);
   config.dynamicSmemBytes = sharedBytes;
   config.stream = stream;

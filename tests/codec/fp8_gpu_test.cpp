@@ -346,9 +346,95 @@ TEST(Fp8GpuReduce, OnePassSumTakesOnlyPlainFrames) {
     DeviceStatus after{};
     std::memcpy(&after, status.download(sizeof after).data(), sizeof after);
     EXPECT_EQ(after.decodeError, frameAndError.second);
-    if (frameAndError.second != kFrameBadChunk)
+    if (frameAndError.second != kFrameBadChunk) {
       EXPECT_EQ(out.download(2 * count), pattern) << "nothing stored";
+    }
     EXPECT_TRUE(out.guardsIntact() && second.guardsIntact());
+  }
+}
+
+// n blocks of count values, one after another as a reduce-scatter's destinations' chunks lie,
+// each with channels of its own period (the fp8 encoder chooses another row length and
+// smoothing for each), and their frames encoded as one batch (Codec::encodeBatchDevice) on the
+// device: each frame must equal the host's encode of its block, and its size must be written.
+void expectBatchEqualsTheBlocksEncodes(const cclzCodecConfig_t& config, int dtype, size_t count,
+                                       int n) {
+  SCOPED_TRACE(std::string(codecFor(config.codec).name()) + " / " + dtypeLabel(dtype) + " / " +
+               std::to_string(n) + " frames of " + std::to_string(count));
+  const Codec& codec = codecFor(config.codec);
+  const size_t esize = elementSize(dtype), blockBytes = count * esize;
+  const size_t periods[] = {768, 512, 1536, 4096, 640, 2304, 1024, 3072};
+  std::vector<uint8_t> input(n * blockBytes);
+  for (int f = 0; f < n; ++f) {
+    const std::vector<size_t> massive = f % 2 ? std::vector<size_t>{5, 300} : std::vector<size_t>{};
+    const std::vector<uint8_t> block = toDtype(periodicChannels(periods[f], count, massive), dtype);
+    std::memcpy(input.data() + f * blockBytes, block.data(), blockBytes);
+  }
+  const uint64_t capacity = codec.maxEncodedBytes(config, dtype, count);
+  GuardedDeviceBuffer src(input.size()), sizes(8 * n), status(sizeof(DeviceStatus)),
+      scratch(std::max<uint64_t>(16, codec.encodeBatchScratchBytes(config, dtype, count, n)));
+  std::vector<std::unique_ptr<GuardedDeviceBuffer>> frames;
+  FrameBatch batch;
+  batch.n = n;
+  for (int f = 0; f < n; ++f) {
+    frames.push_back(std::make_unique<GuardedDeviceBuffer>(capacity));
+    ASSERT_TRUE(frames.back()->ok());
+    batch.src[f] = src.data() + f * blockBytes;
+    batch.dst[f] = frames.back()->data();
+    batch.encodedBytesOut[f] = reinterpret_cast<uint64_t*>(sizes.data()) + f;
+  }
+  ASSERT_TRUE(src.ok() && sizes.ok() && status.ok() && scratch.ok());
+  src.upload(input.data(), input.size());
+  const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), scratch.data(),
+                           scratch.size()};
+  codec.encodeBatchDevice(config, dtype, batch, count, ws, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint64_t> written(n);
+  std::memcpy(written.data(), sizes.download(8 * n).data(), 8 * n);
+  for (int f = 0; f < n; ++f) {
+    std::vector<uint8_t> host(capacity);
+    host.resize(codec.encodeHost(config, dtype, input.data() + f * blockBytes, count, host.data(),
+                                 capacity));
+    EXPECT_EQ(written[f], host.size()) << "frame " << f;
+    expectSameBytes(frames[f]->download(host.size()), host, "frame " + std::to_string(f));
+    EXPECT_TRUE(frames[f]->guardsIntact()) << "frame " << f;
+  }
+  EXPECT_TRUE(src.guardsIntact() && scratch.guardsIntact());
+}
+
+// Every path of the fp8 encode (rows from the data, with and without smoothing; the caller's
+// rows, with and without smoothing), 1 to kMaxBatchFrames frames, blocks at 16-byte aligned
+// offsets (2^19 values) and not (300001 values of bf16), every dtype; and the one-by-one default
+// of a codec without a batch of its own (lossless).
+TEST(Fp8GpuBatch, EachFrameIsTheEncodeOfItsBlock) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  for (const char* name : {"default", "auto_int8", "row768", "smooth_row512_always"}) {
+    const auto named = std::find_if(setups().begin(), setups().end(),
+                                    [&](const GpuSetup& s) { return std::string(s.name) == name; });
+    ASSERT_NE(named, setups().end());
+    SCOPED_TRACE(name);
+    for (int n : {1, 3, kMaxBatchFrames})
+      for (size_t count : {size_t{1} << 19, size_t{300001}})
+        expectBatchEqualsTheBlocksEncodes(named->config(), cclzBfloat16, count, n);
+    for (int dtype : {int(cclzFloat16), int(cclzFloat32)})
+      expectBatchEqualsTheBlocksEncodes(named->config(), dtype, 300001, 2);
+  }
+  cclzCodecConfig_t lossless = CCLZ_CODEC_CONFIG_INITIALIZER;
+  lossless.codec = cclzCodecLossless;
+  expectBatchEqualsTheBlocksEncodes(lossless, cclzBfloat16, 300001, 3);
+}
+
+// A batch of no frames, or of more than kMaxBatchFrames, is refused before anything is queued.
+TEST(Fp8GpuBatch, BatchSizeIsChecked) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const cclzCodecConfig_t config = setups()[0].config();
+  const DeviceWorkspace ws{nullptr, nullptr, 0};
+  for (int n : {0, kMaxBatchFrames + 1}) {
+    FrameBatch batch;
+    batch.n = n;
+    EXPECT_THROW(fp8Codec().encodeBatchDevice(config, cclzBfloat16, batch, 4096, ws, nullptr),
+                 Error)
+        << n << " frames";
   }
 }
 

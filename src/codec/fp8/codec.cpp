@@ -133,6 +133,17 @@ class Fp8Codec final : public Codec {
                       stream);
   }
 
+  uint64_t encodeBatchScratchBytes(const cclzCodecConfig_t& c, int, uint64_t count,
+                                   int n) const override {
+    return fp8::encodeBatchScratchBytes(fp8Params(c), count, n);
+  }
+
+  void encodeBatchDevice(const cclzCodecConfig_t& c, int dtype, const FrameBatch& batch,
+                         uint64_t count, const DeviceWorkspace& ws,
+                         cudaStream_t stream) const override {
+    fp8::encodeBatchDevice(fp8Params(c), dtype, batch, count, ws.status, ws.scratch, stream);
+  }
+
   void decodeDevice(const cclzCodecConfig_t&, const uint8_t* src, uint64_t srcBytes, int dtype,
                     uint64_t count, void* dst, const DeviceWorkspace& ws,
                     cudaStream_t stream) const override {

@@ -125,8 +125,8 @@ __device__ __forceinline__ uint32_t groupStatistic(const float* v, uint32_t lane
 
 // launchKernel(kernel, grid, kThreads, 0, stream, programmatic, args...) (codec/pdl.cuh).
 template <typename... Params, typename... Args>
-void launchFp8Kernel(void (*kernel)(Params...), unsigned grid, cudaStream_t stream,
-                     bool programmatic, Args&&... args) {
+void launchFp8Kernel(void (*kernel)(Params...), dim3 grid, cudaStream_t stream, bool programmatic,
+                     Args&&... args) {
   launchKernel(kernel, grid, kThreads, 0, stream, programmatic, std::forward<Args>(args)...);
 }
 
@@ -168,11 +168,34 @@ struct ShapeSample {
 static_assert(sizeof(EncodeChoice) % 16 == 0 && sizeof(ShapeSample) % 16 == 0,
               "the scratch's parts stay 16-byte aligned");
 
-// What the first sampling kernel zeroes for the kernels after it, besides the choice's counters
-// (in place of two memsets): the frame's side data from its coarse scales on.
-struct SampleZeroing {
-  uint8_t* side;
-  uint64_t sideBytes;
+// The frames one launch of the encode's kernels writes (FrameBatch): frame blockIdx.y from its
+// own source into its own frame, with its own part of the scratch. The frames have one count, so
+// one layout and one grid in x; an encode of one frame is a batch of one.
+struct EncodeFrames {
+  const void* src[kMaxBatchFrames];
+  uint8_t* dst[kMaxBatchFrames];
+  uint64_t* encodedBytesOut[kMaxBatchFrames];
+  uint8_t* scratch;  // frame f's: scratch + f * scratchStride (each encodeScratchBytes)
+  uint64_t scratchStride;
+
+  __device__ __forceinline__ const void* source() const { return src[blockIdx.y]; }
+  __device__ __forceinline__ uint8_t* frame() const { return dst[blockIdx.y]; }
+  __device__ __forceinline__ uint64_t* sizeOut() const { return encodedBytesOut[blockIdx.y]; }
+  __device__ __forceinline__ uint8_t* scratchPart(uint64_t offset) const {
+    return scratch + blockIdx.y * scratchStride + offset;
+  }
+  __device__ __forceinline__ EncodeChoice* choice() const {
+    return reinterpret_cast<EncodeChoice*>(scratchPart(0));
+  }
+};
+
+// Where the sampling kernels find their parts of a frame's scratch and of the frame (byte
+// offsets): the row-length sample (ShapeSample) and the smoothing's column sums in the scratch,
+// after the EncodeChoice at its start; the side data the first kernel zeroes (from the coarse
+// scales on, in place of two memsets) and the smoothing area in the frame.
+struct SampleParts {
+  uint64_t sample, levels;
+  uint64_t side, sideBytes, smooth;
 };
 
 // The blocks of kThreads threads for warpsOfWork warps' worth of work (grid-stride beyond 16384).
@@ -183,19 +206,18 @@ inline unsigned gridFor(uint64_t warpsOfWork) {
 }
 
 // The sampling kernels (sample_kernel.cu), queued on `stream` before the encode that reads their
-// choice. The row length (numMeasuredCandidates(count, log2H) > 0): launchShapeKernels queues
-// shapeSampleKernel (the sample's levels; it also zeroes the choice's counters and `zero`) and
+// choice, each one launch for the n frames of `frames` (grid y). The row length
+// (numMeasuredCandidates(count, log2H) > 0): launchShapeKernels queues shapeSampleKernel (the
+// sample's levels; it also zeroes the choice's counters and the frame's side data) and
 // shapeStatsKernel (one block per measured candidate; the last one chooses). The smoothing
 // shifts: launchSmoothKernel queues smoothKernel (fixedRowElems 0: the row length the shape
 // kernels chose; afterShapeKernels: queued right after them, it may start early); `columns` is
-// the frame's smoothing capacity, `levels` holds as many words (no need to zero them), the
-// choice's smoothBlocksDone must be zero (the shape kernels or a memset).
-void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
-                        EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
-                        cudaStream_t stream);
-void launchSmoothKernel(int dtype, const void* src, uint64_t count, bool vector,
+// the frame's smoothing capacity, its scratch's levels hold as many words (no need to zero
+// them), the choice's smoothBlocksDone must be zero (the shape kernels or a memset).
+void launchShapeKernels(int dtype, const EncodeFrames& frames, int n, uint64_t count, bool vector,
+                        uint32_t log2H, const SampleParts& parts, cudaStream_t stream);
+void launchSmoothKernel(int dtype, const EncodeFrames& frames, int n, uint64_t count, bool vector,
                         uint32_t fixedRowElems, uint32_t columns, bool afterShapeKernels,
-                        EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut,
-                        cudaStream_t stream);
+                        const SampleParts& parts, cudaStream_t stream);
 
 }  // namespace cclz::fp8

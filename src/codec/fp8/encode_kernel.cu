@@ -230,24 +230,26 @@ __device__ __forceinline__ void smooth8(float* v, const uint8_t* shifts, uint32_
     v[j] = mulRn(v[j], smoothDown((w[j / 4] >> (8 * (j % 4))) & 0xFFu));
 }
 
-// Chosen = false is the encode with every parameter known on the host. Chosen = true reads the
-// row length and the smoothing decision the sampling kernels left in `choice`, patches the
-// header with them, and leaves the side data's unused slots to the memset that preceded it.
+// Frame blockIdx.y of `frames` (EncodeFrames: one count, one layout). Chosen = false is the encode
+// with every parameter known on the host. Chosen = true reads the row length and the smoothing
+// decision the sampling kernels left in the frame's choice, patches the header with them, and
+// leaves the side data's unused slots to the kernel or memset that zeroed them before.
 // NOTE: 4 blocks (32 warps) per SM: at most 64 registers.
 // kLong: rows may be longer than kHeldElems (false where the host knows they are not: the
 // segment loops then compile away, and held rows encode 3-5% faster without them;
 // docs/kernels/fp8.md, "Row length and smoothing").
 template <int Dtype, bool Chosen, bool kLong>
 __global__ void __launch_bounds__(kThreads, 4)
-    encodeKernel(Params p, Layout l, FrameHeader header, const void* src, uint64_t count,
-                 bool vector, uint8_t* dst, uint64_t* encodedBytesOut, DeviceStatus* status,
-                 const EncodeChoice* choice) {
+    encodeKernel(Params p, Layout l, FrameHeader header, EncodeFrames frames, uint64_t count,
+                 bool vector, DeviceStatus* status) {
   // NOTE: launched programmatic where it can be (launchEncode): this kernel waits for the kernel
   // before it before it touches global memory, then lets the kernel after it start. For calls in
   // a row (a pipeline's pieces) the launch of one overlaps the run of the one before. Letting the
   // next start only after the wait keeps the overlap one kernel deep (codec/pdl.cuh).
   waitForPreviousKernel();
   letNextKernelStart();
+  const void* const src = frames.source();
+  uint8_t* const dst = frames.frame();
   __shared__ ScaleTable tables[kThreads / 32];
   ScaleTable& table = tables[threadIdx.x / 32];
   const uint32_t lane = threadIdx.x & 31;
@@ -255,6 +257,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   uint64_t numRows = l.numRows;
   bool smoothed = false;
   if constexpr (Chosen) {
+    const EncodeChoice* choice = frames.choice();
     if (p.shape == kShapeAuto) rowElems = choice->rowElems;
     smoothed = choice->smoothApplied != 0;
     numRows = (count + rowElems - 1) / rowElems;
@@ -275,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       for (uint64_t i = l.flags + l.numRows; i < l.frameBytes; ++i) dst[i] = 0;
     }
     status->encodedBytes = l.frameBytes;
-    if (encodedBytesOut) *encodedBytesOut = l.frameBytes;
+    if (uint64_t* out = frames.sizeOut()) *out = l.frameBytes;
   }
   const uint32_t h = 1u << p.log2Hadamard, groupLanes = h / kLaneElems;
   const uint64_t warps = static_cast<uint64_t>(gridDim.x) * blockDim.x / 32;
@@ -727,59 +730,73 @@ ScratchParts scratchParts(const Params& p, uint64_t count) {
 }
 
 template <int Dtype>
-void launchEncode(const Params& req, const void* src, uint64_t count, uint8_t* dst,
-                  uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
-                  cudaStream_t stream) {
+void launchEncode(const Params& req, const EncodeFrames& frames, int n, uint64_t count, bool vector,
+                  DeviceStatus* status, cudaStream_t stream) {
   const Params p = hostFrameParams(req, count);
   const Layout l = frameLayout(count, p);
   const FrameHeader header = makeHeader(p, Dtype, count);
-  const bool vector = reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  const unsigned blocks = gridFor(l.rowSlots);
+  const dim3 grid(gridFor(l.rowSlots), n);
   const ScratchParts parts = scratchParts(p, count);
   if (parts.bytes == 0) {  // nothing to decide on the device: the one-pass encode alone
     const bool programmatic = programmaticLaunchSupported();
-    const EncodeChoice* none = nullptr;
     if (p.rowElems > kHeldElems)
-      launchFp8Kernel(encodeKernel<Dtype, false, true>, blocks, stream, programmatic, p, l, header,
-                      src, count, vector, dst, encodedBytesOut, status, none);
+      launchFp8Kernel(encodeKernel<Dtype, false, true>, grid, stream, programmatic, p, l, header,
+                      frames, count, vector, status);
     else
-      launchFp8Kernel(encodeKernel<Dtype, false, false>, blocks, stream, programmatic, p, l,
-                      header, src, count, vector, dst, encodedBytesOut, status, none);
+      launchFp8Kernel(encodeKernel<Dtype, false, false>, grid, stream, programmatic, p, l, header,
+                      frames, count, vector, status);
     return;
   }
-  CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(scratch) % 16 == 0, cclzInvalidArgument,
+  CCLZ_REQUIRE(reinterpret_cast<uintptr_t>(frames.scratch) % 16 == 0, cclzInvalidArgument,
                "the fp8 encode's scratch must be 16-byte aligned");
-  auto* choice = reinterpret_cast<EncodeChoice*>(scratch);
-  auto* levels = reinterpret_cast<uint32_t*>(scratch + parts.levels);
+  const SampleParts sampled{parts.sample, parts.levels, l.coarse, l.frameBytes - l.coarse,
+                            l.smooth};
   if (parts.sample) {
     // NOTE: the first sampling kernel zeroes the counters and the side data's unused slots (rows
     // the choice did not need, the smoothing area of a frame not smoothed) in place of two
     // memsets: two fewer launches on the chain.
-    launchShapeKernels(Dtype, src, count, vector, p.log2Hadamard, choice,
-                       reinterpret_cast<ShapeSample*>(scratch + parts.sample),
-                       SampleZeroing{dst + l.coarse, l.frameBytes - l.coarse}, stream);
+    launchShapeKernels(Dtype, frames, n, count, vector, p.log2Hadamard, sampled, stream);
   } else {
     // NOTE: the side data's unused slots (the smoothing area of a frame not smoothed) are zero; a
     // memset of the side data is cheaper than finding them.
-    CCLZ_CUDA_CHECK(cudaMemsetAsync(choice, 0, sizeof(EncodeChoice), stream));
-    CCLZ_CUDA_CHECK(cudaMemsetAsync(dst + l.coarse, 0, l.frameBytes - l.coarse, stream));
+    for (int f = 0; f < n; ++f) {
+      CCLZ_CUDA_CHECK(cudaMemsetAsync(frames.scratch + f * frames.scratchStride, 0,
+                                      sizeof(EncodeChoice), stream));
+      CCLZ_CUDA_CHECK(
+          cudaMemsetAsync(frames.dst[f] + l.coarse, 0, l.frameBytes - l.coarse, stream));
+    }
   }
   if (p.smoothing)
-    launchSmoothKernel(Dtype, src, count, vector, p.shape == kShapeCaller ? p.rowElems : 0u,
-                       static_cast<uint32_t>(parts.levelWords), parts.sample != 0, choice, levels,
-                       dst + l.smooth, stream);
+    launchSmoothKernel(Dtype, frames, n, count, vector, p.shape == kShapeCaller ? p.rowElems : 0u,
+                       static_cast<uint32_t>(parts.levelWords), parts.sample != 0, sampled, stream);
   // The row length is the caller's, or chosen on the device (up to kAutoMaxRowElems).
   // NOTE: programmatic after the sampling kernels, as the one-pass encode is after whatever came
   // before it: the choice it reads is the last of them's, which its wait covers.
   const bool programmatic = programmaticLaunchSupported();
-  const EncodeChoice* decided = choice;
   if (p.shape == kShapeCaller && p.rowElems <= kHeldElems)
-    launchFp8Kernel(encodeKernel<Dtype, true, false>, blocks, stream, programmatic, p, l, header,
-                    src, count, vector, dst, encodedBytesOut, status, decided);
+    launchFp8Kernel(encodeKernel<Dtype, true, false>, grid, stream, programmatic, p, l, header,
+                    frames, count, vector, status);
   else
-    launchFp8Kernel(encodeKernel<Dtype, true, true>, blocks, stream, programmatic, p, l, header,
-                    src, count, vector, dst, encodedBytesOut, status, decided);
+    launchFp8Kernel(encodeKernel<Dtype, true, true>, grid, stream, programmatic, p, l, header,
+                    frames, count, vector, status);
 }
+
+void launchEncodeOfDtype(const Params& p, int dtype, const EncodeFrames& frames, int n,
+                         uint64_t count, bool vector, DeviceStatus* status, cudaStream_t stream) {
+  switch (dtype) {
+    case cclzBfloat16:
+      launchEncode<cclzBfloat16>(p, frames, n, count, vector, status, stream);
+      break;
+    case cclzFloat16:
+      launchEncode<cclzFloat16>(p, frames, n, count, vector, status, stream);
+      break;
+    default:
+      launchEncode<cclzFloat32>(p, frames, n, count, vector, status, stream);
+  }
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -787,20 +804,39 @@ uint64_t encodeScratchBytes(const Params& req, uint64_t count) {
   return scratchParts(hostFrameParams(req, count), count).bytes;
 }
 
+uint64_t encodeBatchScratchBytes(const Params& p, uint64_t count, int n) {
+  const uint64_t one = encodeScratchBytes(p, count);
+  return (one + 15) / 16 * 16 * static_cast<uint64_t>(n);
+}
+
 void encodeDevice(const Params& p, int dtype, const void* src, uint64_t count, uint8_t* dst,
                   uint64_t* encodedBytesOut, DeviceStatus* status, uint8_t* scratch,
                   cudaStream_t stream) {
-  switch (dtype) {
-    case cclzBfloat16:
-      launchEncode<cclzBfloat16>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
-      break;
-    case cclzFloat16:
-      launchEncode<cclzFloat16>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
-      break;
-    default:
-      launchEncode<cclzFloat32>(p, src, count, dst, encodedBytesOut, status, scratch, stream);
+  EncodeFrames frames{};
+  frames.src[0] = src;
+  frames.dst[0] = dst;
+  frames.encodedBytesOut[0] = encodedBytesOut;
+  frames.scratch = scratch;
+  launchEncodeOfDtype(p, dtype, frames, 1, count, aligned16(src), status, stream);
+}
+
+// NOTE: the frames' sampling kernels are latency-bound (a few blocks each, ~13 us of chain at any
+// size): as one launch for every frame they cost what one frame's do.
+void encodeBatchDevice(const Params& p, int dtype, const FrameBatch& batch, uint64_t count,
+                       DeviceStatus* status, uint8_t* scratch, cudaStream_t stream) {
+  CCLZ_REQUIRE(batch.n >= 1 && batch.n <= kMaxBatchFrames, cclzInvalidArgument,
+               "an fp8 encode batch holds 1 to " + std::to_string(kMaxBatchFrames) + " frames");
+  EncodeFrames frames{};
+  bool vector = true;
+  for (int f = 0; f < batch.n; ++f) {
+    frames.src[f] = batch.src[f];
+    frames.dst[f] = batch.dst[f];
+    frames.encodedBytesOut[f] = batch.encodedBytesOut[f];
+    vector = vector && aligned16(batch.src[f]);
   }
-  CCLZ_CUDA_CHECK(cudaGetLastError());
+  frames.scratch = scratch;
+  frames.scratchStride = (encodeScratchBytes(p, count) + 15) / 16 * 16;
+  launchEncodeOfDtype(p, dtype, frames, batch.n, count, vector, status, stream);
 }
 
 }  // namespace cclz::fp8

@@ -87,20 +87,20 @@ __device__ uint32_t warpShapeCenter(const uint32_t* histogram, uint32_t counted,
   return warpFirstBinReaching(histogram, (counted + 1) / 2, lane) * 8 + 4;
 }
 
-// Zeroes, over the whole grid, what the later kernels of the encode need zero (SampleZeroing) and
-// the choice's counters, in place of two memsets. The side data with 16-byte stores between
-// byte-wise ends (the frame may start anywhere).
-__device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& zero) {
+// Zeroes, over the frame's blocks, what the later kernels of the encode need zero (the frame's
+// side data, sideBytes from `side`) and the choice's counters, in place of two memsets. The side
+// data with 16-byte stores between byte-wise ends (the frame may start anywhere).
+__device__ void zeroForLaterKernels(EncodeChoice* choice, uint8_t* side, uint64_t sideBytes) {
   const uint64_t thread = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const uint64_t threads = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   if (thread == 0) choice->smoothApplied = choice->shapeBlocksDone = choice->smoothBlocksDone = 0;
-  const uint64_t misaligned = reinterpret_cast<uintptr_t>(zero.side) % 16;
-  const uint64_t head = std::min<uint64_t>(zero.sideBytes, misaligned ? 16 - misaligned : 0);
-  const uint64_t words = (zero.sideBytes - head) / 16;
-  uint4* aligned = reinterpret_cast<uint4*>(zero.side + head);
+  const uint64_t misaligned = reinterpret_cast<uintptr_t>(side) % 16;
+  const uint64_t head = std::min<uint64_t>(sideBytes, misaligned ? 16 - misaligned : 0);
+  const uint64_t words = (sideBytes - head) / 16;
+  uint4* aligned = reinterpret_cast<uint4*>(side + head);
   for (uint64_t i = thread; i < words; i += threads) aligned[i] = make_uint4(0, 0, 0, 0);
-  for (uint64_t i = thread; i < head; i += threads) zero.side[i] = 0;
-  for (uint64_t i = head + 16 * words + thread; i < zero.sideBytes; i += threads) zero.side[i] = 0;
+  for (uint64_t i = thread; i < head; i += threads) side[i] = 0;
+  for (uint64_t i = head + 16 * words + thread; i < sideBytes; i += threads) side[i] = 0;
 }
 
 // Block b turns sample values [8192 b, 8192 b + 8192) into their levels (shapeLevel, one byte
@@ -112,14 +112,17 @@ __device__ void zeroForLaterKernels(EncodeChoice* choice, const SampleZeroing& z
 // block's 32 warps overlapping them, where 256 threads would have 16 in a row each).
 template <int Dtype>
 __global__ void __launch_bounds__(kSampleThreads)
-    shapeSampleKernel(const void* src, uint64_t count, bool vector, EncodeChoice* choice,
-                      ShapeSample* sample, SampleZeroing zero) {
+    shapeSampleKernel(EncodeFrames frames, uint64_t count, bool vector, SampleParts parts) {
   __shared__ uint32_t histogram[256], counted, center;
   letNextKernelStart();  // shapeStatsKernel's blocks may wait on the SMs meanwhile
+  const void* src = frames.source();
+  EncodeChoice* choice = frames.choice();
+  auto* sample = reinterpret_cast<ShapeSample*>(frames.scratchPart(parts.sample));
+  uint8_t* side = frames.frame() + parts.side;
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t sampleElems = static_cast<uint32_t>(shapeSampleElems(count));
   if (blockIdx.x * kSampleBlockElems >= sampleElems) {  // a block that only zeroes
-    zeroForLaterKernels(choice, zero);
+    zeroForLaterKernels(choice, side, parts.sideBytes);
     return;
   }
   const uint32_t centerElems =
@@ -132,7 +135,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   load8<Dtype>(src, h, min(kCenterPerThread, validIn(h, centerElems)), false, head);
   if (threadIdx.x < 256) histogram[threadIdx.x] = 0;
   if (threadIdx.x == 0) counted = 0;
-  zeroForLaterKernels(choice, zero);
+  zeroForLaterKernels(choice, side, parts.sideBytes);
   __syncthreads();
   addBinades<kCenterPerThread>(head, lane, histogram, &counted);
   __syncthreads();
@@ -222,8 +225,7 @@ static_assert(mostRowsPerLane() <= kMaxRowsPerLane, "a thread's rows fit its loa
 // NOTE: 64 KB of levels per block instead of 128-256 KB of values, 4-5 16-byte loads per thread in
 // flight together, 8 shared atomics per thread instead of one per value.
 __global__ void __launch_bounds__(kShapeThreads)
-    shapeStatsKernel(uint64_t count, uint32_t log2H, EncodeChoice* choice,
-                     const ShapeSample* sample) {
+    shapeStatsKernel(uint64_t count, uint32_t log2H, EncodeFrames frames, uint64_t sampleAt) {
   __shared__ uint32_t columns[kAutoMaxRowElems / 2];  // two columns' sums per word, 16 bits each
   // Per-warp partial sums, added by warp 0 at the end. NOTE: not 64-bit shared atomics: sm_90
   // has none (a CAS loop, ATOMS.CAST.SPIN.64), and 32 warps spinning on one word make a quarter
@@ -231,6 +233,8 @@ __global__ void __launch_bounds__(kShapeThreads)
   constexpr uint32_t kWarps = kShapeThreads / 32;
   __shared__ uint64_t warpSq[kWarps], warpTotal[kWarps], warpColSq[kWarps];
   __shared__ bool last;
+  EncodeChoice* choice = frames.choice();
+  const auto* sample = reinterpret_cast<const ShapeSample*>(frames.scratchPart(sampleAt));
   const uint32_t c = blockIdx.x, rowElems = shapeCandidate(c, log2H), lane = threadIdx.x % 32;
   const uint32_t rows = static_cast<uint32_t>(shapeSampleElems(count) / rowElems);
   const ColumnSplit split = columnSplit(rowElems, kShapeThreads);
@@ -335,13 +339,17 @@ __device__ uint32_t warpMedianBinade(const uint32_t* histogram, uint32_t rowElem
 // value into global memory (kSmoothMinRows atomics on each column's word).
 template <int Dtype>
 __global__ void __launch_bounds__(kThreads)
-    smoothKernel(const void* src, uint64_t count, bool vector, uint32_t fixedRowElems,
-                 EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut) {
+    smoothKernel(EncodeFrames frames, uint64_t count, bool vector, uint32_t fixedRowElems,
+                 SampleParts parts) {
   __shared__ uint32_t partial[kThreads / 32][kSmoothSegment];
   __shared__ uint32_t histogram[256];
   __shared__ bool last;
   const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const uint32_t group = threadIdx.x / 8, part = threadIdx.x % 8;
+  const void* src = frames.source();
+  EncodeChoice* choice = frames.choice();
+  auto* levels = reinterpret_cast<uint32_t*>(frames.scratchPart(parts.levels));
+  uint8_t* shiftsOut = frames.frame() + parts.smooth;
   waitForPreviousKernel();  // the shape kernels' choice (this kernel may start before they end)
   const uint32_t rowElems = fixedRowElems ? fixedRowElems : choice->rowElems;
   const bool eligible = smoothEligible(count, rowElems);
@@ -416,20 +424,18 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector, uint32_t log2H,
-                        EncodeChoice* choice, ShapeSample* sample, const SampleZeroing& zero,
-                        cudaStream_t stream) {
+void launchShapeKernels(int dtype, const EncodeFrames& frames, int n, uint64_t count, bool vector,
+                        uint32_t log2H, const SampleParts& parts, cudaStream_t stream) {
   const bool overlap = programmaticLaunchSupported();  // before any launch: it may throw
   // The sample's blocks (8 at most), and more that only zero where the side data is large (256
   // MiB of bf16: 1.3 MB, 21 blocks of 64 KB), so that the zeroing keeps to the time of the sample.
   const uint64_t sampleBlocks =
       (shapeSampleElems(count) + kSampleBlockElems - 1) / kSampleBlockElems;
   const uint64_t zeroBlocks =
-      std::min<uint64_t>((zero.sideBytes + kZeroBlockBytes - 1) / kZeroBlockBytes, kMaxZeroBlocks);
-  const auto blocks = static_cast<unsigned>(std::max(sampleBlocks, zeroBlocks));
+      std::min<uint64_t>((parts.sideBytes + kZeroBlockBytes - 1) / kZeroBlockBytes, kMaxZeroBlocks);
+  const dim3 grid(static_cast<unsigned>(std::max(sampleBlocks, zeroBlocks)), n);
 #define CCLZ_FP8_SAMPLE(DT) \
-  shapeSampleKernel<DT>     \
-      <<<blocks, kSampleThreads, 0, stream>>>(src, count, vector, choice, sample, zero)
+  shapeSampleKernel<DT><<<grid, kSampleThreads, 0, stream>>>(frames, count, vector, parts)
   if (dtype == cclzBfloat16)
     CCLZ_FP8_SAMPLE(cclzBfloat16);
   else if (dtype == cclzFloat16)
@@ -440,23 +446,22 @@ void launchShapeKernels(int dtype, const void* src, uint64_t count, bool vector,
   // NOTE: launched to start while shapeSampleKernel runs (programmatic dependent launch): the
   // launch latency between the two overlaps the first one's work.
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(numMeasuredCandidates(count, log2H));
+  config.gridDim = dim3(numMeasuredCandidates(count, log2H), n);
   config.blockDim = dim3(kShapeThreads);
   config.stream = stream;
   cudaLaunchAttribute early{};
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   early.val.programmaticStreamSerializationAllowed = 1;
   if (overlap) config.attrs = &early, config.numAttrs = 1;
-  CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, shapeStatsKernel, count, log2H, choice,
-                                     static_cast<const ShapeSample*>(sample)));
+  CCLZ_CUDA_CHECK(
+      cudaLaunchKernelEx(&config, shapeStatsKernel, count, log2H, frames, parts.sample));
 }
 
-void launchSmoothKernel(int dtype, const void* src, uint64_t count, bool vector,
+void launchSmoothKernel(int dtype, const EncodeFrames& frames, int n, uint64_t count, bool vector,
                         uint32_t fixedRowElems, uint32_t columns, bool afterShapeKernels,
-                        EncodeChoice* choice, uint32_t* levels, uint8_t* shiftsOut,
-                        cudaStream_t stream) {
+                        const SampleParts& parts, cudaStream_t stream) {
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(std::clamp<uint32_t>(columns / kSmoothSegment, 1, kMaxSmoothBlocks));
+  config.gridDim = dim3(std::clamp<uint32_t>(columns / kSmoothSegment, 1, kMaxSmoothBlocks), n);
   config.blockDim = dim3(kThreads);
   config.stream = stream;
   cudaLaunchAttribute early{};
@@ -464,9 +469,9 @@ void launchSmoothKernel(int dtype, const void* src, uint64_t count, bool vector,
   early.val.programmaticStreamSerializationAllowed = 1;
   if (afterShapeKernels && programmaticLaunchSupported())
     config.attrs = &early, config.numAttrs = 1;
-#define CCLZ_FP8_SMOOTH(DT)                                                                        \
-  CCLZ_CUDA_CHECK(cudaLaunchKernelEx(&config, smoothKernel<DT>, src, count, vector, fixedRowElems, \
-                                     choice, levels, shiftsOut))
+#define CCLZ_FP8_SMOOTH(DT) \
+  CCLZ_CUDA_CHECK(          \
+      cudaLaunchKernelEx(&config, smoothKernel<DT>, frames, count, vector, fixedRowElems, parts))
   if (dtype == cclzBfloat16)
     CCLZ_FP8_SMOOTH(cclzBfloat16);
   else if (dtype == cclzFloat16)
