@@ -153,13 +153,19 @@ void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vect
   runPieces(
       p, maxPieces(p, chunks), p.exchangesSizes(),
       [&](uint64_t k, int slot) {
+        std::vector<PieceBlock> blocks;  // without feedback: one batch where the engine can
         for (int r = 0; r < p.n; ++r) {
           const Span piece = pieceOf(chunks[r], p.pieceElems, k);
           if (!piece.count) continue;
           const uint64_t first = chunks[r].offset + piece.offset;
-          p.e.encode(p.use, p.at(in, first), piece.count, p.sendFrame(slot, r), p.stride,
-                     &p.sizes(slot)[r], residual.at(first), step);
+          if (residual)
+            p.e.encode(p.use, p.at(in, first), piece.count, p.sendFrame(slot, r), p.stride,
+                       &p.sizes(slot)[r], residual.at(first), step);
+          else
+            blocks.push_back(
+                {p.at(in, first), piece.count, p.sendFrame(slot, r), &p.sizes(slot)[r]});
         }
+        if (!blocks.empty()) p.e.encodeBlocks(p.use, blocks, p.stride);
       },
       moveStep(announceSizes), moveStep(moveFrames),
       [&](uint64_t k, int slot) {

@@ -167,8 +167,8 @@ class CopyEngineFused final : public FusedNvlink {
       largest = std::max(largest, c.count);
       if (!c.count) continue;
       for (uint64_t piece : {std::min(pe, c.count), c.count - (k - 1) * pe})
-        scratchBytes =
-            std::max(scratchBytes, codec.encodeScratchBytes(plan.use.config, dtype, piece));
+        scratchBytes = std::max(scratchBytes,
+                                fused::batchScratchBytes(codec, plan.use.config, dtype, piece, n));
     }
     const bool reduces = a.op != CollOp::AllGather;
     z.slot = frameStride(plan);
@@ -406,12 +406,21 @@ class CopyEngineFused final : public FusedNvlink {
     auto* acc = reinterpret_cast<float*>(acc_.get());
     for (uint64_t k = 0; k < c.pieces; ++k) {
       timeline_.open(Stage::Encode, static_cast<int>(k), encode_);
-      for (int d = 0; d < n; ++d) {
+      auto blockOf = [&](int d) {
         const Span block = pieceOfRank(c, d, k);
-        if (!block.count) continue;
-        const uint64_t first = c.plan.chunks[d].offset + block.offset;
-        encodeFrom(c, in + first * eb, block.count, residual ? residual.at(first) : Residual{},
-                   step, outgoing(c, d, k));
+        return fused::EncodeBlock{in + (c.plan.chunks[d].offset + block.offset) * eb, block.count,
+                                  outgoing(c, d, k)};
+      };
+      if (!residual) {  // the destinations' blocks as one batch where the codec has one
+        fused::encodeBlocks(codec, c.plan.use.config, c.plan.use.dtype, n, blockOf, c.ws, encode_);
+      } else {
+        for (int d = 0; d < n; ++d) {
+          const Span block = pieceOfRank(c, d, k);
+          if (!block.count) continue;
+          const uint64_t first = c.plan.chunks[d].offset + block.offset;
+          encodeWithFeedback(c, in + first * eb, block.count, residual.at(first), step,
+                             blockOf(d).dst);
+        }
       }
       CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));
       push(c, k, [&](int p) {
@@ -437,16 +446,12 @@ class CopyEngineFused final : public FusedNvlink {
     endPhase();
   }
 
-  // E of a reduction: one frame, through the residual with feedback. A residual at an offset not
-  // aligned to a group of 8 values goes through an aligned copy (as in the device engine).
-  void encodeFrom(const Call& c, const uint8_t* src, uint64_t count, Residual residual,
-                  uint64_t step, uint8_t* dst) {
+  // E of a reduction with error feedback: one frame, through the residual. A residual at an
+  // offset not aligned to a group of 8 values goes through an aligned copy (as in the device
+  // engine).
+  void encodeWithFeedback(const Call& c, const uint8_t* src, uint64_t count, Residual residual,
+                          uint64_t step, uint8_t* dst) {
     const Codec& codec = *c.plan.use.codec;
-    if (!residual) {
-      codec.encodeDevice(c.plan.use.config, c.plan.use.dtype, src, count, dst, nullptr, c.ws,
-                         encode_);
-      return;
-    }
     const uint64_t group = 8 * residual.elemBytes();
     const bool direct = reinterpret_cast<uintptr_t>(residual.data) % group == 0;
     const Residual r = direct ? residual : Residual{residualCopy_.get(), residual.dtype};

@@ -126,15 +126,16 @@ class NcclFusedNvlink final : public FusedNvlink {
     // (k * n + r) * slot on every rank (the same call), which rank r's push fills. Growing it is
     // collective, and the old one may still be written by the peers' last pushes until this
     // rank's own last call has finished (its closing barriers): the host waits for that first.
-    // The rest is this rank's alone: the encode's scratch (one encode at a time, on the encode
-    // stream), a reduce-scatter's outgoing frames (one per destination, per slot set) and fp32
-    // accumulator (none where the codec sums in one pass), the staging area (one decode at a
+    // The rest is this rank's alone: the encode's scratch (one batch of encodes at a time, on the
+    // encode stream), a reduce-scatter's outgoing frames (one per destination, per slot set) and
+    // fp32 accumulator (none where the codec sums in one pass), the staging area (one decode at a
     // time, on the decode stream).
     const uint64_t slot = frameStride(plan);
     const uint64_t setBytes = n * slot;
-    const uint64_t scratchBytes = roundUp(std::max(codec.encodeScratchBytes(config, dtype, first),
-                                                   codec.encodeScratchBytes(config, dtype, last)),
-                                          256);
+    const uint64_t scratchBytes =
+        roundUp(std::max(fused::batchScratchBytes(codec, config, dtype, first, n),
+                         fused::batchScratchBytes(codec, config, dtype, last, n)),
+                256);
     const uint64_t outgoingBytes = gather ? 0 : kSlotSets * setBytes;
     const bool onePass = codec.sumsInOnePass(config, n);  // the sum needs no accumulator
     const uint64_t accBytes = gather || onePass ? 0 : roundUp(first * sizeof(float), 256);
@@ -244,17 +245,18 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
   // Reduce-scatter E, as the pipeline's reducePieces: piece k of every destination's chunk
-  // encoded once, into the set's outgoing frames.
+  // encoded once, into the set's outgoing frames, as one batch (fused::encodeBlocks).
   void encodeReduceScatter(const Step& s, int set, uint64_t k) {
     const uint64_t eb = s.plan.elemBytes;
-    for (int d = 0; d < t_.size(); ++d) {
-      const Span block = pieceOf(s.plan.chunks[d], s.plan.pieceElems, k);
-      s.plan.use.codec->encodeDevice(s.plan.use.config, s.plan.use.dtype,
-                                     static_cast<const uint8_t*>(s.a.send) +
-                                         (s.plan.chunks[d].offset + block.offset) * eb,
-                                     block.count, outgoing(s, set) + d * s.slot, nullptr, s.ws,
-                                     encode_);
-    }
+    const auto* send = static_cast<const uint8_t*>(s.a.send);
+    fused::encodeBlocks(
+        *s.plan.use.codec, s.plan.use.config, s.plan.use.dtype, t_.size(),
+        [&](int d) {
+          const Span block = pieceOf(s.plan.chunks[d], s.plan.pieceElems, k);
+          return fused::EncodeBlock{send + (s.plan.chunks[d].offset + block.offset) * eb,
+                                    block.count, outgoing(s, set) + d * s.slot};
+        },
+        s.ws, encode_);
   }
 
   uint8_t* outgoing(const Step& s, int set) const { return outgoing_.get() + set * s.setBytes; }
