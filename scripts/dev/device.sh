@@ -87,6 +87,8 @@
 #   overlapce  (2 or more GPUs) the overlapped GEMMs with copy-engine transfers
 #              (CCLZ_OVERLAP_COPY=ce): nccl_overlap_tests on 2 and 4 ranks, the Python
 #              benchmark (overlap_ce.json) and cclz-perf --op ag_gemm|gemm_rs, as in overlap.
+#              CCLZ_OVERLAP_PUSH=inturn: the all-gather's copies one peer after another
+#              (overlap_ce_inturn.json).
 #   interpose  (2 or more GPUs) the LD_PRELOAD drop-in libcclz_nccl.so: its CPU tests, then an
 #              NCCL program and a torch.distributed program, each as it is and preloaded, results
 #              compared bit for bit (tests/interpose); every run's table in interpose.log. After
@@ -926,18 +928,23 @@ if has overlapce; then
   # their tests on 2 and 4 GPUs under a timeout (a flag never set would hang), then the Python
   # benchmark and cclz-perf's shapes as in the overlap stage. Run overlap first for the
   # transport path's numbers on the same machine.
+  # CCLZ_OVERLAP_PUSH (together, inturn) reaches every rank where it is set.
   [ -x $build/tests/overlap/nccl_overlap_tests ] ||
     ninja -C $build nccl_overlap_tests cclz cclz-perf >>"$log" 2>&1
+  push=()
+  [ -n "${CCLZ_OVERLAP_PUSH:-}" ] && push=(-x CCLZ_OVERLAP_PUSH)
   for n in 2 4; do
     [ "$n" -le "$ngpu" ] || continue
     gtests "overlapce nccl_overlap_tests" "$n" $build/tests/overlap/nccl_overlap_tests \
-      -x CCLZ_OVERLAP_COPY=ce
+      -x CCLZ_OVERLAP_COPY=ce "${push[@]}"
     gtests "overlapce nccl_overlap_tests, auto" "$n" $build/tests/overlap/nccl_overlap_tests \
-      -x CCLZ_OVERLAP_COPY=auto
+      -x CCLZ_OVERLAP_COPY=auto "${push[@]}"
   done
-  overlap_py "nvlink, copy engines" "$OUT/overlap_ce.json" -x CCLZ_OVERLAP_COPY=ce
+  overlap_py "nvlink, copy engines${CCLZ_OVERLAP_PUSH:+, push $CCLZ_OVERLAP_PUSH}" \
+    "$OUT/overlap_ce${CCLZ_OVERLAP_PUSH:+_$CCLZ_OVERLAP_PUSH}.json" -x CCLZ_OVERLAP_COPY=ce \
+    "${push[@]}"
   launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
-            -x NCCL_NVLS_ENABLE -x CCLZ_OVERLAP_COPY=ce)
+            -x NCCL_NVLS_ENABLE -x CCLZ_OVERLAP_COPY=ce "${push[@]}")
   for op in ag_gemm gemm_rs; do
     bench overlapce "cclz_perf_${op}_ce" --op $op --device gpu -b 64M -e 256M -f 4 -n 10 -w 3
   done

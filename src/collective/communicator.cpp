@@ -85,6 +85,7 @@ CommSettings CommSettings::fromEnvironment() {
                     : v == "auto" ? OverlapCopy::Auto
                                   : OverlapCopy::Nccl;
   }
+  s.overlapPushInTurn = envSwitch("CCLZ_OVERLAP_PUSH", "together", "inturn");
   s.twoLevel = !envSwitch("CCLZ_TWO_LEVEL", "1", "0");
   s.adaptive = !envSwitch("CCLZ_ADAPTIVE", "1", "0");
   return s;
@@ -287,7 +288,8 @@ overlap::DeviceOverlap& Communicator::deviceOverlap() {
   if (!overlap_)
     overlap_ = std::make_unique<overlap::DeviceOverlap>(
         settings_.highPriorityMove, settings_.overlapReservedSms(false),
-        settings_.overlapReservedSms(true), settings_.overlapMergedGather, settings_.overlapCopy);
+        settings_.overlapReservedSms(true), settings_.overlapMergedGather, settings_.overlapCopy,
+        settings_.overlapPushInTurn);
   return *overlap_;
 #else
   CCLZ_FAIL(cclzNotSupported, "this build of cclz has no CUDA support");

@@ -95,6 +95,11 @@ struct CommSettings {
   // announced by flags (=ce; transport/nccl/peer_window.h), or the copy engines where every rank
   // can use them (=auto). The copy engines stay off by default until measured on 4 GPUs (docs/overlap.md).
   OverlapCopy overlapCopy = OverlapCopy::Nccl;
+  // Device communicators, copy-engine all-gather + GEMM: this rank's chunk to every peer at once
+  // (CCLZ_OVERLAP_PUSH=together, the default), or to one peer after another in the order they
+  // multiply it (=inturn), so that the chunk each peer needs next is not sharing the copy
+  // engines with chunks needed later. An experiment until measured on 4 GPUs (docs/overlap.md).
+  bool overlapPushInTurn = false;
 
   // The two-level all-gather, reduce-scatter and all-reduce where the ranks span nodes of several
   // ranks each (collective/node_layout.h); CCLZ_TWO_LEVEL=0 keeps the flat algorithms

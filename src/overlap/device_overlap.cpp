@@ -27,10 +27,11 @@ void exchange(Transport& t, int to, const void* out, int from, void* in, uint64_
 }
 
 DeviceOverlap::DeviceOverlap(bool highPriority, int smsBesideNccl, int smsBesideCopyEngines,
-                             bool mergedGather, OverlapCopy copy)
+                             bool mergedGather, OverlapCopy copy, bool pushInTurn)
     : smsBesideNccl_(smsBesideNccl),
       smsBesideCopyEngines_(smsBesideCopyEngines),
       mergedGather_(mergedGather),
+      pushInTurn_(pushInTurn),
       copy_(copy) {
   if (copy_ == OverlapCopy::Nccl) gemm_ = std::make_unique<DeviceGemm>(smsBesideNccl_);
   int least = 0, greatest = 0;

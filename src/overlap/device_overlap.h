@@ -37,9 +37,11 @@ class DeviceOverlap {
   // CommSettings::overlapMergedGather says. copy: the transfers as NCCL's point-to-point kernels,
   // as copies into the peers' memory on the copy engines with flags in memory
   // (device_overlap_ce.cpp), or either (CommSettings::overlapCopy); with the copy engines asked
-  // for, the path is decided at the first call (decideCopy).
+  // for, the path is decided at the first call (decideCopy). pushInTurn: the copy-engine
+  // all-gather's copies one peer after another (CommSettings::overlapPushInTurn).
   DeviceOverlap(bool highPriority, int smsBesideNccl, int smsBesideCopyEngines,
-                bool mergedGather = false, OverlapCopy copy = OverlapCopy::Nccl);
+                bool mergedGather = false, OverlapCopy copy = OverlapCopy::Nccl,
+                bool pushInTurn = false);
   ~DeviceOverlap();
   DeviceOverlap(const DeviceOverlap&) = delete;
   DeviceOverlap& operator=(const DeviceOverlap&) = delete;
@@ -116,6 +118,7 @@ class DeviceOverlap {
   std::unique_ptr<DeviceGemm> wholeGemm_;  // the serial path's, made at its first call
   const int smsBesideNccl_, smsBesideCopyEngines_;
   const bool mergedGather_;
+  const bool pushInTurn_;
   const OverlapCopy copy_;
   bool useCopyEngines_ = false;         // decided for them (decideCopy)
   std::unique_ptr<PeerWindow> window_;  // made where the copy engines were decided for

@@ -126,13 +126,17 @@ void DeviceOverlap::allGatherMatmulCe(Transport& t, const OverlapCall& call,
     CCLZ_CUDA_CHECK(cudaEventRecord(encoded_[me], comm_));
     own = window + me * slot;
   }
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    if (call.codec) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_[p], encoded_[me]));
-    w.waitConsumed(push_[p], p, epoch - 1);
-    CCLZ_CUDA_CHECK(cudaMemcpyAsync(w.peerData(p) + me * slot, own, wire,
-                                    cudaMemcpyDeviceToDevice, push_[p]));
-    w.setArrived(push_[p], p, epoch);
+  // The peers in the order they multiply this chunk (gatherStep: rank me + i at its step i), each
+  // on a stream of its own, or all on the first one's in turn (pushInTurn_).
+  for (int i = 1; i < n; ++i) {
+    const int p = (me + i) % n;
+    cudaStream_t s = push_[pushInTurn_ ? (me + 1) % n : p];
+    if (call.codec && (i == 1 || !pushInTurn_))
+      CCLZ_CUDA_CHECK(cudaStreamWaitEvent(s, encoded_[me]));
+    w.waitConsumed(s, p, epoch - 1);
+    CCLZ_CUDA_CHECK(
+        cudaMemcpyAsync(w.peerData(p) + me * slot, own, wire, cudaMemcpyDeviceToDevice, s));
+    w.setArrived(s, p, epoch);
   }
 
   // The transfer stream: each chunk in place as it arrives (decoded, or copied out where the

@@ -551,6 +551,12 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_OVERLAP_COPY", "nccl", 1);
   EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::Nccl);
   expectEnvironmentRefuses("CCLZ_OVERLAP_COPY", "dma");
+  EXPECT_FALSE(CommSettings::fromEnvironment().overlapPushInTurn);  // together by default
+  setenv("CCLZ_OVERLAP_PUSH", "inturn", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().overlapPushInTurn);
+  setenv("CCLZ_OVERLAP_PUSH", "together", 1);
+  EXPECT_FALSE(CommSettings::fromEnvironment().overlapPushInTurn);
+  expectEnvironmentRefuses("CCLZ_OVERLAP_PUSH", "serial");
 }
 
 #ifdef CCLZ_HAVE_NCCL
