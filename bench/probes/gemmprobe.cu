@@ -7,7 +7,8 @@
 //   alike    the overlapped schedule's plan: the first algorithm that splits nothing along k,
 //            chosen at the first GEMM (a chunk of m / tp rows, as the schedule's first) and kept
 //            for every row count, on all but 16 multiprocessors (CCLZ_OVERLAP_COMM_SMS's
-//            default) and on all of them (the copy-engine path's);
+//            default) and on all of them (the copy-engine path's); and on all of them with the
+//            algorithm chosen at the whole product's rows instead (`at whole`);
 // each as one GEMM of the whole product and as tp row chunks one after another (what the
 // schedule computes). An overlapped call cannot beat its chunks' GEMMs: their time over `best`
 // bounds the efficiency it can reach. Built against one tree's static library:
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   std::string json = "[\n";
   std::printf("%-10s %-7s %2s %5s %5s x %5s x %5s  %9s %6s  %s\n", "model", "gemm", "tp", "tok",
               "m", "n", "k", "best ms", "TF/s",
-              "x best: alike-116 whole, chunks | alike-132 whole, chunks");
+              "x best: alike-116 whole, chunks | alike-132 whole, chunks | at whole: whole, chunks");
   for (const Model& model : models)
     for (uint64_t tp : {2, 4})
       for (uint64_t tokens : {4096, 16384})
@@ -74,14 +75,15 @@ int main(int argc, char** argv) {
           CK(cudaMalloc(&c, 2 * m * n));
           CK(cudaMemset(a, 0x3c, 2 * m * k));  // bf16 0.0115: any finite values will do
           CK(cudaMemset(b, 0x3c, 2 * n * k));
-          DeviceGemm best(0, false), alike116(16), alike132(0);
+          DeviceGemm best(0, false), alike116(16), alike132(0), atWhole(0);
           const float bestMs =
               medianUs(stream, e0, e1, [&] { best.run(rowsOf(a, b, c, 0, m, n, k), stream); }) /
               1000.0f;
-          float ratio[4];
+          float ratio[6];
           int at = 0;
-          for (DeviceGemm* g : {&alike116, &alike132}) {
-            g->run(rowsOf(a, b, c, 0, chunk, n, k), stream);  // the plan, at a chunk's rows
+          for (DeviceGemm* g : {&alike116, &alike132, &atWhole}) {
+            // The plan: at a chunk's rows (the schedule's first GEMM), or at the whole product's.
+            g->run(rowsOf(a, b, c, 0, g == &atWhole ? m : chunk, n, k), stream);
             const float whole =
                 medianUs(stream, e0, e1, [&] { g->run(rowsOf(a, b, c, 0, m, n, k), stream); });
             const float chunks = medianUs(stream, e0, e1, [&] {
@@ -94,17 +96,19 @@ int main(int argc, char** argv) {
           CK(cudaGetLastError());
           const double tflops = 2.0 * m * n * k / bestMs / 1e9;
           const char* gemm = rs ? "gemm_rs" : "ag_gemm";
-          std::printf("%-10s %-7s %2lu %5lu %5lu x %5lu x %5lu  %9.3f %6.0f  %.3f %.3f | %.3f %.3f\n",
-                      model.name, gemm, tp, tokens, m, n, k, bestMs, tflops, ratio[0], ratio[1],
-                      ratio[2], ratio[3]);
-          char row[400];
+          std::printf(
+              "%-10s %-7s %2lu %5lu %5lu x %5lu x %5lu  %9.3f %6.0f  %.3f %.3f | %.3f %.3f | %.3f %.3f\n",
+              model.name, gemm, tp, tokens, m, n, k, bestMs, tflops, ratio[0], ratio[1], ratio[2],
+              ratio[3], ratio[4], ratio[5]);
+          char row[512];
           std::snprintf(row, sizeof row,
                         "  {\"model\": \"%s\", \"gemm\": \"%s\", \"tp\": %lu, \"tokens\": %lu, "
                         "\"m\": %lu, \"n\": %lu, \"k\": %lu, \"best_ms\": %.4f, \"best_tflops\": "
                         "%.1f, \"alike116_whole_x\": %.4f, \"alike116_chunks_x\": %.4f, "
-                        "\"alike132_whole_x\": %.4f, \"alike132_chunks_x\": %.4f},\n",
+                        "\"alike132_whole_x\": %.4f, \"alike132_chunks_x\": %.4f, "
+                        "\"at_whole_whole_x\": %.4f, \"at_whole_chunks_x\": %.4f},\n",
                         model.name, gemm, tp, tokens, m, n, k, bestMs, tflops, ratio[0],
-                        ratio[1], ratio[2], ratio[3]);
+                        ratio[1], ratio[2], ratio[3], ratio[4], ratio[5]);
           json += row;
           cudaFree(a), cudaFree(b), cudaFree(c);
         }
