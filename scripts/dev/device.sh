@@ -64,7 +64,8 @@
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
 #   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter, each path of
 #              CCLZ_FUSED_MODES (default "1 ce": frames stored by a kernel, copied by the copy
-#              engines): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
+#              engines; "direct": the kernel path, a reduce-scatter's frames stored by its
+#              encodes): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
 #              op's sweep (with ce also its calls queued anew, CCLZ_FUSED_GRAPHS=0, beside
 #              its graph replays) 4 - 256 MiB (CCLZ_FUSED_MAX=1G: to 1 GiB, whose checks on the CPU take
@@ -1036,7 +1037,7 @@ if has fused; then
   for spec in allgather:fp8 reducescatter:fp8 allreduce:qgrad; do
     op=${spec%%:*} codec=${spec##*:}
     for setting in $settings; do
-      [ $op = allreduce ] && [ $setting = 1 ] && continue
+      [ $op = allreduce ] && { [ $setting = 1 ] || [ $setting = direct ]; } && continue
       launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
                 -x NCCL_NVLS_ENABLE)
       [ $setting = ce-queued ] && launcher+=(-x CCLZ_FUSED_GRAPHS=0)
@@ -1046,6 +1047,7 @@ if has fused; then
       [ $setting = 1 ] && name=fused
       [ $setting = ce ] && name=fusedce
       [ $setting = ce-queued ] && name=fusedce_queued
+      [ $setting = direct ] && name=fuseddirect
       bench fused "${op}_${codec}_$name" --op $op --codec $codec --device gpu -b 4M \
         -e "${CCLZ_FUSED_MAX:-256M}" -f 4 \
         -n 20 -w 5 --batch --adaptive off "${extra[@]}" "${fusedargs[@]}"
@@ -1061,7 +1063,7 @@ import json, os, sys
 d = sys.argv[1]
 for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", "qgrad")):
     runs = {}
-    paths = ("pipeline", "fused", "fusedce", "fusedce_queued")
+    paths = ("pipeline", "fused", "fuseddirect", "fusedce", "fusedce_queued")
     for s in paths:
         p = os.path.join(d, f"{op}_{s}.json")
         runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
@@ -1069,14 +1071,15 @@ for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", 
         continue
     print(f"# fused: {codec} {op} over NVLink, per call (us), speedup over plain NCCL of the same run")
     # NOTE: no line starts with "#   ": the script's end prints bench.log without those.
-    print("#size(B)%7s %10s %10s %8s %10s %8s %10s %8s %10s %8s %7s" % (
-        "", "nccl", "pipeline", "x", "fused", "x", "fused-ce", "x", "ce-queued", "x", "wrong"))
+    print("#size(B)%7s %10s %10s %8s %10s %8s %10s %8s %10s %8s %10s %8s %7s" % (
+        "", "nccl", "pipeline", "x", "fused", "x", "direct", "x", "fused-ce", "x", "ce-queued", "x",
+        "wrong"))
     for size in sorted(set().union(*runs.values())):
         got = [runs[s].get(size) for s in paths]
         base = next(r for r in got if r)["baseline_time_us"]
         cell = lambda r: ("%10.1f %8.2f" % (r["time_us"], r["speedup"])) if r else "%10s %8s" % ("-", "-")
         wrong = sum(r.get("wrong") or 0 for r in got if r)
-        print("  %12d %10.1f %s %s %s %s %7d" % (size, base, *map(cell, got), wrong))
+        print("  %12d %10.1f %s %s %s %s %s %7d" % (size, base, *map(cell, got), wrong))
 PY
   rm -rf "$fusedparts"
   # Where a fused call's time goes: each piece's encode, push and decode spans at 64 MiB

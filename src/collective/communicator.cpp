@@ -61,11 +61,14 @@ CommSettings CommSettings::fromEnvironment() {
   s.transportFrames = envSwitch("CCLZ_NCCL_WINDOWS", "0", "1");
   if (const char* fused = std::getenv("CCLZ_FUSED"); fused && *fused) {
     const std::string v = fused;
-    CCLZ_REQUIRE(v == "0" || v == "1" || v == "ce", cclzInvalidArgument,
-                 "CCLZ_FUSED=" + v + ": expected 0 (the default), 1 (frames stored by a kernel) "
-                 "or ce (frames copied by the copy engines)");
+    CCLZ_REQUIRE(v == "0" || v == "1" || v == "ce" || v == "direct", cclzInvalidArgument,
+                 "CCLZ_FUSED=" + v +
+                     ": expected 0 (the default), 1 (frames stored by a kernel), "
+                     "ce (frames copied by the copy engines) or direct (a reduce-scatter's frames "
+                     "encoded straight into the peers' windows)");
     s.fused = v != "0";
     s.fusedCopyEngines = v == "ce";
+    s.fusedDirect = v == "direct";
   }
   s.fusedGraphs = !envSwitch("CCLZ_FUSED_GRAPHS", "1", "0");
   if (const char* sms = std::getenv("CCLZ_OVERLAP_COMM_SMS"); sms && *sms) {
@@ -128,7 +131,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings se
   if (settings_.fused && transport_->memory() == MemoryKind::Device) {
 #ifdef CCLZ_HAVE_NCCL
     fused_ = makeFusedNvlink(*transport_, settings_.fusedCopyEngines, settings_.fusedGraphs,
-                             settings_.pieceBytes);
+                             settings_.pieceBytes, settings_.fusedDirect);
 #else
     CCLZ_FAIL(cclzNotSupported, "CCLZ_FUSED needs a build with NCCL");
 #endif

@@ -68,6 +68,9 @@ struct CommSettings {
   // (docs/collectives.md, "Fused NVLink paths").
   bool fused = false;
   bool fusedCopyEngines = false;  // CCLZ_FUSED=ce
+  // CCLZ_FUSED=direct: the kernel path, with the reduce-scatter's encodes storing each frame
+  // straight into its owner's window (no push kernel; an experiment until measured).
+  bool fusedDirect = false;
   // The copy-engine path replays a direct call as a CUDA graph where its arguments repeat
   // (CCLZ_FUSED_GRAPHS=1, the default; 0: every call queued anew). Each rank's own: a replay
   // and a queued call move the same bytes with the same flags.

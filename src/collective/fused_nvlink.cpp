@@ -7,7 +7,8 @@
 //      reduce-scatter's frame per destination into a local area. The host path's bytes;
 //   P push stream: pushFrameKernel stores peer d's frame into slot `me` of peer d's window over
 //      NVLink, then meets the peers at an LSA barrier per CTA: after it, every peer's frame of
-//      the piece is in this rank's window;
+//      the piece is in this rank's window. With direct_ (CCLZ_FUSED=direct) a reduce-scatter's E
+//      encodes each peer's frame straight into that slot, and P is one CTA's barrier;
 //   D decode stream: the frames decoded from local memory: decodeFramesKernel for the all-gather
 //      (own first); the codec's decode-and-reduce steps in rank order for the reduce-scatter;
 //   C decode stream, after D: closeKernel, one CTA's LSA barrier: after it no peer still reads
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "collective/fused_local.h"
 #include "collective/plan.h"
@@ -38,6 +40,7 @@
 #include "codec/device.h"
 #include "codec/frame.h"
 #include "collective/fused_nvlink_kernel.h"
+#include "transport/nccl/peer_window.h"
 #endif
 
 namespace cclz {
@@ -51,8 +54,11 @@ using fused::roundUp;
 
 class NcclFusedNvlink final : public FusedNvlink {
  public:
-  NcclFusedNvlink(NcclTransport& t, uint64_t pieceBytesSetting)
-      : t_(t), symmetric_(t.commHandle(), kFusedBarriers), pieceBytesSetting_(pieceBytesSetting) {
+  NcclFusedNvlink(NcclTransport& t, uint64_t pieceBytesSetting, bool direct)
+      : t_(t),
+        symmetric_(t.commHandle(), kFusedBarriers),
+        pieceBytesSetting_(pieceBytesSetting),
+        direct_(direct) {
     if (!symmetric_.wholeTeam())
       CCLZ_TRACE("fused: off, the LSA team holds %d of %d ranks (not all on NVLink)",
                  symmetric_.lsaSize(), t.size());
@@ -149,6 +155,8 @@ class NcclFusedNvlink final : public FusedNvlink {
                    "CUDA graph): make a call of this size before capturing");
       if (hasLast_ && !lastCaptured_) CCLZ_CUDA_CHECK(cudaEventSynchronize(last_));
       symmetric_.growWindow(kSlotSets * setBytes);
+      // The peers' windows as mapped here, for encodes that store into them (direct_).
+      if (direct_) peerPointers(symmetric_.window(), n, &peers_);
       scratch_.grow(scratchBytes);
       outgoing_.grow(outgoingBytes);
       acc_.grow(accBytes);
@@ -175,8 +183,12 @@ class NcclFusedNvlink final : public FusedNvlink {
       const Span piece = pieceOf(Span{0, count}, pieceElems, k);
       const int set = static_cast<int>(k % kSlotSets);
       const bool reused = k >= kSlotSets;  // the set held piece k - kSlotSets of this call
-      // E(k): after D(k - kSlotSets), which read this rank's own slot (or outgoing frames).
+      const bool stores = direct_ && !gather;  // E(k) stores the frames into the peers' windows
+      // E(k): after D(k - kSlotSets), which read this rank's own slot (or outgoing frames); where
+      // it stores into the peers' windows, after C(k - kSlotSets) too: every peer has decoded
+      // that piece from the set.
       if (reused) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, decoded_[set]));
+      if (reused && stores) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(encode_, closed_[set]));
       timeline_.open(Stage::Encode, set, encode_);
       if (gather)
         encodeGather(step, set, piece);
@@ -187,7 +199,10 @@ class NcclFusedNvlink final : public FusedNvlink {
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_, encoded_[set]));
       if (reused) CCLZ_CUDA_CHECK(cudaStreamWaitEvent(push_, closed_[set]));
       timeline_.open(Stage::Move, set, push_);
-      push(step, set, piece, gather);
+      if (stores)
+        launchFusedArrival(push_, symmetric_.devComm(), abortFlagDevice_);
+      else
+        push(step, set, piece, gather);
       CCLZ_CUDA_CHECK(cudaEventRecord(pushed_[set], push_));
       // D(k) and C(k): after P(k), whose barrier saw every peer's frame arrive.
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, pushed_[set]));
@@ -245,16 +260,21 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
   // Reduce-scatter E, as the pipeline's reducePieces: piece k of every destination's chunk
-  // encoded once, into the set's outgoing frames, as one batch (fused::encodeBlocks).
+  // encoded once, as one batch (fused::encodeBlocks), into the set's outgoing frames; with
+  // direct_, each peer's frame straight into slot `me` of the set in that peer's window (this
+  // rank's own frame still into the outgoing area).
   void encodeReduceScatter(const Step& s, int set, uint64_t k) {
     const uint64_t eb = s.plan.elemBytes;
+    const int me = t_.rank();
     const auto* send = static_cast<const uint8_t*>(s.a.send);
     fused::encodeBlocks(
         *s.plan.use.codec, s.plan.use.config, s.plan.use.dtype, t_.size(),
         [&](int d) {
           const Span block = pieceOf(s.plan.chunks[d], s.plan.pieceElems, k);
+          uint8_t* frame = direct_ && d != me ? peers_[d] + set * s.setBytes + me * s.slot
+                                              : outgoing(s, set) + d * s.slot;
           return fused::EncodeBlock{send + (s.plan.chunks[d].offset + block.offset) * eb,
-                                    block.count, outgoing(s, set) + d * s.slot};
+                                    block.count, frame};
         },
         s.ws, encode_);
   }
@@ -317,6 +337,8 @@ class NcclFusedNvlink final : public FusedNvlink {
   NcclTransport& t_;
   NcclSymmetric symmetric_;
   const uint64_t pieceBytesSetting_;  // CCLZ_PIECE_BYTES (0: fusedPieceBytes' default)
+  const bool direct_;                 // CCLZ_FUSED=direct
+  std::vector<uint8_t*> peers_;       // every rank's window as mapped here (direct_)
   LocalArea scratch_, outgoing_, acc_, staging_;
   DeviceStatus* status_ = nullptr;
   cudaEvent_t last_ = nullptr;  // recorded after the last call's work
@@ -333,16 +355,17 @@ class NcclFusedNvlink final : public FusedNvlink {
 }  // namespace
 
 std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines,
-                                             bool replayGraphs, uint64_t pieceBytesSetting) {
+                                             bool replayGraphs, uint64_t pieceBytesSetting,
+                                             bool direct) {
   auto* nccl = dynamic_cast<NcclTransport*>(&transport);
   CCLZ_REQUIRE(nccl, cclzNotSupported, "CCLZ_FUSED is for device (NCCL) communicators");
   if (copyEngines) return makeFusedCopyEngines(*nccl, replayGraphs);
-  return std::make_unique<NcclFusedNvlink>(*nccl, pieceBytesSetting);
+  return std::make_unique<NcclFusedNvlink>(*nccl, pieceBytesSetting, direct);
 }
 
 #else  // no NCCL device API
 
-std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool, bool, uint64_t) {
+std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport&, bool, bool, uint64_t, bool) {
   CCLZ_FAIL(cclzNotSupported,
             "CCLZ_FUSED needs NCCL's device API (NCCL 2.28 or later at build time)");
 }

@@ -118,12 +118,15 @@ __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
   }
 }
 
-// The closing barrier, one CTA: once it has ended on a rank, every peer's decode kernel of the
-// piece has ended (each peer queued it before its own arrival), so no peer reads the piece's
-// slots any more and a later piece may be pushed into them.
-__global__ void closeKernel(ncclDevComm comm, const volatile uint32_t* abortFlag) {
+// One CTA's barrier (`index`): once it has ended on a rank, everything every peer queued before
+// its own arrival has ended. The closing barrier (kFusedCloseBarrier): every peer's decode of the
+// piece, so no peer reads the piece's slots any more and a later piece may be pushed into them.
+// The arrival barrier (kFusedArrivalBarrier): every peer's encodes that stored their frames here.
+// NOTE: acquire-release at system scope, as the push's: a kernel's stores are complete when it
+// ends, and the arrival after it (stream order) releases them to the peers.
+__global__ void barrierKernel(ncclDevComm comm, int index, const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
-  ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, kFusedCloseBarrier);
+  ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, index);
   barrier.arrive(cta, cuda::memory_order_acq_rel);
   waitOrAbort(barrier, cta, abortFlag);
 }
@@ -169,7 +172,13 @@ void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint
 
 void launchFusedClose(cudaStream_t stream, const ncclDevComm& comm,
                       const volatile uint32_t* abortFlag) {
-  closeKernel<<<1, 32, 0, stream>>>(comm, abortFlag);
+  barrierKernel<<<1, 32, 0, stream>>>(comm, kFusedCloseBarrier, abortFlag);
+  CCLZ_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchFusedArrival(cudaStream_t stream, const ncclDevComm& comm,
+                        const volatile uint32_t* abortFlag) {
+  barrierKernel<<<1, 32, 0, stream>>>(comm, kFusedArrivalBarrier, abortFlag);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -24,6 +24,9 @@ constexpr int kPushThreads = 512;
 // runs on another stream while a later piece's push may be waiting at its barriers.
 constexpr int kFusedCloseBarrier = kFusedPushCtas;
 constexpr int kFusedBarriers = kFusedPushCtas + 1;
+// The barrier that stands for the push where the encodes stored the frames themselves
+// (CCLZ_FUSED=direct): the push CTAs' first, which no push kernel then uses.
+constexpr int kFusedArrivalBarrier = 0;
 
 // Blocks of the push kernel and of the decode kernel for frames of `count` values: the same on
 // every rank for the same count on the same GPU model.
@@ -51,6 +54,12 @@ void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint
                        uint8_t* out, uint64_t rankStride, DeviceStatus* status);
 void launchFusedClose(cudaStream_t stream, const ncclDevComm& comm,
                       const volatile uint32_t* abortFlag);
+// In place of launchFusedPush where this rank's encodes stored its frames in the peers' windows
+// themselves (CCLZ_FUSED=direct): one CTA's LSA barrier (kFusedArrivalBarrier), queued after those
+// encodes. Once it has ended, every peer's encodes of the piece have ended, so its frames are in
+// this rank's window.
+void launchFusedArrival(cudaStream_t stream, const ncclDevComm& comm,
+                        const volatile uint32_t* abortFlag);
 
 }  // namespace cclz
 

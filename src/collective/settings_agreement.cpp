@@ -26,7 +26,7 @@ struct SharedSettings {
   uint8_t async;         // cclzCommConfig_t.asyncCalls (whether checks run on a thread)
   uint8_t adaptive;      // the adaptive trials run on every rank or on none
   uint8_t transportFrames;     // CCLZ_NCCL_WINDOWS: window registration is collective
-  uint8_t fused;               // CCLZ_FUSED (0, 1, 2 for ce): made collectively
+  uint8_t fused;               // CCLZ_FUSED (0, 1, 2 for ce, 3 for direct): made collectively
   uint8_t overlapMergedGather; // CCLZ_OVERLAP_GATHER: the transfers' order
   uint8_t overlapCopy;         // CCLZ_OVERLAP_COPY: NCCL transfers, copies with flags, either
   uint8_t twoLevel;            // CCLZ_TWO_LEVEL: which ranks exchange with which
@@ -47,7 +47,7 @@ SharedSettings recordOf(const CommSettings& s) {
   r.async = s.async;
   r.adaptive = s.adaptive;
   r.transportFrames = s.transportFrames;
-  r.fused = s.fused ? (s.fusedCopyEngines ? 2 : 1) : 0;
+  r.fused = s.fused ? (s.fusedCopyEngines ? 2 : s.fusedDirect ? 3 : 1) : 0;
   r.overlapMergedGather = s.overlapMergedGather;
   r.overlapCopy = static_cast<uint8_t>(s.overlapCopy);
   r.twoLevel = s.twoLevel;
@@ -65,12 +65,12 @@ const Field kFields[] = {
     {"CCLZ_PIECE_BYTES", [](const SharedSettings& r) -> uint64_t { return r.pieceBytes; }},
     {"CCLZ_CHECK_CALLS (0 every call, 1 first, 2 deferred)",
      [](const SharedSettings& r) -> uint64_t { return r.checkCalls; }},
-    {"asyncCalls of cclzCommConfig_t",
-     [](const SharedSettings& r) -> uint64_t { return r.async; }},
+    {"asyncCalls of cclzCommConfig_t", [](const SharedSettings& r) -> uint64_t { return r.async; }},
     {"adaptive (cclzCommConfig_t.adaptive, else CCLZ_ADAPTIVE)",
      [](const SharedSettings& r) -> uint64_t { return r.adaptive; }},
     {"CCLZ_NCCL_WINDOWS", [](const SharedSettings& r) -> uint64_t { return r.transportFrames; }},
-    {"CCLZ_FUSED", [](const SharedSettings& r) -> uint64_t { return r.fused; }},
+    {"CCLZ_FUSED (0, 1, 2 ce, 3 direct)",
+     [](const SharedSettings& r) -> uint64_t { return r.fused; }},
     {"CCLZ_OVERLAP_GATHER (0 ring, 1 merged)",
      [](const SharedSettings& r) -> uint64_t { return r.overlapMergedGather; }},
     {"CCLZ_OVERLAP_COPY (0 nccl, 1 ce, 2 auto)",

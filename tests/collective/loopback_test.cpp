@@ -521,6 +521,11 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_FUSED", "ce", 1);
   EXPECT_TRUE(CommSettings::fromEnvironment().fused);
   EXPECT_TRUE(CommSettings::fromEnvironment().fusedCopyEngines);
+  EXPECT_FALSE(CommSettings::fromEnvironment().fusedDirect);
+  setenv("CCLZ_FUSED", "direct", 1);
+  EXPECT_TRUE(CommSettings::fromEnvironment().fused);
+  EXPECT_FALSE(CommSettings::fromEnvironment().fusedCopyEngines);
+  EXPECT_TRUE(CommSettings::fromEnvironment().fusedDirect);
   setenv("CCLZ_FUSED", "0", 1);
   EXPECT_FALSE(CommSettings::fromEnvironment().fused);
   EXPECT_FALSE(CommSettings::fromEnvironment().fusedCopyEngines);

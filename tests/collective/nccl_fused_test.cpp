@@ -33,8 +33,9 @@ namespace cclz::test {
 namespace {
 
 // The fused path under test: CCLZ_FUSED as the program was started with, 1 (frames stored by a
-// kernel) unless it was ce (copied by the copy engines). main() unsets the variable, so that the
-// reference communicators are made without it.
+// kernel) unless it was ce (copied by the copy engines) or direct (the kernel path with the
+// reduce-scatter's frames encoded into the peers' windows). main() unsets the variable, so that
+// the reference communicators are made without it.
 std::string& fusedMode() {
   static std::string mode = "1";
   return mode;
@@ -789,8 +790,9 @@ int main(int argc, char** argv) {
   using namespace cclz::test;
   // 1 MiB pieces: the 1000001-value cases run several pieces, fp32 more than the window's slot
   // sets (so that a set is reused within a call).
-  if (const char* mode = std::getenv("CCLZ_FUSED"); mode && std::string(mode) == "ce")
-    fusedMode() = "ce";
+  if (const char* mode = std::getenv("CCLZ_FUSED");
+      mode && (std::string(mode) == "ce" || std::string(mode) == "direct"))
+    fusedMode() = mode;
   unsetenv("CCLZ_FUSED");
   if (const int skip = startNcclTests(&argc, argv, "1M")) return skip;
   fusedComm();

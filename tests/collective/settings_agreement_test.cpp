@@ -95,6 +95,7 @@ std::vector<Difference> differences() {
       {"CCLZ_OVERLAP_GATHER", [](CommSettings& s) { s.overlapMergedGather = true; }},
       {"CCLZ_OVERLAP_COPY", [](CommSettings& s) { s.overlapCopy = OverlapCopy::Auto; }},
       {"CCLZ_FUSED", [](CommSettings& s) { s.fused = s.fusedCopyEngines = true; }},
+      {"CCLZ_FUSED", [](CommSettings& s) { s.fused = s.fusedDirect = true; }},
   };
 }
 

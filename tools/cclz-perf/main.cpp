@@ -215,8 +215,9 @@ int main(int argc, char** argv) {
                "collectives on the GPU: CCLZ_FUSED for cclz's communicator, the fused NVLink paths "
                "where they apply: --fused (=1) stores the frames by a kernel (fp8 all-gather and "
                "reduce-scatter), --fused=ce copies them by the copy engines (also the all-reduce "
-               "and qgrad); also as CCLZ_FUSED is set")
-      ->check(CLI::IsMember({"1", "ce"}));
+               "and qgrad), --fused=direct is the kernel path with the reduce-scatter's frames "
+               "encoded into the peers' windows; also as CCLZ_FUSED is set")
+      ->check(CLI::IsMember({"1", "ce", "direct"}));
   app.add_flag("--batch", opt.batch,
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
                "(one event pair) at the end (nccl-tests' timing), 5 rounds, median; default: "
@@ -254,7 +255,8 @@ int main(int argc, char** argv) {
     if (!pieceBytes.empty()) opt.pieceBytes = perf::parseBytes(pieceBytes, "--piece-bytes");
     const char* fusedEnv = std::getenv("CCLZ_FUSED");
     const std::string fusedSet = fusedEnv ? fusedEnv : "";
-    if (opt.fused.empty() && (fusedSet == "1" || fusedSet == "ce")) opt.fused = fusedSet;
+    if (opt.fused.empty() && (fusedSet == "1" || fusedSet == "ce" || fusedSet == "direct"))
+      opt.fused = fusedSet;
     if (opt.minBytes > opt.maxBytes)
       perf::fail("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", opt.minBytes,
                  opt.maxBytes);

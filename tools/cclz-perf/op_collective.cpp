@@ -528,10 +528,14 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
                  "its trials found plain data faster)\n",
                  opt.adaptive == 1 ? "on" : opt.adaptive == 0 ? "off" : "default");
       if (!opt.fused.empty())
-        fmt::print("#   fused: CCLZ_FUSED={}, compressed calls take the fused NVLink path ({}) "
-                   "where it applies and every rank shares NVLink\n",
-                   opt.fused, opt.fused == "ce" ? "frames copied by the copy engines"
-                                                : "frames stored by a kernel");
+        fmt::print(
+            "#   fused: CCLZ_FUSED={}, compressed calls take the fused NVLink path ({}) "
+            "where it applies and every rank shares NVLink\n",
+            opt.fused,
+            opt.fused == "ce"       ? "frames copied by the copy engines"
+            : opt.fused == "direct" ? "frames stored by a kernel, a reduce-scatter's "
+                                      "by its encodes"
+                                    : "frames stored by a kernel");
       if (gpu)
         fmt::print("#   mem(MiB): the device memory cclz's calls have taken so far in the run "
                    "(scratch, frames, windows: grown by the first calls of a larger size, kept)\n");
