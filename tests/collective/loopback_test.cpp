@@ -728,20 +728,38 @@ TEST(TraceTest, StepsOfACollectiveGoToStderr) {
 // CCLZ_CHECK_CALLS: with first, the first call of each op is checked and later ones are not;
 // with 1, every call now; deferred (the default) is every call now on a host communicator, whose
 // calls block until their data has moved (a deferred check is for device communicators).
+// Which calls check with their peers (two ranks as threads): every call, each op's first, or
+// each op's first now and the later ones deferred (no control mesh here: they check now). A rank
+// alone checks nothing, in every mode: it has no peer.
 TEST(CommSettingsTest, WhichCallsCheck) {
-  auto hub = std::make_shared<LoopbackHub>(1);
-  CommSettings s;
+  CommSettings s = testSettings();
   s.checkCalls = CheckCalls::First;
-  Communicator comm(std::make_unique<LoopbackTransport>(hub, 0), s);
-  EXPECT_EQ(comm.checkWhen(CollOp::AllGather), CheckWhen::Now);
-  EXPECT_EQ(comm.checkWhen(CollOp::AllGather), CheckWhen::Skip);
-  EXPECT_EQ(comm.checkWhen(CollOp::AllReduce), CheckWhen::Now);
-  EXPECT_EQ(comm.checkWhen(CollOp::AllReduce), CheckWhen::Skip);
+  onRanks(
+      2,
+      [](cclzComm_t c, int) {
+        Communicator& comm = *c->impl;
+        EXPECT_EQ(comm.checkWhen(CollOp::AllGather), CheckWhen::Now);
+        EXPECT_EQ(comm.checkWhen(CollOp::AllGather), CheckWhen::Skip);
+        EXPECT_EQ(comm.checkWhen(CollOp::AllReduce), CheckWhen::Now);
+        EXPECT_EQ(comm.checkWhen(CollOp::AllReduce), CheckWhen::Skip);
+      },
+      std::chrono::seconds(20), nullptr, s);
   for (CheckCalls mode : {CheckCalls::Every, CheckCalls::Deferred}) {
     s.checkCalls = mode;
-    Communicator always(std::make_unique<LoopbackTransport>(hub, 0), s);
-    EXPECT_EQ(always.checkWhen(CollOp::Send), CheckWhen::Now);
-    EXPECT_EQ(always.checkWhen(CollOp::Send), CheckWhen::Now);
+    onRanks(
+        2,
+        [](cclzComm_t c, int) {
+          EXPECT_EQ(c->impl->checkWhen(CollOp::Send), CheckWhen::Now);
+          EXPECT_EQ(c->impl->checkWhen(CollOp::Send), CheckWhen::Now);
+        },
+        std::chrono::seconds(20), nullptr, s);
+  }
+  auto alone = std::make_shared<LoopbackHub>(1);
+  for (CheckCalls mode : {CheckCalls::Every, CheckCalls::First, CheckCalls::Deferred}) {
+    s.checkCalls = mode;
+    Communicator single(std::make_unique<LoopbackTransport>(alone, 0), s);
+    EXPECT_EQ(single.checkWhen(CollOp::AllReduce), CheckWhen::Skip);
+    EXPECT_EQ(single.checkWhen(CollOp::AllReduce), CheckWhen::Skip);
   }
 }
 
