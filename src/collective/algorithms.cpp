@@ -201,9 +201,11 @@ void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count
       p, pieceCount(count, p.pieceElems), p.exchangesSizes(),
       [&](uint64_t k, int slot) {
         const Span piece = pieceOf(chunk, p.pieceElems, k);
+        std::vector<PieceBlock> blocks;  // one per destination, of one count: one batch
         for (int r = 0; r < p.n; ++r)
-          p.e.encode(p.use, p.at(in, r * count + piece.offset), piece.count, p.sendFrame(slot, r),
-                     p.stride, &p.sizes(slot)[r], Residual{}, 0);
+          blocks.push_back({p.at(in, r * count + piece.offset), piece.count, p.sendFrame(slot, r),
+                            &p.sizes(slot)[r]});
+        p.e.encodeBlocks(p.use, blocks, p.stride);
       },
       moveStep(announceSizes), moveStep(moveFrames),
       [&](uint64_t k, int slot) {

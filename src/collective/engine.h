@@ -26,8 +26,8 @@ struct CodecUse {
   int dtype;
 };
 
-// One destination's block of a reduction's piece (Engine::encodeBlocks): count values at src,
-// encoded into dst, the frame's size to *sizeSlot (engine memory).
+// One destination's block of a piece (Engine::encodeBlocks): count values at src, encoded into
+// dst, the frame's size to *sizeSlot (engine memory).
 struct PieceBlock {
   const void* src;
   uint64_t count;
@@ -104,9 +104,10 @@ class Engine {
   virtual void encode(const CodecUse& c, const void* src, uint64_t count, uint8_t* dst,
                       uint64_t capacity, uint64_t* sizeSlot, Residual residual,
                       uint64_t step) = 0;
-  // A reduction's encode of one piece's blocks (no error feedback), each frame of `capacity`:
-  // this default encodes them one by one; the device engine encodes blocks of one count as one
-  // batch where the codec can (Codec::encodeBatchDevice), with the same bytes.
+  // The encode of one piece's blocks, one per destination (a reduction's without error feedback,
+  // an all-to-all's), each frame of `capacity`: this default encodes them one by one; the device
+  // engine encodes blocks of one count as one batch where the codec can
+  // (Codec::encodeBatchDevice), with the same bytes.
   virtual void encodeBlocks(const CodecUse& c, std::span<const PieceBlock> blocks,
                             uint64_t capacity) {
     for (const PieceBlock& b : blocks)

@@ -415,8 +415,10 @@ void dataBytes(const CollArgs& a, const Plan& plan, int n, int me, MemoryKind me
   if (memory == MemoryKind::Device) {
     bytes[static_cast<int>(Area::Decoded)] = plan.pieceElems * plan.elemBytes;
     if (a.step) bytes[static_cast<int>(Area::Residual)] = plan.pieceElems * sizeof(float);
-    // A reduction's piece encodes its blocks as one batch (Engine::encodeBlocks).
-    const int batch = reduces(a.op) ? std::min(n, kMaxBatchFrames) : 1;
+    // A reduction's and an all-to-all's piece encode their blocks as one batch
+    // (Engine::encodeBlocks).
+    const bool blocks = reduces(a.op) || a.op == CollOp::AllToAll;
+    const int batch = blocks ? std::min(n, kMaxBatchFrames) : 1;
     bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
       return plan.use.codec->encodeBatchScratchBytes(plan.use.config, plan.use.dtype, count, batch);
     });
