@@ -1,0 +1,18 @@
+# One GPU, one rank: what cclz's call path adds to NCCL's own call, back to back.
+set -u
+O=$OUT
+CCLZ_BUILD_TARGETS="cclz-perf" OUT=$O/b bash scripts/dev/device.sh build > $O/build.out 2>&1
+echo "build exit $?"
+tn=$(python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)/lib
+export LD_LIBRARY_PATH="$tn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+perf=build-device/tools/cclz-perf/cclz-perf
+for op in allreduce allgather; do
+  for codec in none fp8; do
+    for mode in deferred first; do
+      echo "== $op $codec CCLZ_CHECK_CALLS=$mode"
+      CCLZ_CHECK_CALLS=$mode mpirun --allow-run-as-root -n 1 -x LD_LIBRARY_PATH -x CCLZ_CHECK_CALLS \
+        $perf --op $op --codec $codec --device gpu -d bf16 -b 1K -e 1M -f 8 -n 200 -w 20 --batch \
+        --json $O/${op}_${codec}_$mode.json 2>&1 | grep -v "^#   "
+    done
+  done
+done
