@@ -22,7 +22,7 @@
 #include "cclz/cclz.h"
 #include "codec/codec.h"
 #include "codec/device.h"
-#include "probe_check.h"
+#include "probe_support.h"
 
 namespace {
 
@@ -50,7 +50,7 @@ std::vector<uint16_t> channelBlock(size_t count, size_t period, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json = "[\n";
+  std::string json;  // the rows (writeJsonRows)
   int failures = 0;
   const cclz::Codec& codec = cclz::fp8Codec();
   const size_t periods[] = {768, 512, 1536, 4096, 640, 2304, 1024, 3072};
@@ -125,13 +125,6 @@ int main(int argc, char** argv) {
   }
   cudaFree(in), cudaFree(status);
   cudaStreamDestroy(stream);
-  if (json.size() > 2) json.erase(json.size() - 2, 1);  // the last row's comma
-  json += "]\n";
-  if (argc > 1) {
-    FILE* f = std::fopen(argv[1], "w");
-    if (!f) return 1;
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!writeJsonRows(json, argc > 1 ? argv[1] : nullptr)) return 1;
   return failures ? 1 : 0;
 }

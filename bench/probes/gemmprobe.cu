@@ -25,7 +25,7 @@
 
 #include "cclz/cclz.h"
 #include "overlap/device_gemm.h"
-#include "probe_check.h"
+#include "probe_support.h"
 
 namespace {
 
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  std::string json = "[\n";
+  std::string json;  // the rows (writeJsonRows)
   std::printf("%-10s %-7s %2s %5s %5s x %5s x %5s  %9s %6s  %s\n", "model", "gemm", "tp", "tok",
               "m", "n", "k", "best ms", "TF/s",
               "x best: alike-116 whole, chunks | alike-132 whole, chunks | at whole: whole, chunks");
@@ -112,13 +112,6 @@ int main(int argc, char** argv) {
           json += row;
           cudaFree(a), cudaFree(b), cudaFree(c);
         }
-  if (json.size() > 2) json.erase(json.size() - 2, 1);  // the last row's comma
-  json += "]\n";
-  if (argc > 1) {
-    FILE* f = std::fopen(argv[1], "w");
-    if (!f) return 1;
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!writeJsonRows(json, argc > 1 ? argv[1] : nullptr)) return 1;
   return 0;
 }

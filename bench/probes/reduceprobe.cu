@@ -14,26 +14,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <random>
 #include <vector>
 
 #include "cclz/cclz.h"
 #include "codec/device.h"
-#include "probe_check.h"
+#include "probe_support.h"
 
 int main() {
   for (size_t mib : {size_t{64}, size_t{256}}) {
     const size_t count = (mib << 20) / 2;
-    std::vector<uint16_t> x(count);
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal;
-    for (auto& v : x) {  // bf16 by truncation: any bf16 values will do
-      const float f = normal(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      v = static_cast<uint16_t>(bits >> 16);
-    }
+    const std::vector<uint16_t> x = gaussianBf16(count, 7);
     cclzCodecConfig_t cfg = CCLZ_CODEC_CONFIG_INITIALIZER;
     cfg.codec = cclzCodecFp8;
     cfg.fp8RowElems = 1024;

@@ -14,16 +14,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "cclz/cclz.h"
 #include "codec/device.h"
-#include "probe_check.h"
+#include "probe_support.h"
 
 int main(int argc, char** argv) {
-  std::string json = "[\n";
+  std::string json;  // the rows (writeJsonRows)
   int failures = 0;
   for (size_t count : {size_t{4} << 20, size_t{16} << 20}) {
     cclzCodecConfig_t cfg = CCLZ_CODEC_CONFIG_INITIALIZER;
@@ -43,16 +42,8 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&status, sizeof(cclz::DeviceStatus)));
     CK(cudaMemset(status, 0, sizeof(cclz::DeviceStatus)));
     std::vector<uint8_t*> frames(cclz::kMaxSumFrames);
-    std::vector<uint16_t> x(count);
     for (int r = 0; r < cclz::kMaxSumFrames; ++r) {
-      std::mt19937 rng(7 + r);
-      std::normal_distribution<float> normal;
-      for (auto& v : x) {  // bf16 by truncation: any bf16 values will do
-        const float f = normal(rng);
-        uint32_t bits;
-        std::memcpy(&bits, &f, 4);
-        v = static_cast<uint16_t>(bits >> 16);
-      }
+      const std::vector<uint16_t> x = gaussianBf16(count, 7 + r);
       CK(cudaMemcpy(in, x.data(), 2 * count, cudaMemcpyHostToDevice));
       CK(cudaMalloc(&frames[r], capacity));
       CZ(cclzEncode(codec, in, count, cclzBfloat16, frames[r], capacity, nullptr,
@@ -106,13 +97,6 @@ int main(int argc, char** argv) {
     cclzCodecDestroy(codec);
     cudaStreamDestroy(stream);
   }
-  if (json.size() > 2) json.erase(json.size() - 2, 1);  // the last row's comma
-  json += "]\n";
-  if (argc > 1) {
-    FILE* f = std::fopen(argv[1], "w");
-    if (!f) return 1;
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-  }
+  if (!writeJsonRows(json, argc > 1 ? argv[1] : nullptr)) return 1;
   return failures ? 1 : 0;
 }
