@@ -1,6 +1,7 @@
 // The codec registry and the interface's default implementations.
 #include "codec/codec.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,37 @@ void Codec::encodeBatchDevice(const cclzCodecConfig_t& config, int dtype, const 
   for (int f = 0; f < batch.n; ++f)
     encodeDevice(config, dtype, batch.src[f], count, batch.dst[f], batch.encodedBytesOut[f], ws,
                  stream);
+}
+
+void Codec::encodeBlocksDevice(const cclzCodecConfig_t& config, int dtype,
+                               const EncodeBlock* blocks, size_t n, const DeviceWorkspace& ws,
+                               cudaStream_t stream) const {
+  FrameBatch batch;
+  uint64_t count = 0;
+  bool oneBatch = n <= static_cast<size_t>(kMaxBatchFrames);
+  for (size_t f = 0; f < n && oneBatch; ++f) {
+    const EncodeBlock& b = blocks[f];
+    if (!b.count) continue;
+    oneBatch = batch.n == 0 || b.count == count;
+    count = b.count;
+    batch.src[batch.n] = b.src, batch.dst[batch.n] = b.dst,
+    batch.encodedBytesOut[batch.n] = b.sizeOut;
+    ++batch.n;
+  }
+  if (oneBatch) {
+    if (batch.n) encodeBatchDevice(config, dtype, batch, count, ws, stream);
+    return;
+  }
+  for (size_t f = 0; f < n; ++f)
+    if (blocks[f].count)
+      encodeDevice(config, dtype, blocks[f].src, blocks[f].count, blocks[f].dst, blocks[f].sizeOut,
+                   ws, stream);
+}
+
+uint64_t Codec::encodeBlocksScratchBytes(const cclzCodecConfig_t& config, int dtype, uint64_t count,
+                                         size_t n) const {
+  const int frames = static_cast<int>(std::min<size_t>(n, kMaxBatchFrames));
+  return encodeBatchScratchBytes(config, dtype, count, std::max(frames, 1));
 }
 
 void Codec::decodeSumDevice(const cclzCodecConfig_t&, const FrameSum&, int, uint64_t,

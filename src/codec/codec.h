@@ -5,6 +5,7 @@
 // knows (its configuration, its dtypes, its frames).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cclz/cclz.h"
@@ -22,6 +23,16 @@ struct DeviceStatus;
 struct ReduceStep;
 struct FrameSum;
 struct FrameBatch;
+
+// One block of values encoded into a frame of its own (a piece's block for one destination):
+// count values at src into dst, the frame's size to *sizeOut where that is not NULL (device
+// memory on the device path).
+struct EncodeBlock {
+  const void* src = nullptr;
+  uint64_t count = 0;
+  uint8_t* dst = nullptr;
+  uint64_t* sizeOut = nullptr;
+};
 
 // Thrown by a host encode that met a NaN or Inf after it wrote its complete frame (and residual):
 // the call fails, yet its outputs are valid (docs/formats.md, qgrad, "NaN and Inf"), so the API
@@ -134,6 +145,14 @@ class Codec {
   virtual void encodeBatchDevice(const cclzCodecConfig_t& config, int dtype,
                                  const FrameBatch& batch, uint64_t count, const DeviceWorkspace& ws,
                                  cudaStream_t stream) const;
+  // The n blocks of a piece (one per destination), blocks of no values skipped: as one
+  // encodeBatchDevice where their counts agree and there are at most kMaxBatchFrames, else one
+  // encodeDevice each. The bytes are the same either way. ws.scratch holds
+  // encodeBlocksScratchBytes for the largest count.
+  void encodeBlocksDevice(const cclzCodecConfig_t& config, int dtype, const EncodeBlock* blocks,
+                          size_t n, const DeviceWorkspace& ws, cudaStream_t stream) const;
+  uint64_t encodeBlocksScratchBytes(const cclzCodecConfig_t& config, int dtype, uint64_t count,
+                                    size_t n) const;
   // A rejected frame sets ws.status->decodeError (the first error since it was cleared).
   virtual void decodeDevice(const cclzCodecConfig_t& config, const uint8_t* src, uint64_t srcBytes,
                             int dtype, uint64_t count, void* dst, const DeviceWorkspace& ws,

@@ -153,7 +153,7 @@ void reducePieces(const Pipeline& p, const void* in, void* mine, const std::vect
   runPieces(
       p, maxPieces(p, chunks), p.exchangesSizes(),
       [&](uint64_t k, int slot) {
-        std::vector<PieceBlock> blocks;  // without feedback: one batch where the engine can
+        std::vector<EncodeBlock> blocks;  // without feedback: one batch where the engine can
         for (int r = 0; r < p.n; ++r) {
           const Span piece = pieceOf(chunks[r], p.pieceElems, k);
           if (!piece.count) continue;
@@ -201,7 +201,7 @@ void allToAllPieces(const Pipeline& p, const void* in, void* out, uint64_t count
       p, pieceCount(count, p.pieceElems), p.exchangesSizes(),
       [&](uint64_t k, int slot) {
         const Span piece = pieceOf(chunk, p.pieceElems, k);
-        std::vector<PieceBlock> blocks;  // one per destination, of one count: one batch
+        std::vector<EncodeBlock> blocks;  // one per destination, of one count: one batch
         for (int r = 0; r < p.n; ++r)
           blocks.push_back({p.at(in, r * count + piece.offset), piece.count, p.sendFrame(slot, r),
                             &p.sizes(slot)[r]});

@@ -213,23 +213,11 @@ class DeviceEngine final : public Engine {
           cudaMemcpyAsync(residual.data, r.data, bytes, cudaMemcpyDeviceToDevice, current_));
   }
 
-  // Blocks of one count, at most kMaxBatchFrames, as one batch; the area's scratch holds the
-  // batch's (dataBytes, plan.cpp).
-  void encodeBlocks(const CodecUse& c, std::span<const PieceBlock> blocks,
-                    uint64_t capacity) override {
-    bool oneCount = !blocks.empty() && blocks.size() <= static_cast<size_t>(kMaxBatchFrames);
-    for (size_t f = 1; oneCount && f < blocks.size(); ++f)
-      oneCount = blocks[f].count == blocks[0].count;
-    if (!oneCount) {
-      Engine::encodeBlocks(c, blocks, capacity);
-      return;
-    }
-    FrameBatch batch;
-    batch.n = static_cast<int>(blocks.size());
-    for (int f = 0; f < batch.n; ++f)
-      batch.src[f] = blocks[f].src, batch.dst[f] = blocks[f].dst,
-      batch.encodedBytesOut[f] = blocks[f].sizeSlot;
-    c.codec->encodeBatchDevice(c.config, c.dtype, batch, blocks[0].count, workspace(), current_);
+  // The blocks as one batch where the codec can (Codec::encodeBlocksDevice); the area's scratch
+  // holds the batch's (dataBytes, plan.cpp).
+  void encodeBlocks(const CodecUse& c, std::span<const EncodeBlock> blocks, uint64_t) override {
+    c.codec->encodeBlocksDevice(c.config, c.dtype, blocks.data(), blocks.size(), workspace(),
+                                current_);
   }
 
   // An output that is not 16-byte aligned (a rank's part of the receive buffer at an odd offset)

@@ -26,15 +26,6 @@ struct CodecUse {
   int dtype;
 };
 
-// One destination's block of a piece (Engine::encodeBlocks): count values at src, encoded into
-// dst, the frame's size to *sizeSlot (engine memory).
-struct PieceBlock {
-  const void* src;
-  uint64_t count;
-  uint8_t* dst;
-  uint64_t* sizeSlot;
-};
-
 // The stages of one pipeline piece. Piece i uses slot i % kSlots, and stage(Encode, s) waits
 // until the previous piece in slot s has been moved and decoded. Three slots: where frame sizes
 // go ahead of the frames (pipeline.h, runPieces), piece i's encode and size exchange then wait
@@ -108,10 +99,11 @@ class Engine {
   // an all-to-all's), each frame of `capacity`: this default encodes them one by one; the device
   // engine encodes blocks of one count as one batch where the codec can
   // (Codec::encodeBatchDevice), with the same bytes.
-  virtual void encodeBlocks(const CodecUse& c, std::span<const PieceBlock> blocks,
+  // (EncodeBlock, codec/codec.h: sizeOut is the frame's size slot in engine memory.)
+  virtual void encodeBlocks(const CodecUse& c, std::span<const EncodeBlock> blocks,
                             uint64_t capacity) {
-    for (const PieceBlock& b : blocks)
-      encode(c, b.src, b.count, b.dst, capacity, b.sizeSlot, Residual{}, 0);
+    for (const EncodeBlock& b : blocks)
+      encode(c, b.src, b.count, b.dst, capacity, b.sizeOut, Residual{}, 0);
   }
   virtual void decode(const CodecUse& c, const uint8_t* src, uint64_t srcBytes, uint64_t count,
                       void* dst) = 0;

@@ -168,7 +168,7 @@ class CopyEngineFused final : public FusedNvlink {
       if (!c.count) continue;
       for (uint64_t piece : {std::min(pe, c.count), c.count - (k - 1) * pe})
         scratchBytes = std::max(scratchBytes,
-                                fused::batchScratchBytes(codec, plan.use.config, dtype, piece, n));
+                                codec.encodeBlocksScratchBytes(plan.use.config, dtype, piece, n));
     }
     const bool reduces = a.op != CollOp::AllGather;
     z.slot = frameStride(plan);
@@ -406,20 +406,21 @@ class CopyEngineFused final : public FusedNvlink {
     auto* acc = reinterpret_cast<float*>(acc_.get());
     for (uint64_t k = 0; k < c.pieces; ++k) {
       timeline_.open(Stage::Encode, static_cast<int>(k), encode_);
-      auto blockOf = [&](int d) {
+      std::vector<EncodeBlock> blocks(n);
+      for (int d = 0; d < n; ++d) {
         const Span block = pieceOfRank(c, d, k);
-        return fused::EncodeBlock{in + (c.plan.chunks[d].offset + block.offset) * eb, block.count,
-                                  outgoing(c, d, k)};
-      };
+        blocks[d] = {in + (c.plan.chunks[d].offset + block.offset) * eb, block.count,
+                     outgoing(c, d, k)};
+      }
       if (!residual) {  // the destinations' blocks as one batch where the codec has one
-        fused::encodeBlocks(codec, c.plan.use.config, c.plan.use.dtype, n, blockOf, c.ws, encode_);
+        codec.encodeBlocksDevice(c.plan.use.config, c.plan.use.dtype, blocks.data(), n, c.ws,
+                                 encode_);
       } else {
         for (int d = 0; d < n; ++d) {
-          const Span block = pieceOfRank(c, d, k);
-          if (!block.count) continue;
-          const uint64_t first = c.plan.chunks[d].offset + block.offset;
-          encodeWithFeedback(c, in + first * eb, block.count, residual.at(first), step,
-                             blockOf(d).dst);
+          if (!blocks[d].count) continue;
+          const uint64_t first = c.plan.chunks[d].offset + pieceOfRank(c, d, k).offset;
+          encodeWithFeedback(c, in + first * eb, blocks[d].count, residual.at(first), step,
+                             blocks[d].dst);
         }
       }
       CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));

@@ -1,14 +1,13 @@
 // What the two fused NVLink paths (fused_nvlink.cpp: frames stored by a kernel;
 // fused_copy_engines.cpp: frames copied by the copy engines) share on the host: device memory of
-// this rank alone, the copy of staged output parts to their places, and a reduction's encode of
-// a piece's blocks and sum of a piece's frames.
+// this rank alone, the copy of staged output parts to their places, and a reduce-scatter's sum
+// of a piece's frames.
 #pragma once
 
 #ifdef CCLZ_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "codec/codec.h"
@@ -60,47 +59,6 @@ inline void copyStagedOut(uint8_t* out, uint64_t pitch, const uint8_t* staged, u
   for (int r = 0; r < n; ++r)
     CCLZ_CUDA_CHECK(cudaMemcpyAsync(out + r * pitch, staged + r * stagedPitch, bytes,
                                     cudaMemcpyDeviceToDevice, stream));
-}
-
-// One destination's block of a reduction's piece: count values at src, encoded into dst.
-struct EncodeBlock {
-  const void* src = nullptr;
-  uint64_t count = 0;
-  uint8_t* dst = nullptr;
-};
-
-// A reduction's encode of one piece: blockOf(d) for the n destinations (blocks of no values are
-// skipped). Blocks of one count, at most kMaxBatchFrames of them, go as one batch
-// (Codec::encodeBatchDevice: each of the codec's kernels launched once for all of them, where the
-// fp8 codec's fixed chain of sampling kernels would otherwise run once per destination); others
-// one encode each. The bytes are the same either way. ws.scratch holds batchScratchBytes.
-template <typename BlockOf>
-void encodeBlocks(const Codec& codec, const cclzCodecConfig_t& config, int dtype, int n,
-                  BlockOf blockOf, const DeviceWorkspace& ws, cudaStream_t stream) {
-  FrameBatch batch;
-  uint64_t count = 0;
-  bool oneBatch = n <= kMaxBatchFrames;
-  for (int d = 0; d < n && oneBatch; ++d) {
-    const EncodeBlock b = blockOf(d);
-    if (!b.count) continue;
-    oneBatch = batch.n == 0 || b.count == count;
-    count = b.count;
-    batch.src[batch.n] = b.src, batch.dst[batch.n] = b.dst, ++batch.n;
-  }
-  if (oneBatch) {
-    if (batch.n) codec.encodeBatchDevice(config, dtype, batch, count, ws, stream);
-    return;
-  }
-  for (int d = 0; d < n; ++d) {
-    const EncodeBlock b = blockOf(d);
-    if (b.count) codec.encodeDevice(config, dtype, b.src, b.count, b.dst, nullptr, ws, stream);
-  }
-}
-
-// The scratch encodeBlocks needs for n blocks of at most `count` values.
-inline uint64_t batchScratchBytes(const Codec& codec, const cclzCodecConfig_t& config, int dtype,
-                                  uint64_t count, int n) {
-  return codec.encodeBatchScratchBytes(config, dtype, count, std::min(n, kMaxBatchFrames));
 }
 
 // A piece's sum over its n frames, frameOf(r) in rank order (so that every rank and path sums

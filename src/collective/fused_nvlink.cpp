@@ -139,8 +139,8 @@ class NcclFusedNvlink final : public FusedNvlink {
     const uint64_t slot = frameStride(plan);
     const uint64_t setBytes = n * slot;
     const uint64_t scratchBytes =
-        roundUp(std::max(fused::batchScratchBytes(codec, config, dtype, first, n),
-                         fused::batchScratchBytes(codec, config, dtype, last, n)),
+        roundUp(std::max(codec.encodeBlocksScratchBytes(config, dtype, first, n),
+                         codec.encodeBlocksScratchBytes(config, dtype, last, n)),
                 256);
     const uint64_t outgoingBytes = gather ? 0 : kSlotSets * setBytes;
     const bool onePass = codec.sumsInOnePass(config, n);  // the sum needs no accumulator
@@ -260,23 +260,22 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
   // Reduce-scatter E, as the pipeline's reducePieces: piece k of every destination's chunk
-  // encoded once, as one batch (fused::encodeBlocks), into the set's outgoing frames; with
+  // encoded once, as one batch (Codec::encodeBlocksDevice), into the set's outgoing frames; with
   // direct_, each peer's frame straight into slot `me` of the set in that peer's window (this
   // rank's own frame still into the outgoing area).
   void encodeReduceScatter(const Step& s, int set, uint64_t k) {
     const uint64_t eb = s.plan.elemBytes;
     const int me = t_.rank();
     const auto* send = static_cast<const uint8_t*>(s.a.send);
-    fused::encodeBlocks(
-        *s.plan.use.codec, s.plan.use.config, s.plan.use.dtype, t_.size(),
-        [&](int d) {
-          const Span block = pieceOf(s.plan.chunks[d], s.plan.pieceElems, k);
-          uint8_t* frame = direct_ && d != me ? peers_[d] + set * s.setBytes + me * s.slot
-                                              : outgoing(s, set) + d * s.slot;
-          return fused::EncodeBlock{send + (s.plan.chunks[d].offset + block.offset) * eb,
-                                    block.count, frame};
-        },
-        s.ws, encode_);
+    std::vector<EncodeBlock> blocks(t_.size());
+    for (int d = 0; d < t_.size(); ++d) {
+      const Span block = pieceOf(s.plan.chunks[d], s.plan.pieceElems, k);
+      uint8_t* frame = direct_ && d != me ? peers_[d] + set * s.setBytes + me * s.slot
+                                          : outgoing(s, set) + d * s.slot;
+      blocks[d] = {send + (s.plan.chunks[d].offset + block.offset) * eb, block.count, frame};
+    }
+    s.plan.use.codec->encodeBlocksDevice(s.plan.use.config, s.plan.use.dtype, blocks.data(),
+                                         blocks.size(), s.ws, encode_);
   }
 
   uint8_t* outgoing(const Step& s, int set) const { return outgoing_.get() + set * s.setBytes; }

@@ -417,10 +417,10 @@ void dataBytes(const CollArgs& a, const Plan& plan, int n, int me, MemoryKind me
     if (a.step) bytes[static_cast<int>(Area::Residual)] = plan.pieceElems * sizeof(float);
     // A reduction's and an all-to-all's piece encode their blocks as one batch
     // (Engine::encodeBlocks).
-    const bool blocks = reduces(a.op) || a.op == CollOp::AllToAll;
-    const int batch = blocks ? std::min(n, kMaxBatchFrames) : 1;
+    const size_t blocks = reduces(a.op) || a.op == CollOp::AllToAll ? n : 1;
     bytes[static_cast<int>(Area::CodecScratch)] = worstPiece(plan, [&](uint64_t count) {
-      return plan.use.codec->encodeBatchScratchBytes(plan.use.config, plan.use.dtype, count, batch);
+      return plan.use.codec->encodeBlocksScratchBytes(plan.use.config, plan.use.dtype, count,
+                                                      blocks);
     });
   }
 #else

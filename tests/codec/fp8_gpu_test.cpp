@@ -424,6 +424,62 @@ TEST(Fp8GpuBatch, EachFrameIsTheEncodeOfItsBlock) {
   expectBatchEqualsTheBlocksEncodes(lossless, cclzBfloat16, 300001, 3);
 }
 
+// Codec::encodeBlocksDevice, which the collectives call with a piece's blocks: blocks of unequal
+// counts and more blocks than a batch holds encode one by one, a block of no values is skipped
+// (its frame and size untouched); each frame equals the host's encode of its block.
+TEST(Fp8GpuBatch, BlocksThatAreNoBatchEncodeOneByOne) {
+  if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  const cclzCodecConfig_t config = setups()[0].config();  // rows from the data
+  const Codec& codec = fp8Codec();
+  const std::vector<std::vector<size_t>> cases = {
+      {300001, 300001, 299999}, std::vector<size_t>(kMaxBatchFrames + 1, 70000), {0, 70000, 70000}};
+  for (const std::vector<size_t>& counts : cases) {
+    SCOPED_TRACE(std::to_string(counts.size()) + " blocks, the first of " +
+                 std::to_string(counts[0]) + " values");
+    const size_t n = counts.size(), most = *std::max_element(counts.begin(), counts.end());
+    std::vector<std::vector<uint8_t>> inputs;
+    std::vector<std::unique_ptr<GuardedDeviceBuffer>> src, dst;
+    GuardedDeviceBuffer sizes(8 * n), status(sizeof(DeviceStatus)),
+        scratch(
+            std::max<uint64_t>(16, codec.encodeBlocksScratchBytes(config, cclzBfloat16, most, n)));
+    std::vector<EncodeBlock> blocks(n);
+    for (size_t f = 0; f < n; ++f) {
+      inputs.push_back(toDtype(periodicChannels(512 + 256 * f, counts[f]), cclzBfloat16));
+      src.push_back(std::make_unique<GuardedDeviceBuffer>(std::max<size_t>(2 * counts[f], 16)));
+      dst.push_back(std::make_unique<GuardedDeviceBuffer>(
+          codec.maxEncodedBytes(config, cclzBfloat16, std::max<size_t>(counts[f], 1))));
+      src[f]->upload(inputs[f].data(), inputs[f].size());
+      blocks[f] = {src[f]->data(), counts[f], dst[f]->data(),
+                   reinterpret_cast<uint64_t*>(sizes.data()) + f};
+    }
+    const std::vector<uint8_t> sizesBefore = sizes.download(8 * n);
+    const DeviceWorkspace ws{reinterpret_cast<DeviceStatus*>(status.data()), scratch.data(),
+                             scratch.size()};
+    codec.encodeBlocksDevice(config, cclzBfloat16, blocks.data(), n, ws, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<uint8_t> sizesAfter = sizes.download(8 * n);
+    for (size_t f = 0; f < n; ++f) {
+      uint64_t written = 0;
+      std::memcpy(&written, sizesAfter.data() + 8 * f, 8);
+      if (!counts[f]) {
+        EXPECT_EQ(0, std::memcmp(sizesAfter.data() + 8 * f, sizesBefore.data() + 8 * f, 8))
+            << "block " << f << " of no values: its size slot was written";
+        EXPECT_EQ(dst[f]->download(dst[f]->size()),
+                  std::vector<uint8_t>(dst[f]->size(), GuardedDeviceBuffer::kPattern))
+            << "block " << f << " of no values: its frame was written";
+        continue;
+      }
+      std::vector<uint8_t> host(dst[f]->size());
+      host.resize(codec.encodeHost(config, cclzBfloat16, inputs[f].data(), counts[f], host.data(),
+                                   host.size()));
+      EXPECT_EQ(written, host.size()) << "block " << f;
+      expectSameBytes(dst[f]->download(host.size()), host, "block " + std::to_string(f));
+      EXPECT_TRUE(dst[f]->guardsIntact()) << "block " << f;
+    }
+    EXPECT_TRUE(scratch.guardsIntact());
+  }
+}
+
 // A batch of no frames, or of more than kMaxBatchFrames, is refused before anything is queued.
 TEST(Fp8GpuBatch, BatchSizeIsChecked) {
   if (!haveCudaDevice()) GTEST_SKIP() << "no CUDA device";
