@@ -32,6 +32,15 @@ Tuner::Call Tuner::next(const TuneKey& key, int trialPairs) {
   return Call{i % 2 == 0 ? Path::Compressed : Path::Plain, i >= 2, false, false};
 }
 
+bool Tuner::nextSettled(const TuneKey& key, Call* call) {
+  auto it = entries_.find(key);
+  if (it == entries_.end() || !it->second.decided || it->second.settledCalls >= kRetrialCalls)
+    return false;
+  ++it->second.settledCalls;
+  *call = Call{it->second.path, false, false, true};
+  return true;
+}
+
 Path Tuner::settledOr(const TuneKey& key) const {
   auto it = entries_.find(key);
   return it != entries_.end() && it->second.decided ? it->second.path : Path::Compressed;

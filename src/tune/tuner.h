@@ -69,6 +69,10 @@ class Tuner {
   // trialPairs (at least 2: the first pair is not timed): the key's pairs of trials, taken at
   // its first call (every rank passes the same for a key).
   Call next(const TuneKey& key, int trialPairs = kTrialPairs);
+  // next() for a key that is settled and not yet due to be tried again (the steady state):
+  // then true, with *call filled and the call counted; else false, and nothing changes. It asks
+  // nothing else, so the caller can skip what only a trial needs (a capture query).
+  bool nextSettled(const TuneKey& key, Call* call);
   // What a call of `key` that must not count as a trial runs (one being captured into a CUDA
   // graph, whose timing events could not be read): the settled path, else compressed.
   Path settledOr(const TuneKey& key) const;

@@ -310,6 +310,7 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   const int trials = 6, calls = trials + 2;  // 2 * Tuner::kTrialPairs
   for (const CollCase& c : adaptiveCases()) {
     SCOPED_TRACE(c.name());
+    if (c.op == Coll::SendRecv && n == 1) continue;  // a rank alone has no peer to send to
     const std::vector<uint8_t> in = makeInput(c, n, me);
     for (int i = 0; i < calls; ++i) {
       DeviceBytes send(in.size(), in.data()), recv(recvElems(c, n) * elementSize(c.dtype));
@@ -326,6 +327,72 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
       expectRanksAgree(c, i, trials, path, decided, out);
     }
   }
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
+  EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
+}
+
+// A call of one of its own graph's, captured (cudaStreamBeginCapture) and replayed.
+struct CapturedCall {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~CapturedCall() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
+// A call captured into a CUDA graph is no trial: before its kind is settled it runs compressed
+// and the trials go on as if it had not been made; once settled it takes the settled path (its
+// tuner asks the driver nothing then). Each graph's replay gives a right output.
+TEST(NcclAdaptive, CapturedCallsLeaveTheTrialsAndTakeTheSettledPath) {
+  if (asyncCalls()) GTEST_SKIP() << "an asyncCalls communicator refuses capture";
+  const int n = worldSize(), me = worldRank();
+  cclzComm_t comm = makeAdaptiveComm();
+  ASSERT_NE(comm, nullptr);
+  cudaStream_t cs = comms().stream;
+  const auto stream = reinterpret_cast<cclzStream_t>(cs);
+  const CollCase c = adaptiveCases()[1];  // an fp8 all-reduce
+  ASSERT_EQ(c.op, Coll::AllReduce);
+  const std::vector<uint8_t> in = makeInput(c, n, me);
+  DeviceBytes send(in.size(), in.data()), recv(recvElems(c, n) * elementSize(c.dtype));
+  auto capture = [&](CapturedCall& g, cclzPath_t* path, int* decided) {
+    // Relaxed: the call may grow its scratch (cudaMalloc) while the stream captures.
+    ASSERT_EQ(cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed), cudaSuccess);
+    const cclzResult_t r = callCase(comm, c, n, me, send.ptr, recv.ptr, stream);
+    ASSERT_EQ(cudaStreamEndCapture(cs, &g.graph), cudaSuccess);
+    ASSERT_EQ(r, cclzSuccess) << cclzGetLastError(comm);
+    ASSERT_EQ(cudaGraphInstantiate(&g.exec, g.graph, 0), cudaSuccess);
+    ASSERT_EQ(cclzCommGetLastPath(comm, path, decided), cclzSuccess);
+  };
+  auto replay = [&](const CapturedCall& g, cclzPath_t path, const char* which) {
+    ASSERT_EQ(cudaMemset(recv.ptr, 0xA5, recv.size), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(g.exec, cs), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+    EXPECT_EQ(checkOutput(c, n, me, recv.download(), nullptr, path == cclzPathPlain), "") << which;
+  };
+  const int trials = 6;  // 2 * Tuner::kTrialPairs
+  CapturedCall early, late;
+  cclzPath_t earlyPath = cclzPathPlain, latePath = cclzPathCompressed, path;
+  int earlyDecided = -1, lateDecided = -1, decided = -1;
+  for (int i = 0; i <= trials; ++i) {
+    ASSERT_EQ(callCase(comm, c, n, me, send.ptr, recv.ptr, stream), cclzSuccess)
+        << cclzGetLastError(comm);
+    ASSERT_EQ(cclzCommGetLastPath(comm, &path, &decided), cclzSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
+    const bool network = path == cclzPathPlain;  // plain all-reduces are NCCL's own sums
+    EXPECT_EQ(checkOutput(c, n, me, recv.download(), nullptr, network), "") << "call " << i;
+    expectRanksAgree(c, i, trials, path, decided, recv.download());
+    if (i == 0) capture(early, &earlyPath, &earlyDecided);  // after the first trial's scratch
+  }
+  EXPECT_EQ(earlyPath, cclzPathCompressed);
+  EXPECT_EQ(earlyDecided, 0);
+  capture(late, &latePath, &lateDecided);
+  EXPECT_EQ(lateDecided, 1);
+  EXPECT_EQ(latePath, path) << "the settled path";
+  replay(early, earlyPath, "the call captured during the trials");
+  replay(late, latePath, "the call captured once settled");
   cclzResult_t async = cclzInternalError;
   EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
   EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);

@@ -142,6 +142,35 @@ TEST(Tuner, ASettledKeyIsTriedAgainAfterItsRetrialCalls) {
   EXPECT_EQ(after.path, Path::Compressed);  // only this retrial's times count
 }
 
+// nextSettled answers only a settled key's calls before its retrial, and counts them as next()
+// does: a caller that takes it first and next() otherwise keeps the same schedule.
+TEST(Tuner, NextSettledAnswersOnlyASettledKeyBeforeItsRetrial) {
+  Tuner tuner;
+  const TuneKey key = keyOf(16 << 20);
+  Tuner::Call call;
+  EXPECT_FALSE(tuner.nextSettled(key, &call));  // unknown
+  for (int i = 0; i < 2 * Tuner::kTrialPairs; ++i) {
+    ASSERT_FALSE(tuner.nextSettled(key, &call)) << "trial " << i;  // on trial
+    const Tuner::Call c = tuner.next(key);
+    if (c.timed)
+      tuner.record(key, c.path,
+                   std::make_unique<FixedStopwatch>(c.path == Path::Plain ? 1e-3 : 2e-3));
+  }
+  EXPECT_FALSE(tuner.nextSettled(key, &call));  // trials over, not yet settled
+  EXPECT_TRUE(tuner.next(key).settling);
+  tuner.settle(key, {tuner.measured(key)});
+  for (int i = 0; i < Tuner::kRetrialCalls; ++i) {
+    ASSERT_TRUE(tuner.nextSettled(key, &call)) << "call " << i;
+    ASSERT_TRUE(call.decided);
+    ASSERT_FALSE(call.timed || call.settling);
+    ASSERT_EQ(call.path, Path::Plain);
+  }
+  EXPECT_FALSE(tuner.nextSettled(key, &call));  // due for its retrial: next() starts it
+  const Tuner::Call retrial = tuner.next(key);
+  EXPECT_FALSE(retrial.decided);
+  EXPECT_EQ(retrial.path, Path::Compressed);
+}
+
 TEST(Tuner, KeysOfOtherSizesOpsAndPeersHaveTheirOwnTrials) {
   Tuner tuner;
   runTrials(tuner, keyOf(1 << 20), 1e-3, 2e-3);

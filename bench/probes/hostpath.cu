@@ -1,0 +1,186 @@
+// Probe (not part of cclz): where a small call's host time goes, on one GPU. A communicator of
+// one rank queues its calls as fast as the host can (the GPU work of 64 KiB is a copy), so the
+// time a call takes to queue is its host path. Side by side, back to back: NCCL's own all-reduce
+// and all-gather, and cclz's on a communicator over the same NCCL communicator (codec none; fp8
+// on an adaptive communicator, settled on plain data), and cclz's codec none on a communicator
+// with an NCCL communicator of its own; each round takes every row in turn, and a cclz row is
+// judged by its difference from NCCL's row of the same round. Then the steps of cclz's path,
+// each alone in a loop. With the argument `loop` it only queues cclz's plain all-reduce for
+// ~3 s, for `perf record -g`.
+// Build on the device after `device.sh build` (lib: CCLZ_NCCL_LIBRARY in
+// build-device/CMakeCache.txt; the -D flags: the build's own, in build-device/build.ninja;
+// mpi: mpicxx --showme:link with -pthread dropped and -Wl, as -Xlinker):
+//   nvcc -O3 -g -std=c++20 -gencode arch=compute_90a,code=sm_90a -DCCLZ_HAVE_CUDA \
+//     -DCCLZ_HAVE_NCCL -DCCLZ_HAVE_MPI -I include -I src bench/probes/hostpath.cu \
+//     build-device/src/libcclz_core.a -lcublasLt $mpi -L$(dirname $lib) -l:libnccl.so.2 \
+//     -Xlinker -rpath=$(dirname $lib) -o /tmp/hostpath
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+#include "collective/communicator.h"
+#include "collective/plan.h"
+#include "probe_support.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double nsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The host's time to queue one call, ns, for `calls` calls queued back to back (then a sync).
+double queueNs(cudaStream_t stream, const std::function<void()>& call, int calls) {
+  const auto t0 = Clock::now();
+  for (int i = 0; i < calls; ++i) call();
+  const double ns = nsSince(t0) / calls;
+  cudaStreamSynchronize(stream);
+  return ns;
+}
+
+// One step alone: ns an iteration, 100000 iterations, median of 5.
+double loopNs(const std::function<void()>& step) {
+  std::vector<double> rounds;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 100000; ++i) step();
+    rounds.push_back(nsSince(t0) / 100000);
+  }
+  return median(rounds);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool loopOnly = argc > 1 && std::strcmp(argv[1], "loop") == 0;
+  CK(cudaSetDevice(0));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t count = 32768;  // 64 KiB of bf16
+  void *send, *recv;
+  CK(cudaMalloc(&send, count * 2));
+  CK(cudaMalloc(&recv, count * 2));
+  CK(cudaMemset(send, 0, count * 2));
+  int dev = 0;
+  ncclComm_t nccl;
+  if (ncclCommInitAll(&nccl, 1, &dev) != ncclSuccess) return 1;
+  cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
+  config.adaptive = 1;
+  cclzComm_t over, own;
+  CZ(cclzCommInitFromNcclConfig(&over, nccl, &config));
+  cclzUniqueId id;
+  CZ(cclzGetUniqueId(&id));
+  CZ(cclzCommInitRankConfig(&own, 1, id, 0, &config));
+  cclzCodecConfig_t fp8 = CCLZ_CODEC_CONFIG_INITIALIZER;
+  fp8.codec = cclzCodecFp8;
+  auto s = reinterpret_cast<cclzStream_t>(stream);
+  auto must = [](cclzResult_t r) {
+    if (r != cclzSuccess) {
+      std::printf("cclz: %s\n", cclzGetLastError(nullptr));
+      std::exit(1);
+    }
+  };
+  auto cclzNone = [&] {
+    must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, over, nullptr, s));
+  };
+  if (loopOnly) {
+    const auto t0 = Clock::now();
+    while (nsSince(t0) < 3e9) {
+      for (int i = 0; i < 200; ++i) cclzNone();
+      cudaStreamSynchronize(stream);
+    }
+    return 0;
+  }
+  for (int i = 0; i < 40; ++i)  // the fp8 kind's trials, until settled
+    must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, over, &fp8, s));
+  cudaStreamSynchronize(stream);
+  cclzPath_t path;
+  int decided = 0;
+  CZ(cclzCommGetLastPath(over, &path, &decided));
+  std::printf("fp8 adaptive kind: %s, %s\n", path & cclzPathPlain ? "plain" : "compressed",
+              decided ? "settled" : "in trials");
+
+  struct Row {
+    const char* name;
+    std::function<void()> call;
+    int baseline;  // the row whose NCCL call it is compared with; -1: a baseline
+  };
+  const Row calls[] = {
+      {"nccl all-reduce",
+       [&] { ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, nccl, stream); }, -1},
+      {"cclz all-reduce none (over that NCCL comm)", cclzNone, 0},
+      {"cclz all-reduce fp8 adaptive, settled",
+       [&] { must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, over, &fp8, s)); }, 0},
+      {"cclz all-reduce none (its own NCCL comm)",
+       [&] { must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, own, nullptr, s)); }, 0},
+      {"nccl all-gather", [&] { ncclAllGather(send, recv, count, ncclBfloat16, nccl, stream); },
+       -1},
+      {"cclz all-gather none (over that NCCL comm)",
+       [&] { must(cclzAllGather(send, recv, count, cclzBfloat16, over, nullptr, s)); }, 4},
+  };
+  // The host's speed drifts by more than a microsecond a call between runs and rounds, far more
+  // than cclz adds: each round takes every row in turn (100 calls each), and a cclz row is judged
+  // by its difference from its NCCL row of the same round, the median over 200 rounds.
+  constexpr int kRows = sizeof calls / sizeof calls[0], kRounds = 200, kCalls = 100;
+  for (const Row& row : calls) queueNs(stream, row.call, 50);
+  std::vector<double> ns[kRows], added[kRows];
+  for (int round = 0; round < kRounds; ++round) {
+    double mine[kRows];
+    for (int r = 0; r < kRows; ++r) mine[r] = queueNs(stream, calls[r].call, kCalls);
+    for (int r = 0; r < kRows; ++r) {
+      ns[r].push_back(mine[r]);
+      if (calls[r].baseline >= 0) added[r].push_back(mine[r] - mine[calls[r].baseline]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    std::printf("queue %-45s %7.0f ns a call", calls[r].name, median(ns[r]));
+    if (calls[r].baseline >= 0)
+      std::printf(", %+5.0f ns over NCCL's (median of the rounds' differences)", median(added[r]));
+    std::printf("\n");
+  }
+
+  cclz::Communicator& c = *over->impl;
+  cclz::CollArgs a;
+  a.op = cclz::CollOp::AllReduce, a.send = send, a.recv = recv, a.count = count;
+  a.dtype = cclzBfloat16, a.stream = s;
+  cclz::CollArgs a8 = a;
+  a8.codec = &fp8;
+  int n = 0;
+  cudaStreamCaptureStatus capture;
+  cudaPointerAttributes attributes;
+  volatile size_t sink = 0;
+  const Row steps[] = {
+      {"makePlan, none", [&] { sink = sink + cclz::makePlan(c, a).chunks.size(); }, -1},
+      {"makePlan, fp8", [&] { sink = sink + cclz::makePlan(c, a8).chunks.size(); }, -1},
+      {"peersOf", [&] { sink = sink + cclz::peersOf(a, 1, 0).size(); }, -1},
+      {"frameStride, none",
+       [&] {
+         static const cclz::Plan p = cclz::makePlan(c, a);
+         sink = sink + cclz::frameStride(p);
+       },
+       -1},
+      {"cclzCommCount (the C boundary)", [&] { must(cclzCommCount(over, &n)); }, -1},
+      {"cudaStreamIsCapturing", [&] { cudaStreamIsCapturing(stream, &capture); }, -1},
+      {"cudaPointerGetAttributes", [&] { cudaPointerGetAttributes(&attributes, send); }, -1},
+      {"ncclGroupStart + ncclGroupEnd",
+       [&] {
+         ncclGroupStart();
+         ncclGroupEnd();
+       },
+       -1},
+  };
+  for (const Row& row : steps) std::printf("step  %-45s %7.1f ns\n", row.name, loopNs(row.call));
+  CK(cudaStreamSynchronize(stream));
+  CZ(cclzCommDestroy(own));
+  CZ(cclzCommDestroy(over));
+  ncclCommDestroy(nccl);
+  return 0;
+}
