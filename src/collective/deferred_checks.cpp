@@ -34,12 +34,18 @@ void DeferredChecks::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+size_t DeferredChecks::ringBound() const { return 2 * static_cast<size_t>(exchange_->slots()); }
+
 void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {
-  // At most one ring of slots waits beyond those under way: the caller is then far ahead.
-  const size_t bound = 2 * static_cast<size_t>(exchange_->slots());
-  changed_.wait(lock, [&] {
-    return !failure_.empty() || stopping_ || waiting_.size() + started_.size() < bound;
-  });
+  // At most one ring of slots waits beyond those under way: the caller is then far ahead, and
+  // waits until half of that is free (notifyLeft), not for each slot.
+  if (waiting_.size() + started_.size() >= ringBound()) {
+    ++roomWaiters_;
+    changed_.wait(lock, [&] {
+      return !failure_.empty() || stopping_ || waiting_.size() + started_.size() <= ringBound() / 2;
+    });
+    --roomWaiters_;
+  }
   CCLZ_REQUIRE(failure_.empty(), cclzInvalidUsage,
                "an earlier call's check found that the ranks disagree: " + failure_);
   CCLZ_REQUIRE(!stopping_, cclzInvalidUsage, "the communicator is being destroyed");
@@ -53,11 +59,11 @@ void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {
     changed_.notify_all();
 }
 
-void DeferredChecks::queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op) {
+void DeferredChecks::queue(const CallDescriptor& mine, std::vector<int> peers, CollOp op) {
   static_assert(sizeof mine <= CheckExchange::kBlockBytes, "a descriptor is one block");
   Pending p;
   std::memcpy(p.mine.data(), &mine, sizeof mine);
-  p.peers = peers;
+  p.peers = std::move(peers);
   p.op = op;
   std::unique_lock<std::mutex> lock(mutex_);
   handOver(lock, std::move(p));
@@ -138,12 +144,10 @@ void DeferredChecks::loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       auto work = [&] { return stopping_ || !waiting_.empty() || !started_.empty(); };
-      for (auto lingered = microseconds(0); !work() && lingered < kLinger;
-           lingered += kLingerPoll) {
-        lock.unlock();
-        std::this_thread::sleep_for(kLingerPoll);
-        lock.lock();
-      }
+      // Lingering waits on changed_ rather than sleeping: a hand-over that fills a ring of slots
+      // wakes it at once (handOver), where a sleep would leave a burst of calls blocked.
+      for (auto lingered = microseconds(0); !work() && lingered < kLinger; lingered += kLingerPoll)
+        changed_.wait_for(lock, kLingerPoll);
       if (!work()) {
         checkerSleeps_ = true;
         changed_.wait(lock, work);
@@ -188,7 +192,7 @@ void DeferredChecks::loop() {
                    static_cast<unsigned long long>(oldest->number), collOpName(oldest->op));
         std::lock_guard<std::mutex> lock(mutex_);
         started_.pop_front();
-        changed_.notify_all();
+        notifyLeft();
         continue;
       }
       verdict = std::string(collOpName(oldest->op)) + ": " + verdict;
@@ -198,6 +202,11 @@ void DeferredChecks::loop() {
     fail(verdict);
     return;
   }
+}
+
+void DeferredChecks::notifyLeft() {
+  const size_t inRing = waiting_.size() + started_.size();
+  if (inRing == 0 || (roomWaiters_ > 0 && inRing <= ringBound() / 2)) changed_.notify_all();
 }
 
 std::string DeferredChecks::judge(const Pending& p) {

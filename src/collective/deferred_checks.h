@@ -73,8 +73,9 @@ class DeferredChecks {
   DeferredChecks& operator=(const DeferredChecks&) = delete;
 
   // Hands this call's check to the thread and returns. Waits while the thread is a full ring
-  // behind; throws cclzInvalidUsage once a check has failed.
-  void queue(const CallDescriptor& mine, const std::vector<int>& peers, CollOp op);
+  // behind; throws cclzInvalidUsage once a check has failed. `peers` by value: a caller's
+  // temporary moves in, no copy on the call's path.
+  void queue(const CallDescriptor& mine, std::vector<int> peers, CollOp op);
   // Exchanges `bytes` (at most kBlockBytes) at `mine` with `peers` after every exchange handed
   // over before, and waits for it. Returns one block of `bytes` per rank, by rank (this rank's
   // and its peers' filled). Throws cclzInvalidUsage once a check has failed.
@@ -108,6 +109,12 @@ class DeferredChecks {
   std::string judge(const Pending& p);
   // Hands a pending exchange to the thread (mutex_ held by `lock`).
   void handOver(std::unique_lock<std::mutex>& lock, Pending p);
+  // The checks waiting or under way beyond which a hand-over waits.
+  size_t ringBound() const;
+  // After an agreed check left the ring (mutex_ held): wakes drain() once the ring is empty, and
+  // a caller waiting for room once half the ring is free. Waking it at every check would cost a
+  // system call per check in a long burst: the caller would hand over one and wait again.
+  void notifyLeft();
   void fail(const std::string& message);
 
   std::unique_ptr<CheckExchange> exchange_;
@@ -122,6 +129,7 @@ class DeferredChecks {
   uint64_t startedCount_ = 0;    // started so far; the next takes slot startedCount_ % slots()
   bool stopping_ = false;
   bool checkerSleeps_ = false;  // the thread waits on changed_ with nothing to do
+  int roomWaiters_ = 0;         // callers in handOver, waiting for room in the ring
   std::string failure_;
   bool reported_ = false;  // onFailure has returned
   std::thread thread_;     // last: started once the rest is ready

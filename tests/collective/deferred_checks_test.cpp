@@ -133,6 +133,45 @@ TEST(DeferredChecks, AgreeingCallsPassInOrderThroughReusedSlots) {
   EXPECT_NE(fake.thread.load(), std::this_thread::get_id());
 }
 
+// A caller two rings ahead waits for room, and is let go once half the ring is free, not at the
+// first check judged (which would cost a wake-up per check in a long burst).
+TEST(DeferredChecks, ACallerAheadByTwoRingsResumesOnceHalfTheRingIsFree) {
+  constexpr int kSlots = 4, kRing = 2 * kSlots, kCalls = kRing + 1;
+  auto owned = std::make_unique<FakeExchange>(kSlots);
+  FakeExchange& fake = *owned;
+  for (int i = 0; i < kCalls; ++i) fake.peerCalls.push_back(descriptor(100 + i));
+  Failures failures;
+  DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
+  for (int i = 0; i < kRing; ++i) checks.queue(descriptor(100 + i), {1}, CollOp::AllGather);
+  std::atomic<bool> handed{false};
+  std::thread caller([&] {
+    checks.queue(descriptor(100 + kRing), {1}, CollOp::AllGather);
+    handed = true;
+  });
+  auto judgedNow = [&] {
+    std::lock_guard<std::mutex> lock(fake.mutex);
+    return fake.judged;
+  };
+  std::this_thread::sleep_for(20ms);  // the caller reaches its wait
+  EXPECT_FALSE(handed.load()) << "handed over into a full ring";
+  // Three judged leave five of eight in the ring: the caller still waits.
+  fake.released = 3;
+  for (int i = 0; i < 200 && judgedNow() < 3; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(judgedNow(), 3u);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(handed.load()) << "woken before half the ring was free";
+  // The fourth leaves half: the caller goes on.
+  fake.released = 4;
+  for (int i = 0; i < 2000 && !handed.load(); ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(handed.load());
+  fake.released = kCalls;
+  caller.join();
+  checks.drain();
+  EXPECT_EQ(checks.failure(), "");
+  EXPECT_TRUE(failures.messages.empty());
+  EXPECT_EQ(fake.judged, static_cast<size_t>(kCalls));
+}
+
 TEST(DeferredChecks, AMismatchIsReportedOnceAndLaterCallsAreRefused) {
   auto owned = std::make_unique<FakeExchange>(8);
   FakeExchange& fake = *owned;
