@@ -23,8 +23,38 @@
 #include "collective/communicator.h"
 #include "collective/plan.h"
 #include "probe_support.h"
+#include "transport/nccl/nccl_transport.h"
 
 namespace {
+
+// NCCL's transport with its collectives skipped: cclz's host path alone, on this host.
+class SkipCollectives final : public cclz::Transport {
+ public:
+  explicit SkipCollectives(std::unique_ptr<cclz::Transport> nccl) : nccl_(std::move(nccl)) {}
+  int rank() const override { return nccl_->rank(); }
+  int size() const override { return nccl_->size(); }
+  cclz::MemoryKind memory() const override { return nccl_->memory(); }
+  const char* name() const override { return "nccl, collectives skipped"; }
+  bool learnsReceivedSize() const override { return nccl_->learnsReceivedSize(); }
+  void groupStart(cclzStream_t s) override { nccl_->groupStart(s); }
+  void send(const void* buf, uint64_t bytes, int peer) override { nccl_->send(buf, bytes, peer); }
+  void recv(void* buf, uint64_t capacity, int peer, uint64_t* received) override {
+    nccl_->recv(buf, capacity, peer, received);
+  }
+  void groupEnd() override { nccl_->groupEnd(); }
+  void allGather(const void* in, void* out, uint64_t bytes, cclzStream_t s) override {
+    nccl_->allGather(in, out, bytes, s);
+  }
+  bool reduceScatter(const void*, void*, uint64_t, int, bool, cclzStream_t) override {
+    return true;
+  }
+  bool allReduce(const void*, void*, uint64_t, int, bool, cclzStream_t) override { return true; }
+  cclz::HostMesh* controlMesh() override { return nccl_->controlMesh(); }
+  cclz::FrameMemory* frameMemory() override { return nccl_->frameMemory(); }
+
+ private:
+  std::unique_ptr<cclz::Transport> nccl_;
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,10 +87,24 @@ double loopNs(const std::function<void()>& step) {
   return median(rounds);
 }
 
+// A whole call with NCCL's call skipped: ns a call, the median of 401 rounds of 500 calls (an
+// adaptive kind is tried again every 2048 calls, with real GPU work: those rounds fall out).
+double pathNs(cudaStream_t stream, const std::function<void()>& call) {
+  std::vector<double> rounds;
+  for (int r = 0; r < 401; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 500; ++i) call();
+    rounds.push_back(nsSince(t0) / 500);
+    cudaStreamSynchronize(stream);
+  }
+  return median(rounds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool loopOnly = argc > 1 && std::strcmp(argv[1], "loop") == 0;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines kept if a later step fails
   CK(cudaSetDevice(0));
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -178,6 +222,32 @@ int main(int argc, char** argv) {
        -1},
   };
   for (const Row& row : steps) std::printf("step  %-45s %7.1f ns\n", row.name, loopNs(row.call));
+
+  // The whole path with NCCL's call skipped: what cclz's own instructions cost a call here.
+  cclz::CommSettings settings = cclz::CommSettings::fromEnvironment();
+  settings.adaptive = true;
+  cclzComm_t bare = new cclzComm;
+  try {
+    bare->impl = std::make_unique<cclz::Communicator>(
+        std::make_unique<SkipCollectives>(std::make_unique<cclz::NcclTransport>(nccl, false)),
+        settings);
+  } catch (const std::exception& e) {
+    std::printf("the communicator without NCCL's calls: %s\n", e.what());
+    return 1;
+  }
+  for (int i = 0; i < 40; ++i)  // the fp8 kind's trials: plain data costs nothing here
+    must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, bare, &fp8, s));
+  CK(cudaStreamSynchronize(stream));
+  const Row skipped[] = {
+      {"cclz all-reduce none, NCCL's call skipped",
+       [&] { must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, bare, nullptr, s)); },
+       -1},
+      {"cclz all-reduce fp8 settled, NCCL's call skipped",
+       [&] { must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, bare, &fp8, s)); }, -1},
+  };
+  for (const Row& row : skipped)
+    std::printf("path  %-45s %7.1f ns\n", row.name, pathNs(stream, row.call));
+  CZ(cclzCommDestroy(bare));
   CK(cudaStreamSynchronize(stream));
   CZ(cclzCommDestroy(own));
   CZ(cclzCommDestroy(over));

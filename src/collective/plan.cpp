@@ -109,6 +109,7 @@ Plan makePlan(Communicator& comm, const CollArgs& a) {
                "count too large");
 
   const uint64_t count = a.count;
+  plan.chunks.reserve(n);  // one allocation, not one per doubling
   switch (a.op) {
     case CollOp::AllGather:
       plan.sendElems = count, plan.recvElems = count * n;
@@ -242,6 +243,7 @@ bool everyRankCan(Communicator& comm, bool mine) {
 std::vector<int> peersOf(const CollArgs& a, int n, int me) {
   if (a.op == CollOp::Send || a.op == CollOp::Recv) return {a.peer};
   std::vector<int> peers;
+  peers.reserve(n - 1);
   for (int r = 0; r < n; ++r)
     if (r != me) peers.push_back(r);
   return peers;
