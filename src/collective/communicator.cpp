@@ -6,6 +6,7 @@
 #include <string>
 
 #include "collective/plan.h"
+#include "collective/plan_memo.h"
 #include "common/error.h"
 #include "common/trace.h"
 #include "overlap/device_overlap.h"
@@ -113,7 +114,9 @@ void CommSettings::apply(const cclzCommConfig_t* config) {
 }
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, CommSettings settings)
-    : transport_(std::move(transport)), settings_(settings) {
+    : transport_(std::move(transport)),
+      settings_(settings),
+      planMemo_(std::make_unique<PlanMemo>()) {
   traceRefresh();  // CCLZ_TRACE as set now
   // First, before anything that every rank must do alike (settings_agreement.cpp).
   agreeWithPeers();

@@ -25,6 +25,7 @@ namespace cclz {
 namespace overlap {
 class DeviceOverlap;
 }
+class PlanMemo;
 
 // Which calls check their descriptors with the peers (docs/collectives.md, "Checking the call").
 // Every: each call waits for the verdict. First: only the first call of each op does, the others
@@ -182,6 +183,8 @@ class Communicator {
   std::timed_mutex& callMutex() { return callMutex_; }
   // Throws the failure of a deferred check, if one failed: the communicator was then aborted.
   void throwIfCheckFailed();
+  // The plans of calls validated before (plan_memo.h), used under callMutex().
+  PlanMemo& planMemo() { return *planMemo_; }
 
   // cclzCommGetAsyncError: a failed deferred check (cclzInvalidUsage), else the transport's
   // asynchronous error (cclzSystemError), else the device engine's error word of finished work,
@@ -222,6 +225,7 @@ class Communicator {
   std::string checkError_;    // a failed deferred check (under errorMutex_)
   std::atomic<bool> checkFailed_{false};  // set with checkError_: ends the engines' host waits
   std::timed_mutex callMutex_;
+  std::unique_ptr<PlanMemo> planMemo_;
   std::mutex errorMutex_;
   std::string lastError_;
   std::string lastErrorCopy_;  // what lastError() handed out

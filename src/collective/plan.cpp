@@ -1,6 +1,8 @@
 // runCollective: validates a call, checks it against the peers' calls, sizes the scratch and
 // runs the algorithm. Local validation errors do not return at once: the rank still takes part
 // in the descriptor exchange, marked as rejected, so that its peers fail too instead of waiting.
+#include "collective/plan.h"
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -8,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "collective/plan.h"
+#include "collective/plan_memo.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/trace.h"
@@ -599,17 +601,28 @@ void runCollective(Communicator& comm, const CollArgs& a) {
   Transport& t = comm.transport();
   const int n = t.size(), me = t.rank();
 
-  Plan plan;
+  // A device communicator's call like one validated before takes that call's plan
+  // (plan_memo.h); calls with error feedback are validated each time.
+  const bool memo = t.memory() == MemoryKind::Device && !a.step && !a.residual;
+  Plan fresh;
+  const Plan* planned = memo ? comm.planMemo().find(a) : nullptr;
   std::exception_ptr rejected;
   try {
-    plan = makePlan(comm, a);
+    if (!planned) {
+      fresh = makePlan(comm, a);
+      planned = memo ? &comm.planMemo().keep(a, std::move(fresh)) : &fresh;
+    }
 #ifdef CCLZ_HAVE_CUDA
     if (comm.proxy()) refuseCapture(a.stream);
 #endif
   } catch (...) {
     rejected = std::current_exception();
-    plan.use.config = a.codec ? *a.codec : noneConfig();
+    if (!planned) {
+      fresh.use.config = a.codec ? *a.codec : noneConfig();
+      planned = &fresh;
+    }
   }
+  const Plan& plan = *planned;
   const bool pointToPoint = a.op == CollOp::Send || a.op == CollOp::Recv;
   const bool peerValid = !pointToPoint || (a.peer >= 0 && a.peer < n && a.peer != me);
   CheckWhen check = comm.checkWhen(a.op);

@@ -13,6 +13,8 @@ uint32_t Tuner::sizeClass(uint64_t bytes) { return static_cast<uint32_t>(std::bi
 
 Tuner::Call Tuner::next(const TuneKey& key, int trialPairs) {
   CCLZ_REQUIRE(trialPairs >= 2, cclzInternalError, "tuner: fewer than two pairs of trials");
+  Call settled;
+  if (nextSettled(key, &settled)) return settled;
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     if (entries_.size() >= kMaxKeys) return Call{Path::Compressed, false, false, true};
@@ -20,13 +22,7 @@ Tuner::Call Tuner::next(const TuneKey& key, int trialPairs) {
     it->second.pairs = trialPairs;
   }
   Entry& e = it->second;
-  if (e.decided) {
-    if (e.settledCalls < kRetrialCalls) {
-      ++e.settledCalls;
-      return Call{e.path, false, false, true};
-    }
-    e = Entry{e.pairs};  // on trial again, from the start
-  }
+  if (e.decided) e = Entry{e.pairs};  // its settled calls are over: on trial again, from the start
   if (e.calls == 2 * e.pairs) return Call{Path::Compressed, false, true, false};
   const int i = e.calls++;
   return Call{i % 2 == 0 ? Path::Compressed : Path::Plain, i >= 2, false, false};
