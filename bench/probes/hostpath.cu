@@ -169,6 +169,9 @@ int main(int argc, char** argv) {
        -1},
       {"cclz all-gather none (over that NCCL comm)",
        [&] { must(cclzAllGather(send, recv, count, cclzBfloat16, over, nullptr, s)); }, 4},
+      // The method's own floor: NCCL's call again, judged as a cclz row is.
+      {"nccl all-reduce again (control)",
+       [&] { ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, nccl, stream); }, 0},
   };
   // The host's speed drifts by more than a microsecond a call between runs and rounds, far more
   // than cclz adds: each round takes every row in turn (100 calls each), and a cclz row is judged

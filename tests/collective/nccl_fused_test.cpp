@@ -706,6 +706,9 @@ TEST_P(NcclFusedPath, WithoutPieceBytesABlockIsOnePiece) {
     return comm;
   };
   const std::string block = std::to_string(count * 2);
+  // Set before the communicators are made, whose creation reads it at once (the library's
+  // threads read it again only every 256th look: set just before the call, it may not be on).
+  setenv("CCLZ_TRACE", "1", 1);
   cclzComm_t fused = commWith(fusedMode().c_str(), nullptr);
   cclzComm_t onePiece = commWith(nullptr, block.c_str());
   ASSERT_TRUE(fused && onePiece);
@@ -716,7 +719,6 @@ TEST_P(NcclFusedPath, WithoutPieceBytesABlockIsOnePiece) {
   Device send(in.size()), got(count * n * 2), want(count * n * 2);
   send.upload(in, comms().stream);
   ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
-  setenv("CCLZ_TRACE", "1", 1);
   const std::string trace = traceOf(fused, [&] {
     return cclzAllGather(send.ptr, got.ptr, count, cclzBfloat16, fused, &fp8, s);
   });
