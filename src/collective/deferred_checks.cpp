@@ -18,7 +18,15 @@ struct DeferredChecks::Answer {
 
 DeferredChecks::DeferredChecks(std::unique_ptr<CheckExchange> exchange, int rank, int ranks,
                                std::function<void(const std::string&)> onFailure)
-    : exchange_(std::move(exchange)), rank_(rank), ranks_(ranks),
+    : exchange_(std::move(exchange)),
+      rank_(rank),
+      ranks_(ranks),
+      everyPeer_([&] {
+        std::vector<int> peers;
+        for (int r = 0; r < ranks; ++r)
+          if (r != rank) peers.push_back(r);
+        return peers;
+      }()),
       onFailure_(std::move(onFailure)) {
   thread_ = std::thread([this] { loop(); });
 }
@@ -59,11 +67,13 @@ void DeferredChecks::handOver(std::unique_lock<std::mutex>& lock, Pending p) {
     changed_.notify_all();
 }
 
-void DeferredChecks::queue(const CallDescriptor& mine, std::vector<int> peers, CollOp op) {
+void DeferredChecks::queue(const CallDescriptor& mine, int peer, CollOp op) {
   static_assert(sizeof mine <= CheckExchange::kBlockBytes, "a descriptor is one block");
+  CCLZ_REQUIRE(peer == kEveryPeer || (peer >= 0 && peer < ranks_ && peer != rank_),
+               cclzInternalError, "a deferred check with rank " + std::to_string(peer));
   Pending p;
   std::memcpy(p.mine.data(), &mine, sizeof mine);
-  p.peers = std::move(peers);
+  p.peer = peer;
   p.op = op;
   std::unique_lock<std::mutex> lock(mutex_);
   handOver(lock, std::move(p));
@@ -73,9 +83,12 @@ std::vector<uint8_t> DeferredChecks::exchangeNow(const void* mine, size_t bytes,
                                                  const std::vector<int>& peers) {
   CCLZ_REQUIRE(bytes <= CheckExchange::kBlockBytes, cclzInternalError,
                "a control exchange carries at most one 64-byte block");
+  const bool every = static_cast<int>(peers.size()) == ranks_ - 1;
+  CCLZ_REQUIRE(every || peers.size() == 1, cclzInternalError,
+               "a control exchange is with every other rank or with one");
   Pending p;
   std::memcpy(p.mine.data(), mine, bytes);
-  p.peers = peers;
+  p.peer = every ? kEveryPeer : peers[0];
   p.op = CollOp::AllGather;  // unused: an answer is not judged here
   auto answer = std::make_shared<Answer>();
   p.answer = answer;
@@ -120,7 +133,7 @@ bool DeferredChecks::startWaiting() {
       next = &started_.back();  // deque: stays valid while only this thread pops
       next->slot = static_cast<int>(startedCount_++ % exchange_->slots());
     }
-    exchange_->start(next->slot, next->mine.data(), next->peers);
+    exchange_->start(next->slot, next->mine.data(), peersOf(*next));
     any = true;
   }
 }
@@ -209,9 +222,15 @@ void DeferredChecks::notifyLeft() {
   if (inRing == 0 || (roomWaiters_ > 0 && inRing <= ringBound() / 2)) changed_.notify_all();
 }
 
+const std::vector<int>& DeferredChecks::peersOf(const Pending& p) {
+  if (p.peer == kEveryPeer) return everyPeer_;
+  onePeer_.assign(1, p.peer);
+  return onePeer_;
+}
+
 std::string DeferredChecks::judge(const Pending& p) {
   const uint8_t* received = exchange_->received(p.slot);
-  std::vector<int> ranks = p.peers;
+  std::vector<int> ranks = peersOf(p);
   ranks.push_back(rank_);
   std::sort(ranks.begin(), ranks.end());
   std::vector<CallDescriptor> all(ranks_);

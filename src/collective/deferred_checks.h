@@ -72,13 +72,16 @@ class DeferredChecks {
   DeferredChecks(const DeferredChecks&) = delete;
   DeferredChecks& operator=(const DeferredChecks&) = delete;
 
-  // Hands this call's check to the thread and returns. Waits while the thread is a full ring
-  // behind; throws cclzInvalidUsage once a check has failed. `peers` by value: a caller's
-  // temporary moves in, no copy on the call's path.
-  void queue(const CallDescriptor& mine, std::vector<int> peers, CollOp op);
-  // Exchanges `bytes` (at most kBlockBytes) at `mine` with `peers` after every exchange handed
-  // over before, and waits for it. Returns one block of `bytes` per rank, by rank (this rank's
-  // and its peers' filled). Throws cclzInvalidUsage once a check has failed.
+  // The peers of a collective's check: every other rank.
+  static constexpr int kEveryPeer = -1;
+  // Hands this call's check to the thread and returns: exchanged with `peer` (a send's or recv's)
+  // or kEveryPeer, so that nothing is allocated on the call's path. Waits while the thread is a
+  // full ring behind; throws cclzInvalidUsage once a check has failed.
+  void queue(const CallDescriptor& mine, int peer, CollOp op);
+  // Exchanges `bytes` (at most kBlockBytes) at `mine` with `peers` (every other rank, or one)
+  // after every exchange handed over before, and waits for it. Returns one block of `bytes` per
+  // rank, by rank (this rank's and its peers' filled). Throws cclzInvalidUsage once a check has
+  // failed.
   std::vector<uint8_t> exchangeNow(const void* mine, size_t bytes, const std::vector<int>& peers);
   // Returns when every exchange handed over has been done, or one failed and was reported, or
   // the thread was stopped.
@@ -93,7 +96,7 @@ class DeferredChecks {
   struct Answer;  // what exchangeNow waits for
   struct Pending {
     std::array<uint8_t, CheckExchange::kBlockBytes> mine{};  // in place: no allocation per call
-    std::vector<int> peers;
+    int peer = kEveryPeer;                                   // queue()'s
     CollOp op = CollOp::AllGather;
     uint64_t number = 0;             // 1, 2, ...: the order of the exchanges
     std::shared_ptr<Answer> answer;  // exchangeNow's; NULL for a deferred check
@@ -107,6 +110,8 @@ class DeferredChecks {
   bool startWaiting();
   // The verdict on an arrived deferred check: "" when the ranks agree.
   std::string judge(const Pending& p);
+  // On the checking thread: the ranks p exchanges with (valid until the next call).
+  const std::vector<int>& peersOf(const Pending& p);
   // Hands a pending exchange to the thread (mutex_ held by `lock`).
   void handOver(std::unique_lock<std::mutex>& lock, Pending p);
   // The checks waiting or under way beyond which a hand-over waits.
@@ -120,6 +125,8 @@ class DeferredChecks {
   std::unique_ptr<CheckExchange> exchange_;
   const int rank_;
   const int ranks_;
+  const std::vector<int> everyPeer_;  // every rank but this one
+  std::vector<int> onePeer_;          // peersOf()'s answer for one peer
   const std::function<void(const std::string&)> onFailure_;
   std::mutex mutex_;
   std::condition_variable changed_;

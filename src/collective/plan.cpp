@@ -632,8 +632,8 @@ void runCollective(Communicator& comm, const CollArgs& a) {
   // A deferred check is queued and judged later (deferred_checks.h): a rank that rejected its
   // arguments still sends its descriptor, so that its peers learn of it.
   if (check == CheckWhen::Deferred) {
-    comm.deferredChecks().queue(describe(comm, a, plan, rejected != nullptr), peersOf(a, n, me),
-                                a.op);
+    comm.deferredChecks().queue(describe(comm, a, plan, rejected != nullptr),
+                                pointToPoint ? a.peer : DeferredChecks::kEveryPeer, a.op);
     CCLZ_TRACE("%s count %llu: check deferred", collOpName(a.op),
                static_cast<unsigned long long>(a.count));
     if (rejected) std::rethrow_exception(rejected);

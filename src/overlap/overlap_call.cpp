@@ -188,14 +188,12 @@ void runOverlapCall(Communicator& comm, CollOp op, OverlapCall call, const cclzC
   // call does not wait for a round trip to its peers. Every rank sends its descriptor, a rank
   // that rejected its arguments too, so that its peers fail instead of waiting for its data.
   const CallDescriptor mine = describe(t, op, call, config, rejected != nullptr);
-  const int n = t.size(), me = t.rank();
-  std::vector<int> peers;
-  for (int r = 0; r < n; ++r)
-    if (r != me) peers.push_back(r);
   const CheckWhen check = comm.checkWhen(op);
-  if (check == CheckWhen::Deferred) comm.deferredChecks().queue(mine, peers, op);
+  if (check == CheckWhen::Deferred)
+    comm.deferredChecks().queue(mine, DeferredChecks::kEveryPeer, op);
   if (check == CheckWhen::Now) {
-    const std::string verdict = checkWithPeers(comm, mine, peers);
+    CollArgs all;  // an all-gather's peers: every other rank
+    const std::string verdict = checkWithPeers(comm, mine, peersOf(all, t.size(), t.rank()));
     if (rejected) std::rethrow_exception(rejected);
     CCLZ_REQUIRE(verdict.empty(), cclzInvalidUsage, std::string(collOpName(op)) + ": " + verdict);
   }

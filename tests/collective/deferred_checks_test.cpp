@@ -107,7 +107,7 @@ TEST(DeferredChecks, AgreeingCallsPassInOrderThroughReusedSlots) {
   // The third is an exchange with an answer: it returns the peer's block, in its turn.
   for (int i = 0; i < 10; ++i) {
     if (i != 2) {
-      checks.queue(descriptor(100 + i), {1}, CollOp::AllGather);
+      checks.queue(descriptor(100 + i), 1, CollOp::AllGather);
       continue;
     }
     const uint64_t mine = 7;
@@ -142,10 +142,10 @@ TEST(DeferredChecks, ACallerAheadByTwoRingsResumesOnceHalfTheRingIsFree) {
   for (int i = 0; i < kCalls; ++i) fake.peerCalls.push_back(descriptor(100 + i));
   Failures failures;
   DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
-  for (int i = 0; i < kRing; ++i) checks.queue(descriptor(100 + i), {1}, CollOp::AllGather);
+  for (int i = 0; i < kRing; ++i) checks.queue(descriptor(100 + i), 1, CollOp::AllGather);
   std::atomic<bool> handed{false};
   std::thread caller([&] {
-    checks.queue(descriptor(100 + kRing), {1}, CollOp::AllGather);
+    checks.queue(descriptor(100 + kRing), 1, CollOp::AllGather);
     handed = true;
   });
   auto judgedNow = [&] {
@@ -178,9 +178,9 @@ TEST(DeferredChecks, AMismatchIsReportedOnceAndLaterCallsAreRefused) {
   fake.peerCalls = {descriptor(100), descriptor(101), descriptor(102)};
   Failures failures;
   DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
-  checks.queue(descriptor(100), {1}, CollOp::AllGather);
-  checks.queue(descriptor(999), {1}, CollOp::AllGather);  // the peer passed 101
-  checks.queue(descriptor(102), {1}, CollOp::AllGather);
+  checks.queue(descriptor(100), 1, CollOp::AllGather);
+  checks.queue(descriptor(999), 1, CollOp::AllGather);  // the peer passed 101
+  checks.queue(descriptor(102), 1, CollOp::AllGather);
   fake.released = 3;
   checks.drain();
   EXPECT_NE(checks.failure().find("count differs: 999 on rank 0, 101 on rank 1"),
@@ -188,7 +188,7 @@ TEST(DeferredChecks, AMismatchIsReportedOnceAndLaterCallsAreRefused) {
       << checks.failure();
   EXPECT_EQ(checks.failure().rfind("all-gather: ", 0), 0u) << checks.failure();
   try {
-    checks.queue(descriptor(103), {1}, CollOp::AllGather);
+    checks.queue(descriptor(103), 1, CollOp::AllGather);
     ADD_FAILURE() << "a call after the failure was queued";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), cclzInvalidUsage);
@@ -209,7 +209,7 @@ TEST(DeferredChecks, APeerThatRejectedItsArgumentsFailsTheCheck) {
   fake.peerCalls = {rejected};
   Failures failures;
   DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
-  checks.queue(descriptor(100), {1}, CollOp::AllGather);
+  checks.queue(descriptor(100), 1, CollOp::AllGather);
   fake.released = 1;
   checks.drain();
   EXPECT_NE(checks.failure().find("rank 1 rejected its arguments"), std::string::npos)
@@ -223,7 +223,7 @@ TEST(DeferredChecks, ACallerWaitingForASlotIsRefusedOnFailure) {
   fake.peerCalls = {descriptor(1), descriptor(2)};
   Failures failures;
   DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
-  checks.queue(descriptor(5), {1}, CollOp::AllGather);  // disagrees, once it arrives
+  checks.queue(descriptor(5), 1, CollOp::AllGather);  // disagrees, once it arrives
   std::thread releaser([&] {
     std::this_thread::sleep_for(20ms);
     fake.released = 1;
@@ -231,7 +231,7 @@ TEST(DeferredChecks, ACallerWaitingForASlotIsRefusedOnFailure) {
   // One check may wait beside the one under way; the third hand-over waits for room.
   EXPECT_THROW(
       {
-        for (int i = 0; i < 3; ++i) checks.queue(descriptor(2), {1}, CollOp::AllGather);
+        for (int i = 0; i < 3; ++i) checks.queue(descriptor(2), 1, CollOp::AllGather);
       },
       Error);
   releaser.join();
@@ -244,7 +244,7 @@ TEST(DeferredChecks, StopsWhileAnExchangeNeverArrives) {
   Failures failures;
   {
     DeferredChecks checks(std::move(owned), 0, 2, failures.callback());
-    checks.queue(descriptor(1), {1}, CollOp::AllGather);
+    checks.queue(descriptor(1), 1, CollOp::AllGather);
     while (true) {
       std::lock_guard<std::mutex> lock(fake.mutex);
       if (fake.polls >= 3) break;

@@ -94,9 +94,9 @@ TEST(MeshChecks, ManyCallsAgreeOnEveryRank) {
         } else if (n % 2 == 0 && i % 5 == 0) {
           const int peer = me ^ 1;
           const CollOp op = me < peer ? CollOp::Send : CollOp::Recv;
-          checks.queue(descriptor(op, 100 + i, n, peer), {peer}, op);
+          checks.queue(descriptor(op, 100 + i, n, peer), peer, op);
         } else {
-          checks.queue(descriptor(CollOp::AllGather, 100 + i, n), everyOther(n, me),
+          checks.queue(descriptor(CollOp::AllGather, 100 + i, n), DeferredChecks::kEveryPeer,
                        CollOp::AllGather);
         }
       }
@@ -118,7 +118,8 @@ TEST(MeshChecks, AMismatchFailsEveryRankAlike) {
     try {
       for (int i = 0; i < 100; ++i) {
         const uint64_t count = i == 50 && me == 2 ? 7 : 100 + i;
-        checks.queue(descriptor(CollOp::AllGather, count, n), everyOther(n, me), CollOp::AllGather);
+        checks.queue(descriptor(CollOp::AllGather, count, n), DeferredChecks::kEveryPeer,
+                     CollOp::AllGather);
       }
     } catch (const Error&) {  // a call after the failure is refused
     }
@@ -140,7 +141,7 @@ TEST(MeshChecks, APeerThatGoesEndsTheWaitWithAnError) {
     if (me == 1) return;
     Reported reported;
     DeferredChecks checks(makeMeshCheckExchange(mesh), me, 2, reported.callback());
-    checks.queue(descriptor(CollOp::AllGather, 1, 2), {1}, CollOp::AllGather);
+    checks.queue(descriptor(CollOp::AllGather, 1, 2), 1, CollOp::AllGather);
     checks.drain();
     failure = checks.failure();
   });
@@ -156,7 +157,7 @@ TEST(MeshChecks, StopReturnsWhileAPeerNeverAnswers) {
     }
     Reported reported;
     DeferredChecks checks(makeMeshCheckExchange(mesh), me, 2, reported.callback());
-    checks.queue(descriptor(CollOp::AllGather, 1, 2), {1}, CollOp::AllGather);
+    checks.queue(descriptor(CollOp::AllGather, 1, 2), 1, CollOp::AllGather);
     std::this_thread::sleep_for(50ms);
     const auto begin = std::chrono::steady_clock::now();
     checks.stop();
