@@ -1,19 +1,23 @@
-// Probe (not part of cclz): where a small call's host time goes, on one GPU. A communicator of
-// one rank queues its calls as fast as the host can (the GPU work of 64 KiB is a copy), so the
-// time a call takes to queue is its host path. Side by side, back to back: NCCL's own all-reduce
-// and all-gather, and cclz's on a communicator over the same NCCL communicator (codec none; fp8
-// on an adaptive communicator, settled on plain data), and cclz's codec none on a communicator
-// with an NCCL communicator of its own; each round takes every row in turn, and a cclz row is
-// judged by its difference from NCCL's row of the same round. Then the steps of cclz's path,
-// each alone in a loop. With the argument `loop` it only queues cclz's plain all-reduce for
-// ~3 s, for `perf record -g`.
+// Probe (not part of cclz): where a small call's host time goes, one GPU per rank under mpirun
+// (one rank or more). A rank alone queues its calls as fast as the host can (the GPU work of
+// 64 KiB is a copy), so the time a call takes to queue is its host path. Side by side, back to
+// back: NCCL's own all-reduce and all-gather, and cclz's on communicators over the same NCCL
+// communicator (codec none, its later calls checked deferred -- on 2 or more ranks -- or only
+// its first; fp8 on an adaptive communicator, settled on plain data), and cclz's codec none on a
+// communicator with an NCCL communicator of its own. Each round takes every row in turn, every
+// rank starting it together and the slowest rank's time counting, and a cclz row is judged by
+// its difference from NCCL's row of the same round. Then the steps of cclz's path, each alone
+// in a loop, and the whole path with NCCL's collectives skipped. With the argument `loop` it only
+// queues cclz's plain all-reduce for ~3 s, for `perf record -g`.
 // Build on the device after `device.sh build` (lib: CCLZ_NCCL_LIBRARY in
 // build-device/CMakeCache.txt; the -D flags: the build's own, in build-device/build.ninja;
-// mpi: mpicxx --showme:link with -pthread dropped and -Wl, as -Xlinker):
+// mpi: mpicxx --showme:link with -pthread dropped and -Wl, as -Xlinker; mpiinc: mpicxx
+// --showme:compile without -pthread), run with mpirun -n RANKS /tmp/hostpath:
 //   nvcc -O3 -g -std=c++20 -gencode arch=compute_90a,code=sm_90a -DCCLZ_HAVE_CUDA \
-//     -DCCLZ_HAVE_NCCL -DCCLZ_HAVE_MPI -I include -I src bench/probes/hostpath.cu \
+//     -DCCLZ_HAVE_NCCL -DCCLZ_HAVE_MPI -I include -I src $mpiinc bench/probes/hostpath.cu \
 //     build-device/src/libcclz_core.a -lcublasLt $mpi -L$(dirname $lib) -l:libnccl.so.2 \
 //     -Xlinker -rpath=$(dirname $lib) -o /tmp/hostpath
+#include <mpi.h>
 #include <nccl.h>
 
 #include <chrono>
@@ -67,12 +71,15 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// The host's time to queue one call, ns, for `calls` calls queued back to back (then a sync).
+// The host's time to queue one call, ns, for `calls` calls queued back to back (then a sync):
+// every rank starts together, and the slowest rank's time counts.
 double queueNs(cudaStream_t stream, const std::function<void()>& call, int calls) {
+  MPI_Barrier(MPI_COMM_WORLD);
   const auto t0 = Clock::now();
   for (int i = 0; i < calls; ++i) call();
-  const double ns = nsSince(t0) / calls;
+  double ns = nsSince(t0) / calls;
   cudaStreamSynchronize(stream);
+  MPI_Allreduce(MPI_IN_PLACE, &ns, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return ns;
 }
 
@@ -103,26 +110,47 @@ double pathNs(cudaStream_t stream, const std::function<void()>& call) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int me = 0, ranks = 1, devices = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const bool loopOnly = argc > 1 && std::strcmp(argv[1], "loop") == 0;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines kept if a later step fails
-  CK(cudaSetDevice(0));
+  if (me != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;  // rank 0 reports
+  CK(cudaGetDeviceCount(&devices));
+  CK(cudaSetDevice(me % devices));
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const size_t count = 32768;  // 64 KiB of bf16
+  const size_t count = 32768;  // 64 KiB of bf16 a rank
   void *send, *recv;
   CK(cudaMalloc(&send, count * 2));
-  CK(cudaMalloc(&recv, count * 2));
+  CK(cudaMalloc(&recv, count * 2 * ranks));
   CK(cudaMemset(send, 0, count * 2));
-  int dev = 0;
+  ncclUniqueId ncclId;
+  if (me == 0 && ncclGetUniqueId(&ncclId) != ncclSuccess) return 1;
+  MPI_Bcast(&ncclId, sizeof ncclId, MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t nccl;
-  if (ncclCommInitAll(&nccl, 1, &dev) != ncclSuccess) return 1;
+  if (ncclCommInitRank(&nccl, ranks, ncclId, me) != ncclSuccess) return 1;
   cclzCommConfig_t config = CCLZ_COMM_CONFIG_INITIALIZER;
   config.adaptive = 1;
-  cclzComm_t over, own;
+  // over: on that NCCL communicator, its later calls checked by the checking thread (deferred,
+  // the default; a rank alone checks none); unchecked: the same with CCLZ_CHECK_CALLS=first (only
+  // each op's first call checked); own: with an NCCL communicator of its own.
+  cclzComm_t over, unchecked, own;
   CZ(cclzCommInitFromNcclConfig(&over, nccl, &config));
+  const char* checks = std::getenv("CCLZ_CHECK_CALLS");
+  const std::string savedChecks = checks ? checks : "";
+  setenv("CCLZ_CHECK_CALLS", "first", 1);
+  CZ(cclzCommInitFromNcclConfig(&unchecked, nccl, &config));
+  if (checks)
+    setenv("CCLZ_CHECK_CALLS", savedChecks.c_str(), 1);
+  else
+    unsetenv("CCLZ_CHECK_CALLS");
   cclzUniqueId id;
-  CZ(cclzGetUniqueId(&id));
-  CZ(cclzCommInitRankConfig(&own, 1, id, 0, &config));
+  if (me == 0) CZ(cclzGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  CZ(cclzCommInitRankConfig(&own, ranks, id, me, &config));
+  std::printf("%d rank(s), one GPU each\n", ranks);
   cclzCodecConfig_t fp8 = CCLZ_CODEC_CONFIG_INITIALIZER;
   fp8.codec = cclzCodecFp8;
   auto s = reinterpret_cast<cclzStream_t>(stream);
@@ -141,6 +169,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 200; ++i) cclzNone();
       cudaStreamSynchronize(stream);
     }
+    MPI_Finalize();
     return 0;
   }
   for (int i = 0; i < 40; ++i)  // the fp8 kind's trials, until settled
@@ -165,10 +194,15 @@ int main(int argc, char** argv) {
        [&] { must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, over, &fp8, s)); }, 0},
       {"cclz all-reduce none (its own NCCL comm)",
        [&] { must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, own, nullptr, s)); }, 0},
+      {"cclz all-reduce none, only first calls checked",
+       [&] {
+         must(cclzAllReduce(send, recv, count, cclzBfloat16, cclzSum, unchecked, nullptr, s));
+       },
+       0},
       {"nccl all-gather", [&] { ncclAllGather(send, recv, count, ncclBfloat16, nccl, stream); },
        -1},
       {"cclz all-gather none (over that NCCL comm)",
-       [&] { must(cclzAllGather(send, recv, count, cclzBfloat16, over, nullptr, s)); }, 4},
+       [&] { must(cclzAllGather(send, recv, count, cclzBfloat16, over, nullptr, s)); }, 5},
       // The method's own floor: NCCL's call again, judged as a cclz row is.
       {"nccl all-reduce again (control)",
        [&] { ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, nccl, stream); }, 0},
@@ -207,7 +241,7 @@ int main(int argc, char** argv) {
   const Row steps[] = {
       {"makePlan, none", [&] { sink = sink + cclz::makePlan(c, a).chunks.size(); }, -1},
       {"makePlan, fp8", [&] { sink = sink + cclz::makePlan(c, a8).chunks.size(); }, -1},
-      {"peersOf", [&] { sink = sink + cclz::peersOf(a, 1, 0).size(); }, -1},
+      {"peersOf", [&] { sink = sink + cclz::peersOf(a, ranks, me).size(); }, -1},
       {"frameStride, none",
        [&] {
          static const cclz::Plan p = cclz::makePlan(c, a);
@@ -253,7 +287,9 @@ int main(int argc, char** argv) {
   CZ(cclzCommDestroy(bare));
   CK(cudaStreamSynchronize(stream));
   CZ(cclzCommDestroy(own));
+  CZ(cclzCommDestroy(unchecked));
   CZ(cclzCommDestroy(over));
   ncclCommDestroy(nccl);
+  MPI_Finalize();
   return 0;
 }
