@@ -107,6 +107,13 @@ double pathNs(cudaStream_t stream, const std::function<void()>& call) {
   return median(rounds);
 }
 
+// Writes one byte of each of `lines` cache lines, 4160 bytes apart (not one cache set).
+void touchLines(int lines) {
+  static std::vector<uint8_t> state(64 * 4160);
+  volatile uint8_t* bytes = state.data();
+  for (int i = 0; i < lines; ++i) bytes[i * 4160] = bytes[i * 4160] + 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,6 +213,20 @@ int main(int argc, char** argv) {
       // The method's own floor: NCCL's call again, judged as a cclz row is.
       {"nccl all-reduce again (control)",
        [&] { ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, nccl, stream); }, 0},
+      // What data a call touches costs beside NCCL's call: NCCL's call, then a write to each of
+      // 16 or 64 cache lines, the same lines at every call (as a call's own state would be).
+      {"nccl all-reduce + 16 cache lines written",
+       [&] {
+         ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, nccl, stream);
+         touchLines(16);
+       },
+       0},
+      {"nccl all-reduce + 64 cache lines written",
+       [&] {
+         ncclAllReduce(send, recv, count, ncclBfloat16, ncclSum, nccl, stream);
+         touchLines(64);
+       },
+       0},
   };
   // The host's speed drifts by more than a microsecond a call between runs and rounds, far more
   // than cclz adds: each round takes every row in turn (100 calls each), and a cclz row is judged
