@@ -59,9 +59,10 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   std::string json;  // the rows (writeJsonRows)
-  std::printf("%-10s %-7s %2s %5s %5s x %5s x %5s  %9s %6s  %s\n", "model", "gemm", "tp", "tok",
-              "m", "n", "k", "best ms", "TF/s",
-              "x best: alike-116 whole, chunks | alike-132 whole, chunks | at whole: whole, chunks");
+  std::printf(
+      "%-10s %-7s %2s %5s %5s x %5s x %5s  %9s %6s  %s\n", "model", "gemm", "tp", "tok", "m", "n",
+      "k", "best ms", "TF/s",
+      "x best: alike-116 whole, chunks | alike-132 whole, chunks | at whole: whole, chunks");
   for (const Model& model : models)
     for (uint64_t tp : {2, 4})
       for (uint64_t tokens : {4096, 16384})
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
             const float whole =
                 medianUs(stream, e0, e1, [&] { g->run(rowsOf(a, b, c, 0, m, n, k), stream); });
             const float chunks = medianUs(stream, e0, e1, [&] {
-              for (uint64_t r = 0; r < tp; ++r) g->run(rowsOf(a, b, c, r * chunk, chunk, n, k), stream);
+              for (uint64_t r = 0; r < tp; ++r)
+                g->run(rowsOf(a, b, c, r * chunk, chunk, n, k), stream);
             });
             ratio[at++] = whole / 1000.0f / bestMs;
             ratio[at++] = chunks / 1000.0f / bestMs;
@@ -97,7 +99,8 @@ int main(int argc, char** argv) {
           const double tflops = 2.0 * m * n * k / bestMs / 1e9;
           const char* gemm = rs ? "gemm_rs" : "ag_gemm";
           std::printf(
-              "%-10s %-7s %2lu %5lu %5lu x %5lu x %5lu  %9.3f %6.0f  %.3f %.3f | %.3f %.3f | %.3f %.3f\n",
+              "%-10s %-7s %2lu %5lu %5lu x %5lu x %5lu  %9.3f %6.0f  %.3f %.3f | %.3f %.3f | %.3f "
+              "%.3f\n",
               model.name, gemm, tp, tokens, m, n, k, bestMs, tflops, ratio[0], ratio[1], ratio[2],
               ratio[3], ratio[4], ratio[5]);
           char row[512];

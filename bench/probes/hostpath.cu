@@ -14,9 +14,9 @@
 // mpi: mpicxx --showme:link with -pthread dropped and -Wl, as -Xlinker; mpiinc: mpicxx
 // --showme:compile without -pthread), run with mpirun -n RANKS /tmp/hostpath:
 //   nvcc -O3 -g -std=c++20 -gencode arch=compute_90a,code=sm_90a -DCCLZ_HAVE_CUDA \
-//     -DCCLZ_HAVE_NCCL -DCCLZ_HAVE_MPI -I include -I src $mpiinc bench/probes/hostpath.cu \
-//     build-device/src/libcclz_core.a -lcublasLt $mpi -L$(dirname $lib) -l:libnccl.so.2 \
-//     -Xlinker -rpath=$(dirname $lib) -o /tmp/hostpath
+//     -DCCLZ_HAVE_NCCL -DCCLZ_HAVE_MPI -I include -I src -I tests/collective $mpiinc \
+//     bench/probes/hostpath.cu build-device/src/libcclz_core.a -lcublasLt $mpi \
+//     -L$(dirname $lib) -l:libnccl.so.2 -Xlinker -rpath=$(dirname $lib) -o /tmp/hostpath
 #include <mpi.h>
 #include <nccl.h>
 
@@ -26,38 +26,20 @@
 
 #include "collective/communicator.h"
 #include "collective/plan.h"
+#include "forwarding_transport.h"
 #include "probe_support.h"
 #include "transport/nccl/nccl_transport.h"
 
 namespace {
 
 // NCCL's transport with its collectives skipped: cclz's host path alone, on this host.
-class SkipCollectives final : public cclz::Transport {
+class SkipCollectives final : public cclz::test::ForwardingTransport {
  public:
-  explicit SkipCollectives(std::unique_ptr<cclz::Transport> nccl) : nccl_(std::move(nccl)) {}
-  int rank() const override { return nccl_->rank(); }
-  int size() const override { return nccl_->size(); }
-  cclz::MemoryKind memory() const override { return nccl_->memory(); }
-  const char* name() const override { return "nccl, collectives skipped"; }
-  bool learnsReceivedSize() const override { return nccl_->learnsReceivedSize(); }
-  void groupStart(cclzStream_t s) override { nccl_->groupStart(s); }
-  void send(const void* buf, uint64_t bytes, int peer) override { nccl_->send(buf, bytes, peer); }
-  void recv(void* buf, uint64_t capacity, int peer, uint64_t* received) override {
-    nccl_->recv(buf, capacity, peer, received);
-  }
-  void groupEnd() override { nccl_->groupEnd(); }
-  void allGather(const void* in, void* out, uint64_t bytes, cclzStream_t s) override {
-    nccl_->allGather(in, out, bytes, s);
-  }
+  using ForwardingTransport::ForwardingTransport;
   bool reduceScatter(const void*, void*, uint64_t, int, bool, cclzStream_t) override {
     return true;
   }
   bool allReduce(const void*, void*, uint64_t, int, bool, cclzStream_t) override { return true; }
-  cclz::HostMesh* controlMesh() override { return nccl_->controlMesh(); }
-  cclz::FrameMemory* frameMemory() override { return nccl_->frameMemory(); }
-
- private:
-  std::unique_ptr<cclz::Transport> nccl_;
 };
 
 using Clock = std::chrono::steady_clock;

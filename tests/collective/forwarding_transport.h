@@ -1,6 +1,6 @@
-// A transport that forwards every call to another (the loopback), for tests that watch what the
-// collectives ask of their transport: a subclass overrides the calls it watches and forwards
-// them through this class.
+// A transport that forwards every call to another (the loopback; NCCL's in a probe), for tests
+// that watch what the collectives ask of their transport: a subclass overrides the calls it
+// watches and forwards them through this class.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,8 @@ class ForwardingTransport : public Transport {
                  cclzStream_t s) override {
     return inner_->allReduce(send, recv, count, dtype, average, s);
   }
+  HostMesh* controlMesh() override { return inner_->controlMesh(); }
+  FrameMemory* frameMemory() override { return inner_->frameMemory(); }
 
  private:
   std::unique_ptr<Transport> inner_;

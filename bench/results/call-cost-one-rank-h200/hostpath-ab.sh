@@ -2,7 +2,9 @@
 # `git archive` tarball) beside this one, both against torch's NCCL (device.sh's default).
 #   git archive -o .devrun/old.tar <commit before>
 #   bash bench/results/call-cost-one-rank-h200/hostpath-ab.sh .devrun/old.tar   # the device tool, carry .deps
-# HOSTPATH_RANKS=N: the probe on N ranks, one GPU each (default 1).
+# HOSTPATH_RANKS=N: the probe on N ranks, one GPU each (default 1). The old tree's
+# tests/collective/forwarding_transport.h must forward controlMesh() (for the probe's `path`
+# rows).
 set -u
 O=$OUT old_tar=$(realpath "$1")
 mkdir -p /tmp/old && tar -xf "$old_tar" -C /tmp/old
@@ -20,7 +22,8 @@ mpiinc=$(mpicxx --showme:compile 2>/dev/null | sed 's/-pthread//')
 defs=$(grep -o "\-DCCLZ_HAVE_[A-Z]*" build-device/build.ninja | sort -u | tr "\n" " ")
 probe() {  # tree build output
   nvcc -O3 -g -std=c++20 -gencode arch=compute_90a,code=sm_90a $defs -I $1/include -I $1/src \
-    $mpiinc bench/probes/hostpath.cu $2/src/libcclz_core.a -lcublasLt $mpi \
+    -I $1/tests/collective $mpiinc bench/probes/hostpath.cu $2/src/libcclz_core.a \
+    -lcublasLt $mpi \
     -L$(dirname $lib) -l:libnccl.so.2 -Xlinker -rpath=$(dirname $lib) -o $3 2>&1 | grep -v warning
 }
 probe /tmp/old /tmp/old/build /tmp/hp_old & probe . build-device /tmp/hp_new & wait

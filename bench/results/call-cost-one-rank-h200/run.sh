@@ -1,4 +1,7 @@
-# One GPU, one rank: what cclz's call path adds to NCCL's own call, back to back.
+# One GPU, one rank: what cclz's call path adds to NCCL's own call, back to back (cclz-perf
+# --batch), with each CCLZ_CHECK_CALLS mode of CHECKS (default: "default", the library's own
+# choice; the older table: CHECKS="deferred first"). Writes $OUT/<op>_<codec>_<mode>.json.
+#   bash bench/results/call-cost-one-rank-h200/run.sh     # the device tool, carry .deps .data
 set -u
 O=$OUT
 CCLZ_BUILD_TARGETS="cclz-perf" OUT=$O/b bash scripts/dev/device.sh build > $O/build.out 2>&1
@@ -8,9 +11,11 @@ export LD_LIBRARY_PATH="$tn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 perf=build-device/tools/cclz-perf/cclz-perf
 for op in allreduce allgather; do
   for codec in none fp8; do
-    for mode in deferred first; do
+    for mode in ${CHECKS:-default}; do
       echo "== $op $codec CCLZ_CHECK_CALLS=$mode"
-      CCLZ_CHECK_CALLS=$mode mpirun --allow-run-as-root -n 1 -x LD_LIBRARY_PATH -x CCLZ_CHECK_CALLS \
+      env=()
+      [ "$mode" != default ] && env=(-x CCLZ_CHECK_CALLS="$mode")
+      mpirun --allow-run-as-root -n 1 -x LD_LIBRARY_PATH "${env[@]}" \
         $perf --op $op --codec $codec --device gpu -d bf16 -b 1K -e 1M -f 8 -n 200 -w 20 --batch \
         --json $O/${op}_${codec}_$mode.json 2>&1 | grep -v "^#   "
     done
