@@ -59,6 +59,10 @@
 #              two emulated nodes: the NCCL collective tests with it (device bytes against the
 #              host path's), then the collnodes sweep two-level beside flat, each beside NCCL.
 #   adapt      (2 or more GPUs) adaptive calls on and off side by side, NVLink and socket.
+#   sharedgpu  (any GPUs) the socket transport with more ranks than GPUs: CCLZ_RANKS ranks (4),
+#              each its own emulated node (bench/python/node_per_rank.sh), under MPS; the parts
+#              of CCLZ_SHARED_PARTS ("tests coll adapt"): nccl_tests on 2 and N ranks, the
+#              collsock sweep, the adapt sweep's socket half (ADAPT_SIZES: its sizes).
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
@@ -685,9 +689,12 @@ ranks() {  # ranks N ARGS...: N processes, one GPU each (the programs take GPU r
   mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" -x NCCL_NVLS_ENABLE "$@"
 }
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NCCL, -c 1
-  local net=$1
-  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
+# collsweep NET [RANKS [WRAPPER...]]: the collective sweep, compressed beside plain NCCL, -c 1, on
+# RANKS ranks (default one per GPU), each started through WRAPPER (node_per_rank.sh) if given.
+collsweep() {
+  local net=$1 n=${2:-$ngpu}
+  local wrap=("${@:3}")
+  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" -x NCCL_NVLS_ENABLE)
   # Socket: NCCL_P2P_NET_CHUNKSIZE=512K for the point-to-point frames of reduce-scatter and
   # all-to-all (measured +25% on loopback, docs/collectives.md); plain NCCL's collectives do not
   # use it. More iterations there: the socket's times vary by 20% from one run to the next.
@@ -696,6 +703,7 @@ collsweep() {  # collsweep NET: the collective sweep, compressed beside plain NC
                                     -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME=lo
                                     -x NCCL_P2P_NET_CHUNKSIZE=524288) &&
     sizes=(-b 64K -e 256M -f 16 -n 11 -w 2)
+  launcher+=(${wrap[@]+"${wrap[@]}"})
   for op in allgather reducescatter; do
     for codec in none lossless fp8; do
       bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}" --adaptive off
@@ -723,6 +731,33 @@ fi
 
 if has collsock; then
   collsweep socket
+fi
+
+if has sharedgpu; then
+  # Ranks sharing the GPUs, each its own emulated node (bench/python/node_per_rank.sh), so that
+  # NCCL's socket transport joins every pair: the slow-network measurements on a machine with
+  # fewer GPUs than ranks. Under MPS, so the ranks' kernels run side by side.
+  n=${CCLZ_RANKS:-4}
+  wrap=(bench/python/node_per_rank.sh)
+  nvidia-cuda-mps-control -d || echo "sharedgpu: MPS did not start" | tee -a "$summary"
+  for part in ${CCLZ_SHARED_PARTS:-tests coll adapt}; do
+    case $part in
+      tests)
+        for k in 2 "$n"; do
+          echo "== nccl_tests, $k ranks sharing $ngpu GPU(s), socket" >>"$log"
+          timeout ${CCLZ_SHARED_TIMEOUT:-300} mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$k" \
+            -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "${wrap[@]}" \
+            $build/tests/collective/nccl_tests --gtest_brief=1 >"$OUT/tests.tmp" 2>&1
+          echo "sharedgpu nccl_tests ($k ranks): exit $? -- $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests.tmp" | tr '\n' ' ')" | tee -a "$summary"
+          grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.tmp" | sort -u | head -20 | tee -a "$summary"
+          cat "$OUT/tests.tmp" >>"$log"
+        done
+        rm -f "$OUT/tests.tmp" ;;
+      coll) collsweep socket "$n" "${wrap[@]}" ;;
+      adapt) adaptsweep socket "$n" "${wrap[@]}" ;;
+    esac
+  done
+  echo quit | nvidia-cuda-mps-control
 fi
 
 if has collnodes; then
@@ -782,6 +817,26 @@ if has twolevel; then
   fi
 fi
 
+# adaptsweep NET [RANKS [WRAPPER...]]: adaptive calls on and off side by side (ADAPT_SIZES: the
+# sizes' cclz-perf options), as collsweep runs its ranks.
+adaptsweep() {
+  local net=$1 n=${2:-$ngpu}
+  local wrap=("${@:3}")
+  local sizes=(${ADAPT_SIZES:--b 64K -e 256M -f 16})
+  launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" -x NCCL_NVLS_ENABLE)
+  [ $net = socket ] && launcher+=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_IB_DISABLE=1
+                                  -x NCCL_SOCKET_IFNAME=lo -x NCCL_P2P_NET_CHUNKSIZE=524288)
+  launcher+=(${wrap[@]+"${wrap[@]}"})
+  for mode in on off; do
+    for op in allgather reducescatter; do
+      bench adapt "${net}_${op}_fp8_$mode" --op $op --codec fp8 --device gpu "${sizes[@]}" -n 10 -w 3 --batch --adaptive $mode
+    done
+    bench adapt "${net}_allgather_lossless_$mode" --op allgather --codec lossless --device gpu "${sizes[@]}" -n 10 -w 3 --batch --adaptive $mode
+    bench adapt "${net}_allreduce_qgrad4_$mode" --op allreduce --codec qgrad --bits 4 --device gpu "${sizes[@]}" -n 10 -w 3 --batch --adaptive $mode
+  done
+  launcher=()
+}
+
 if has adapt; then
   # Adaptive calls (cclzCommConfig_t.adaptive, docs/collectives.md "Adaptive calls") on and off,
   # side by side, over NVLink and over the socket transport: on, a call runs compressed only where
@@ -789,19 +844,8 @@ if has adapt; then
   # codec path. The NCCL tests' adaptive case first.
   ranks "$ngpu" $build/tests/collective/nccl_tests --gtest_brief=1 --gtest_filter='NcclAdaptive*' >>"$log" 2>&1
   echo "adapt nccl_tests NcclAdaptive ($ngpu ranks): exit $?" | tee -a "$summary"
-  for net in nvlink socket; do
-    launcher=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu" -x NCCL_NVLS_ENABLE)
-    [ $net = socket ] && launcher+=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_IB_DISABLE=1
-                                    -x NCCL_SOCKET_IFNAME=lo -x NCCL_P2P_NET_CHUNKSIZE=524288)
-    for mode in on off; do
-      for op in allgather reducescatter; do
-        bench adapt "${net}_${op}_fp8_$mode" --op $op --codec fp8 --device gpu -b 64K -e 256M -f 16 -n 10 -w 3 --batch --adaptive $mode
-      done
-      bench adapt "${net}_allgather_lossless_$mode" --op allgather --codec lossless --device gpu -b 64K -e 256M -f 16 -n 10 -w 3 --batch --adaptive $mode
-      bench adapt "${net}_allreduce_qgrad4_$mode" --op allreduce --codec qgrad --bits 4 --device gpu -b 64K -e 256M -f 16 -n 10 -w 3 --batch --adaptive $mode
-    done
-  done
-  launcher=()
+  adaptsweep nvlink
+  adaptsweep socket
 fi
 
 if has ncclwin; then

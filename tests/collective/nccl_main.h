@@ -110,11 +110,15 @@ inline void waitForCalls(cudaStream_t stream) {
 }
 
 // MPI up and this rank's GPU chosen, or kSkipReturnCode (MPI finalized) when a rank would have
-// no GPU of its own. Sets CCLZ_PIECE_BYTES for the communicators the tests create.
+// no GPU of its own. Ranks that are each an emulated node of their own (NCCL_HOSTID set, as
+// bench/python/node_per_rank.sh does) may share GPUs: NCCL joins them by its socket transport.
+// Sets CCLZ_PIECE_BYTES for the communicators the tests create.
 inline int startNcclTests(int* argc, char** argv, const std::string& pieceBytes) {
   MPI_Init(argc, &argv);
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < worldSize()) {
+  const bool ranksMayShareGpus = std::getenv("NCCL_HOSTID") != nullptr;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
+      (devices < worldSize() && !ranksMayShareGpus)) {
     if (worldRank() == 0)
       std::printf("%d CUDA devices for %d ranks: the NCCL tests are skipped\n", devices,
                   worldSize());
