@@ -4,8 +4,8 @@ compared on the last 20 steps' mean train loss and on the validation loss.
 
 Tolerance: 1% (the issue's bound) for the lossy codecs: fp8 activations and int4 gradients with
 error feedback land within 0.5% on 2-4 ranks; lossless gives the uncompressed run's loss exactly
-(compared over 20 steps, bit for bit: the adaptive trials, which settle by the 7th call of each
-kind of call, and settled calls).
+(compared over 20 steps, bit for bit: the adaptive trials, which settle by the 13th call of each
+kind of call below 2 MiB a rank and by the 7th of larger ones, and settled calls).
 The control: int2 gradients land 22-28% above, so the tolerance tells compression noise apart.
 The learning rate keeps the run out of the chaotic regime: at 3e-3 two uncompressed runs that
 differ only in fp32 rounding (2 or 4 micro-batches) already end 0.7% apart after 60 steps.

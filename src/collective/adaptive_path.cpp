@@ -165,7 +165,7 @@ void settleKey(Communicator& comm, const CollArgs& a, const TuneKey& key, const 
 // trials are over). A settled key's calls, the steady state, ask the driver nothing: the capture
 // query (~80 ns on an H200's host) is for calls that could be trials.
 Tuner::Call nextCall(Communicator& comm, const CollArgs& a, const TuneKey& key, cclzStream_t stream,
-                     const TunedNames& names, int trialPairs = Tuner::kTrialPairs) {
+                     const TunedNames& names, int trialPairs) {
   Tuner& tuner = *comm.tuner();
   Tuner::Call call;
   if (tuner.nextSettled(key, &call)) return call;
@@ -195,7 +195,8 @@ void runChosenPath(Communicator& comm, const CollArgs& a, const Plan& plan) {
   Tuner& tuner = *comm.tuner();
   const TuneKey key = tuneKey(a, plan);
   const Tuner::Call call =
-      nextCall(comm, a, key, a.stream, TunedNames{collOpName(a.op), "compressed", "plain"});
+      nextCall(comm, a, key, a.stream, TunedNames{collOpName(a.op), "compressed", "plain"},
+               Tuner::trialPairsFor(key));
   comm.setLastPath(call.path, call.decided);
   CollArgs run = a;
   // A kind settled on plain data (the steady state of most small calls over NVLink): the

@@ -4,10 +4,10 @@
 // pays and does not make a collective slower where it does not.
 //
 // Calls are grouped by a key (op, peer, dtype, codec and its configuration, the size rounded to
-// its octave). The first 2 * kTrialPairs calls of a key alternate the two paths, compressed
-// first; the first pair warms up (scratch growth, the transport's first connections) and the
-// others are timed. The call after them settles the key: every rank's fastest time per path is
-// exchanged, and the key keeps the path that is faster on the slowest rank, compressed only when
+// its octave). The first 2 * trialPairsFor(key) calls of a key alternate the two paths,
+// compressed first; the first pair warms up (scratch growth, the transport's first connections)
+// and the others are timed. The call after them settles the key: every rank's fastest time per path
+// is exchanged, and the key keeps the path that is faster on the slowest rank, compressed only when
 // it is faster by more than kMargin (plain data is exact, and costs nothing to encode). After
 // kRetrialCalls calls on its path a key is tried again the same way, so that a verdict that trial
 // noise or a passing load got wrong (a training step's first calls, peers still arriving) does not
@@ -50,12 +50,26 @@ struct TrialTimes {
 class Tuner {
  public:
   static constexpr int kTrialPairs = 3;
+  // Kinds of calls below 2 MiB a rank (size class 21 and under) take more pairs. One call's time
+  // varies most against what the verdict weighs where calls are short, and there trials cost
+  // least: over NCCL's socket transport, after two timed trials a path, a 4 KiB reduce-scatter
+  // settled on its codec in one of four runs and then ran at 0.64x of plain data
+  // (bench/results/collectives-socket-shared-h200). The verdict keeps each path's fastest trial,
+  // so five timed trials a path make it unlikely that every plain trial of a rank was slowed.
+  static constexpr int kSmallKindTrialPairs = 6;
+  static constexpr uint32_t kLargestSmallKindClass = 21;
   static constexpr double kMargin = 0.03;
   // Calls of a key on its settled path before it is tried again: its trials then cost under 0.5%
-  // of its calls (3 of 2 * kTrialPairs on the slower path, one settling exchange).
+  // of its calls (the slower path's half of 2 * kSmallKindTrialPairs at most, one settling
+  // exchange).
   static constexpr int kRetrialCalls = 2048;
   // Keys beyond this many run compressed, untried (so the table stays small when sizes vary).
   static constexpr size_t kMaxKeys = 1024;
+
+  // The pairs of trials a collective's key takes (its size class decides).
+  static int trialPairsFor(const TuneKey& key) {
+    return key.sizeClass <= kLargestSmallKindClass ? kSmallKindTrialPairs : kTrialPairs;
+  }
 
   struct Call {
     Path path = Path::Compressed;

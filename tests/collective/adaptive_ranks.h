@@ -12,8 +12,13 @@
 #include "cclz/cclz.h"
 #include "coll_cases.h"
 #include "mpi_world.h"
+#include "tune/tuner.h"
 
 namespace cclz::test {
+
+// The calls of a kind's trials, for the cases these tests run: all below 2 MiB a rank, so
+// small kinds (Tuner::trialPairsFor).
+inline constexpr int kSmallKindTrialCalls = 2 * Tuner::kSmallKindTrialPairs;
 
 // Call i of case c took `path` and said `decided`: its kind is settled from call `trials` on,
 // every rank took the same path (send/recv pairs of a ring settle apart, so there a rank's last

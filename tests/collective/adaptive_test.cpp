@@ -19,7 +19,7 @@
 namespace cclz::test {
 namespace {
 
-constexpr int kTrialCalls = 2 * Tuner::kTrialPairs;
+constexpr int kTrialCalls = 2 * Tuner::kSmallKindTrialPairs;  // the cases are small kinds
 
 CommSettings adaptiveSettings() {
   CommSettings s = testSettings();

@@ -139,7 +139,7 @@ TEST(MpiAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   config.adaptive = 1;
   cclzComm_t comm = nullptr;
   ASSERT_EQ(cclzCommInitFromMpiConfig(&comm, &world, &config), cclzSuccess);
-  const int trials = 6, calls = trials + 2;  // 2 * Tuner::kTrialPairs
+  const int trials = kSmallKindTrialCalls, calls = trials + 2;
   for (const CollCase& c : adaptiveCases()) {
     SCOPED_TRACE(c.name());
     for (int i = 0; i < calls; ++i) {

@@ -307,7 +307,7 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
   cclzComm_t comm = makeAdaptiveComm();
   ASSERT_NE(comm, nullptr);
   const auto stream = reinterpret_cast<cclzStream_t>(comms().stream);
-  const int trials = 6, calls = trials + 2;  // 2 * Tuner::kTrialPairs
+  const int trials = kSmallKindTrialCalls, calls = trials + 2;
   for (const CollCase& c : adaptiveCases()) {
     SCOPED_TRACE(c.name());
     if (c.op == Coll::SendRecv && n == 1) continue;  // a rank alone has no peer to send to
@@ -372,7 +372,7 @@ TEST(NcclAdaptive, CapturedCallsLeaveTheTrialsAndTakeTheSettledPath) {
     ASSERT_EQ(cudaStreamSynchronize(cs), cudaSuccess);
     EXPECT_EQ(checkOutput(c, n, me, recv.download(), nullptr, path == cclzPathPlain), "") << which;
   };
-  const int trials = 6;  // 2 * Tuner::kTrialPairs
+  const int trials = kSmallKindTrialCalls;
   CapturedCall early, late;
   cclzPath_t earlyPath = cclzPathPlain, latePath = cclzPathCompressed, path;
   int earlyDecided = -1, lateDecided = -1, decided = -1;
@@ -412,7 +412,7 @@ TEST(NcclAdaptive, FeedbackCallsKeepTheResidualOnBothPaths) {
   cclzCodecConfig_t codec = CCLZ_CODEC_CONFIG_INITIALIZER;
   codec.codec = cclzCodecQgrad;
   codec.bits = 4;
-  const int calls = 6 + 3;  // 2 * Tuner::kTrialPairs, then settled
+  const int calls = kSmallKindTrialCalls + 3;  // the trials, then settled calls
   for (const bool scatter : {false, true}) {
     SCOPED_TRACE(scatter ? "reduce-scatter" : "all-reduce");
     const uint64_t recvCount = 1 << 16, sendCount = scatter ? recvCount * n : recvCount;

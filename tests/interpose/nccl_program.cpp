@@ -1,7 +1,7 @@
 // An NCCL program that knows nothing of cclz, for libcclz_nccl.so to be preloaded into
 // (run_nccl_program.sh). One thread per GPU, each a rank of one communicator. It makes every
-// call the drop-in handles, each kind several times (more than the 6 trials of an adaptive cclz
-// communicator), on seeded data whose exact results it knows:
+// call the drop-in handles, each kind several times (more than the 12 trials of an adaptive cclz
+// communicator's kinds below 2 MiB a rank), on seeded data whose exact results it knows:
 //   all-gather (out of place and in place), all-to-all, send/recv outside a group (pairs of
 //   ranks), the same inside a group, broadcast, all-reduce and reduce-scatter (sum), an int32
 //   all-gather, an empty one, and an all-gather captured into a CUDA graph and replayed;
@@ -403,7 +403,7 @@ class Rank {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int iterations = argc > 1 ? std::atoi(argv[1]) : 8;
+  const int iterations = argc > 1 ? std::atoi(argv[1]) : 14;
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2) {
     std::printf("skipped: %d GPUs, the program needs 2 or more\n", gpus);

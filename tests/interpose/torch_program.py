@@ -6,7 +6,7 @@ into (run_torch_program.sh). One process per GPU:
 It calls all_gather_into_tensor, broadcast, send/recv (pairs of ranks: 0 and 1, 2 and 3, ...),
 all_to_all_single, all_reduce and reduce_scatter_tensor (sum) on seeded bf16, fp32 and int32
 data, 64 KiB to 64 MiB per rank with ragged counts, each kind several times (more than an
-adaptive cclz communicator's 6 trials), and writes one line per call to OUT_DIR/cases.R.txt (R
+adaptive cclz communicator's trials: 12 calls below 2 MiB a rank, 6 above), and writes one line per call to OUT_DIR/cases.R.txt (R
 its rank; one file per process, since processes writing to one file can tear each other's lines):
 "case NAME rank R hash SHA256" of the result's bytes, " FAILED" appended where the result is not
 what every rank's inputs give: bit for bit for data movement, and for the sums the fp32 sum in
@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "int32": torch.int32}
 # (bytes per rank, calls of each kind): ragged counts, and the largest size called fewer times.
-SIZES = [(64 << 10, 8), ((1 << 20) + 6, 8), ((16 << 20) - 12, 8), (64 << 20, 2)]
+SIZES = [(64 << 10, 14), ((1 << 20) + 6, 14), ((16 << 20) - 12, 8), (64 << 20, 2)]
 
 
 class Program:

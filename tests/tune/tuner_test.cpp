@@ -79,6 +79,40 @@ TEST(Tuner, AKeyTakesThePairsOfTrialsAskedAtItsFirstCall) {
   EXPECT_ANY_THROW(tuner.next(keyOf(1 << 22), 1)) << "one pair is only the untimed warm-up";
 }
 
+TEST(Tuner, KindsBelowTwoMiBTakeMorePairsOfTrials) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(Tuner::trialPairsFor(keyOf(1)), Tuner::kSmallKindTrialPairs);
+  EXPECT_EQ(Tuner::trialPairsFor(keyOf(2 * kMiB - 1)), Tuner::kSmallKindTrialPairs);
+  EXPECT_EQ(Tuner::trialPairsFor(keyOf(2 * kMiB)), Tuner::kTrialPairs);
+  EXPECT_EQ(Tuner::trialPairsFor(keyOf(uint64_t{1} << 30)), Tuner::kTrialPairs);
+  EXPECT_GT(Tuner::kSmallKindTrialPairs, Tuner::kTrialPairs);
+}
+
+// Why small kinds take more trials: the verdict keeps each path's fastest trial, so a slower
+// codec wins where every timed plain trial of a rank was slowed. Two plain trials slowed in a
+// row (the socket's noise on calls of tens of microseconds) settle a kind of kTrialPairs on the
+// codec; a small kind's later plain trials keep it on plain data.
+TEST(Tuner, TwoSlowedPlainTrialsNoLongerSettleASmallKindOnTheCodec) {
+  auto settleWithTwoSlowed = [](int pairs) {
+    Tuner tuner;
+    const TuneKey key = keyOf(4096);
+    int plainTrials = 0;
+    for (int i = 0; i < 2 * pairs; ++i) {
+      const Tuner::Call call = tuner.next(key, pairs);
+      if (!call.timed) continue;
+      // The codec takes 100 us; plain data 65 us, or 160 us in its first two timed trials.
+      const bool slowed = call.path == Path::Plain && ++plainTrials <= 2;
+      const double seconds = call.path == Path::Compressed ? 100e-6 : slowed ? 160e-6 : 65e-6;
+      tuner.record(key, call.path, std::make_unique<FixedStopwatch>(seconds));
+    }
+    EXPECT_TRUE(tuner.next(key, pairs).settling);
+    tuner.settle(key, {tuner.measured(key)});
+    return tuner.next(key, pairs).path;
+  };
+  EXPECT_EQ(settleWithTwoSlowed(Tuner::kTrialPairs), Path::Compressed);
+  EXPECT_EQ(settleWithTwoSlowed(Tuner::trialPairsFor(keyOf(4096))), Path::Plain);
+}
+
 TEST(Tuner, MeasuredKeepsEachPathsFastestTrial) {
   Tuner tuner;
   const TuneKey key = keyOf(1 << 20);
