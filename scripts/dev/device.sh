@@ -61,8 +61,9 @@
 #   adapt      (2 or more GPUs) adaptive calls on and off side by side, NVLink and socket.
 #   sharedgpu  (any GPUs) the socket transport with more ranks than GPUs: CCLZ_RANKS ranks (4),
 #              each its own emulated node (bench/python/node_per_rank.sh), under MPS; the parts
-#              of CCLZ_SHARED_PARTS ("tests coll adapt"): nccl_tests on 2 and N ranks, the
-#              collsock sweep, the adapt sweep's socket half (ADAPT_SIZES: its sizes).
+#              of CCLZ_SHARED_PARTS ("tests coll adapt"; also "timeline"): nccl_tests suite by
+#              suite on 2 and N ranks (CCLZ_SHARED_TIMEOUT each, 90 s), the collsock sweep, the
+#              adapt sweep's socket half (ADAPT_SIZES: its sizes), one call's timeline at 64 MiB.
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
@@ -743,16 +744,38 @@ if has sharedgpu; then
   for part in ${CCLZ_SHARED_PARTS:-tests coll adapt}; do
     case $part in
       tests)
+        # Suite by suite, each under its own timeout and line-buffered, so that a slow or stuck
+        # suite is named and the others still report (the whole program on 2 and 4 ranks did not
+        # end within 230 s, its buffered output lost).
         for k in 2 "$n"; do
-          echo "== nccl_tests, $k ranks sharing $ngpu GPU(s), socket" >>"$log"
-          timeout ${CCLZ_SHARED_TIMEOUT:-300} mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$k" \
-            -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "${wrap[@]}" \
-            $build/tests/collective/nccl_tests --gtest_brief=1 >"$OUT/tests.tmp" 2>&1
-          echo "sharedgpu nccl_tests ($k ranks): exit $? -- $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests.tmp" | tr '\n' ' ')" | tee -a "$summary"
-          grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.tmp" | sort -u | head -20 | tee -a "$summary"
-          cat "$OUT/tests.tmp" >>"$log"
+          for suite in NcclCollective NcclDeferredCheck NcclErrors NcclFeedback NcclAdaptive \
+                       NcclTimeline NcclLarge; do
+            echo "== nccl_tests *$suite*, $k ranks sharing $ngpu GPU(s), socket" >>"$log"
+            start=$(date +%s)
+            timeout ${CCLZ_SHARED_TIMEOUT:-90} mpirun --allow-run-as-root --oversubscribe \
+              --bind-to none -n "$k" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "${wrap[@]}" \
+              stdbuf -oL -eL $build/tests/collective/nccl_tests --gtest_filter="*$suite*" \
+              >"$OUT/tests.tmp" 2>&1
+            status=$?
+            sed 's/\x1b\[[0-9;]*m//g' "$OUT/tests.tmp" >"$OUT/tests.plain"
+            echo "sharedgpu nccl_tests $suite ($k ranks): exit $status in $(($(date +%s) - start)) s -- $(grep -cE '^\[       OK \]' "$OUT/tests.plain") OK lines (every rank's), last: $(grep -E '^\[ RUN' "$OUT/tests.plain" | tail -1)" | tee -a "$summary"
+            grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.plain" | sort -u | head -10 | tee -a "$summary"
+            cat "$OUT/tests.plain" >>"$log"
+          done
         done
-        rm -f "$OUT/tests.tmp" ;;
+        rm -f "$OUT/tests.tmp" "$OUT/tests.plain" ;;
+      timeline)
+        # One call's steps (CCLZ_TIMELINE=1, rank 0, the last of the calls) at 64 MiB: where a
+        # socket call's time goes (encode, move, decode per piece).
+        for run in "reducescatter --codec fp8" "allgather --codec fp8" \
+                   "allreduce --codec qgrad --bits 4"; do
+          echo "== timeline: $run, 64 MiB, $n ranks, socket" >>"$OUT/bench.log"
+          timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
+            -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 "${wrap[@]}" $perf --op $run --device gpu \
+            -b 64M -e 64M -n 2 -w 1 --batch --adaptive off 2>&1 |
+            grep '^cclz-timeline' | awk '!first { first = $3 } $3 == first' | tail -40 \
+            >>"$OUT/bench.log"
+        done ;;
       coll) collsweep socket "$n" "${wrap[@]}" ;;
       adapt) adaptsweep socket "$n" "${wrap[@]}" ;;
     esac
