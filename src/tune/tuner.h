@@ -60,8 +60,7 @@ class Tuner {
   static constexpr uint32_t kLargestSmallKindClass = 21;
   static constexpr double kMargin = 0.03;
   // Calls of a key on its settled path before it is tried again: its trials then cost under 0.5%
-  // of its calls (the slower path's half of 2 * kSmallKindTrialPairs at most, one settling
-  // exchange).
+  // of its calls (at most kSmallKindTrialPairs calls on the slower path, one settling exchange).
   static constexpr int kRetrialCalls = 2048;
   // Keys beyond this many run compressed, untried (so the table stays small when sizes vary).
   static constexpr size_t kMaxKeys = 1024;
