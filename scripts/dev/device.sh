@@ -52,7 +52,8 @@
 #   fp8, qgrad each codec's options and the real tensors.
 #   coll, collsock (2 or more GPUs): the NCCL collective tests under mpirun, then the cclz-perf
 #              collective sweep, compressed beside plain NCCL, over NVLink (coll) and over NCCL's
-#              socket transport on loopback (collsock, the stand-in for a slow network).
+#              socket transport on loopback (collsock, the stand-in for a slow network);
+#              CCLZ_SWEEP_ARGS: more cclz-perf options for the sweep (--batch: nccl-tests' timing).
 #   collnodes  (4 GPUs) the trainer's TP calls over two emulated nodes of two GPUs: fp8 (INT8)
 #              all-gather and reduce-scatter beside plain NCCL, 16-256 MiB, three piece sizes.
 #   twolevel   (4 GPUs) the two-level fp8 all-gather and reduce-scatter (CCLZ_TWO_LEVEL=1) over
@@ -691,7 +692,8 @@ ranks() {  # ranks N ARGS...: N processes, one GPU each (the programs take GPU r
 }
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 # collsweep NET [RANKS [WRAPPER...]]: the collective sweep, compressed beside plain NCCL, -c 1, on
-# RANKS ranks (default one per GPU), each started through WRAPPER (node_per_rank.sh) if given.
+# RANKS ranks (default one per GPU), each started through WRAPPER (node_per_rank.sh) if given;
+# CCLZ_SWEEP_ARGS: more cclz-perf options for every run (--batch: nccl-tests' timing).
 collsweep() {
   local net=$1 n=${2:-$ngpu}
   local wrap=("${@:3}")
@@ -705,6 +707,7 @@ collsweep() {
                                     -x NCCL_P2P_NET_CHUNKSIZE=524288) &&
     sizes=(-b 64K -e 256M -f 16 -n 11 -w 2)
   launcher+=(${wrap[@]+"${wrap[@]}"})
+  sizes+=(${CCLZ_SWEEP_ARGS:-})
   for op in allgather reducescatter; do
     for codec in none lossless fp8; do
       bench coll "${net}_${op}_$codec" --op $op --codec $codec --device gpu "${sizes[@]}" --adaptive off
@@ -714,8 +717,8 @@ collsweep() {
     bench coll "${net}_allreduce_$codec" --op allreduce --codec $codec --device gpu "${sizes[@]}" --adaptive off
   done
   bench coll "${net}_allreduce_qgrad4" --op allreduce --codec qgrad --bits 4 --device gpu "${sizes[@]}" --adaptive off
-  bench coll "${net}_alltoall_lossless" --op alltoall --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2 --adaptive off
-  bench coll "${net}_sendrecv_lossless" --op sendrecv --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2 --adaptive off
+  bench coll "${net}_alltoall_lossless" --op alltoall --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2 --adaptive off ${CCLZ_SWEEP_ARGS:-}
+  bench coll "${net}_sendrecv_lossless" --op sendrecv --codec lossless --device gpu -b 64K -e 16M -f 16 -n 5 -w 2 --adaptive off ${CCLZ_SWEEP_ARGS:-}
   launcher=()
 }
 
