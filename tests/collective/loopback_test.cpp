@@ -4,8 +4,8 @@
 // ranks. Also: a rank with different arguments or rejected arguments makes every rank fail (and
 // nobody hangs), a corrupted frame on the wire is reported by its receiver, error feedback keeps
 // what it did not send, variable-size frames over a transport that must be told sizes (as
-// NCCL must) announce them ahead (LoopbackExactSizes), and pieces keep the caller's fp8 rows
-// whole (LoopbackPieces).
+// NCCL must) announce them ahead (LoopbackExactSizes), a step's frames posted in shifts move the
+// same bytes (LoopbackShifts), and pieces keep the caller's fp8 rows whole (LoopbackPieces).
 #include <gtest/gtest.h>
 
 #include <algorithm>
