@@ -570,6 +570,19 @@ TEST(LoopbackErrors, FeedbackNeedsQgradAndItsSize) {
 }
 
 // The settings every rank reads when a communicator is created.
+// A setting of two values: off by default, on where `other` is set, off again where `standard`
+// is, and any other value refused (the variable left unset).
+void expectSwitch(const char* name, const char* standard, const char* other,
+                  bool (*read)(const CommSettings&)) {
+  SCOPED_TRACE(name);
+  EXPECT_FALSE(read(CommSettings::fromEnvironment()));
+  setenv(name, other, 1);
+  EXPECT_TRUE(read(CommSettings::fromEnvironment()));
+  setenv(name, standard, 1);
+  EXPECT_FALSE(read(CommSettings::fromEnvironment()));
+  expectEnvironmentRefuses(name, "neither");
+}
+
 TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_PIECE_BYTES", "64K", 1);
   setenv("CCLZ_CHECK_CALLS", "first", 1);
@@ -625,12 +638,8 @@ TEST(CommSettingsTest, FromEnvironment) {
   EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(false), 24);  // set: as set
   EXPECT_EQ(CommSettings::fromEnvironment().overlapReservedSms(true), 24);
   for (const char* bad : {"-1", "many", "16x", "5000"}) expectEnvironmentRefuses("CCLZ_OVERLAP_COMM_SMS", bad);
-  EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);  // ring by default
-  setenv("CCLZ_OVERLAP_GATHER", "merged", 1);
-  EXPECT_TRUE(CommSettings::fromEnvironment().overlapMergedGather);
-  setenv("CCLZ_OVERLAP_GATHER", "ring", 1);
-  EXPECT_FALSE(CommSettings::fromEnvironment().overlapMergedGather);
-  expectEnvironmentRefuses("CCLZ_OVERLAP_GATHER", "fused");
+  expectSwitch("CCLZ_OVERLAP_GATHER", "ring", "merged",
+               [](const CommSettings& s) { return s.overlapMergedGather; });
   EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::Nccl);  // by default
   setenv("CCLZ_OVERLAP_COPY", "ce", 1);
   EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::CopyEngines);
@@ -639,18 +648,10 @@ TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_OVERLAP_COPY", "nccl", 1);
   EXPECT_EQ(CommSettings::fromEnvironment().overlapCopy, OverlapCopy::Nccl);
   expectEnvironmentRefuses("CCLZ_OVERLAP_COPY", "dma");
-  EXPECT_FALSE(CommSettings::fromEnvironment().overlapPushInTurn);  // together by default
-  setenv("CCLZ_OVERLAP_PUSH", "inturn", 1);
-  EXPECT_TRUE(CommSettings::fromEnvironment().overlapPushInTurn);
-  setenv("CCLZ_OVERLAP_PUSH", "together", 1);
-  EXPECT_FALSE(CommSettings::fromEnvironment().overlapPushInTurn);
-  expectEnvironmentRefuses("CCLZ_OVERLAP_PUSH", "serial");
-  EXPECT_FALSE(CommSettings::fromEnvironment().p2pInShifts);  // together by default
-  setenv("CCLZ_P2P_ORDER", "shifts", 1);
-  EXPECT_TRUE(CommSettings::fromEnvironment().p2pInShifts);
-  setenv("CCLZ_P2P_ORDER", "together", 1);
-  EXPECT_FALSE(CommSettings::fromEnvironment().p2pInShifts);
-  expectEnvironmentRefuses("CCLZ_P2P_ORDER", "ring");
+  expectSwitch("CCLZ_OVERLAP_PUSH", "together", "inturn",
+               [](const CommSettings& s) { return s.overlapPushInTurn; });
+  expectSwitch("CCLZ_P2P_ORDER", "together", "shifts",
+               [](const CommSettings& s) { return s.p2pInShifts; });
 }
 
 #ifdef CCLZ_HAVE_NCCL
