@@ -370,16 +370,27 @@ class CopyEngineFused final : public FusedNvlink {
       CCLZ_CUDA_CHECK(cudaEventRecord(encoded_, encode_));
       const uint64_t ownBytes = own.count ? frameBytes(c, own.count) : 0;
       push(c, k, [&](int) { return FrameToCopy{ownFrame, ownBytes}; });
+      const uint8_t* frames = window_->localData() + k * c.slot;
+      uint8_t* at = out + (chunks[0].offset + own.offset) * eb;
+      const uint64_t pitch = chunks[0].count * eb;
+      // The one kernel's frames: this rank's own while the copy engines move it (they take no
+      // SMs), the peers' once they are here.
+      auto decodeFrames = [&](FrameRange range) {
+        if (range.from < range.to)
+          launchFusedDecode(c.plan.use.dtype, fusedDecodeGrid(own.count), decode_, frames,
+                            c.rankBytes, frameBytes(c, own.count), own.count, me, n, range,
+                            staged ? staging_.get() : at, staged ? c.stagedStride : pitch, status_);
+      };
+      if (oneKernel && own.count) {
+        CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, encoded_));
+        timeline_.open("decode own", static_cast<int>(k), decode_);
+        decodeFrames(FrameRange{0, 1});
+      }
       waitForPiece(k);
       timeline_.open(Stage::Decode, static_cast<int>(k), decode_);
-      const uint8_t* frames = window_->localData() + k * c.slot;
       if (oneKernel) {
         if (!own.count) continue;
-        uint8_t* at = out + (chunks[0].offset + own.offset) * eb;
-        const uint64_t pitch = chunks[0].count * eb;
-        launchFusedDecode(c.plan.use.dtype, fusedDecodeGrid(own.count), decode_, frames,
-                          c.rankBytes, frameBytes(c, own.count), own.count, me, n,
-                          staged ? staging_.get() : at, staged ? c.stagedStride : pitch, status_);
+        decodeFrames(FrameRange{1, n});
         if (staged)
           fused::copyStagedOut(at, pitch, staging_.get(), c.stagedStride, own.count * eb, n,
                                decode_);

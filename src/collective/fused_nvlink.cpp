@@ -10,16 +10,18 @@
 //      the piece is in this rank's window. With direct_ (CCLZ_FUSED=direct) a reduce-scatter's E
 //      encodes each peer's frame straight into that slot, and P is one CTA's barrier;
 //   D decode stream: the frames decoded from local memory: decodeFramesKernel for the all-gather
-//      (own first); the codec's decode-and-reduce steps in rank order for the reduce-scatter;
+//      (its own frame after E, while P pushes it, on the SMs that P leaves; the peers' after P);
+//      the codec's decode-and-reduce steps in rank order for the reduce-scatter;
 //   C decode stream, after D: closeKernel, one CTA's LSA barrier: after it no peer still reads
 //      the slot set, so piece k + kSlotSets may be pushed into it.
-// Events order them: P(k) after E(k) and C(k - kSlotSets); D(k) after P(k); E(k) after
-// D(k - kSlotSets) (which read what E overwrites). Only P and C wait for peers, and they never
-// fill the GPU (kFusedPushCtas CTAs, one CTA), so the encodes and decodes that peers wait for
-// always find room to run. The encode stays its own launches because its choices (row length,
-// smoothing) are made from the whole frame's data before any value is written: a grid-wide step
-// that a kernel cannot take without a grid sync. The pieces are the host path's
-// (plan.pieceElems), so the frames and the outputs are the same bytes as the pipeline's.
+// Events order them: P(k) after E(k) and C(k - kSlotSets); D(k) after P(k) (an all-gather's own
+// frame: after E(k)); E(k) after D(k - kSlotSets) (which read what E overwrites). Only P and C
+// wait for peers, and they never fill the GPU (kFusedPushCtas CTAs, one CTA), so the encodes and
+// decodes that peers wait for always find room to run. The encode stays its own launches because
+// its choices (row length, smoothing) are made from the whole frame's data before any value is
+// written: a grid-wide step that a kernel cannot take without a grid sync. The pieces are the
+// path's own (fusedPieceBytes) unless CCLZ_PIECE_BYTES sets them; the frames and the outputs
+// are the same bytes as the pipeline's with the same pieces.
 #include "collective/fused_nvlink.h"
 
 #include <cuda_runtime_api.h>
@@ -183,7 +185,7 @@ class NcclFusedNvlink final : public FusedNvlink {
       const Span piece = pieceOf(Span{0, count}, pieceElems, k);
       const int set = static_cast<int>(k % kSlotSets);
       const bool reused = k >= kSlotSets;  // the set held piece k - kSlotSets of this call
-      const bool stores = direct_ && !gather;  // E(k) stores the frames into the peers' windows
+      const bool stores = direct_;         // E(k) stores the frames into the peers' windows
       // E(k): after D(k - kSlotSets), which read this rank's own slot (or outgoing frames); where
       // it stores into the peers' windows, after C(k - kSlotSets) too: every peer has decoded
       // that piece from the set.
@@ -204,11 +206,20 @@ class NcclFusedNvlink final : public FusedNvlink {
       else
         push(step, set, piece, gather);
       CCLZ_CUDA_CHECK(cudaEventRecord(pushed_[set], push_));
+      // An all-gather's own frame: decoded after E(k), while P(k) pushes it (on fewer SMs, so
+      // that the push CTAs find room beside it) or waits for the peers' encodes.
+      if (gather) {
+        CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, encoded_[set]));
+        timeline_.open("decode own", set, decode_);
+        decodeGather(
+            step, set, piece, FrameRange{0, 1},
+            stores ? fusedDecodeGrid(piece.count) : fusedDecodeGridBesidePush(piece.count));
+      }
       // D(k) and C(k): after P(k), whose barrier saw every peer's frame arrive.
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, pushed_[set]));
       timeline_.open(Stage::Decode, set, decode_);
       if (gather)
-        decodeGather(step, set, piece);
+        decodeGather(step, set, piece, FrameRange{1, t_.size()}, fusedDecodeGrid(piece.count));
       else
         decodeReduceScatter(step, set, piece);
       CCLZ_CUDA_CHECK(cudaEventRecord(decoded_[set], decode_));
@@ -250,13 +261,21 @@ class NcclFusedNvlink final : public FusedNvlink {
     return static_cast<uint8_t*>(symmetric_.windowBase()) + set * s.setBytes + rank * s.slot;
   }
 
-  // All-gather E: this rank's frame of the piece into its own slot of the set.
+  // All-gather E: this rank's frame of the piece into its own slot of the set; with direct_,
+  // into slot `me` of every peer's window too, as one batch of n encodes of the same values
+  // (the same bytes n times: the peers' frames leave as the encode writes them, where a push
+  // would wait for the whole frame first).
   void encodeGather(const Step& s, int set, const Span& piece) {
-    const uint64_t eb = s.plan.elemBytes;
-    s.plan.use.codec->encodeDevice(s.plan.use.config, s.plan.use.dtype,
-                                   static_cast<const uint8_t*>(s.a.send) + piece.offset * eb,
-                                   piece.count, windowSlot(s, set, t_.rank()), nullptr, s.ws,
-                                   encode_);
+    const int me = t_.rank();
+    const uint8_t* src = static_cast<const uint8_t*>(s.a.send) + piece.offset * s.plan.elemBytes;
+    std::vector<EncodeBlock> blocks;
+    for (int d = 0; d < t_.size(); ++d)
+      if (d == me || direct_)
+        blocks.push_back(
+            {src, piece.count,
+             d == me ? windowSlot(s, set, me) : peers_[d] + set * s.setBytes + me * s.slot});
+    s.plan.use.codec->encodeBlocksDevice(s.plan.use.config, s.plan.use.dtype, blocks.data(),
+                                         blocks.size(), s.ws, encode_);
   }
 
   // Reduce-scatter E, as the pipeline's reducePieces: piece k of every destination's chunk
@@ -292,18 +311,20 @@ class NcclFusedNvlink final : public FusedNvlink {
                     abortFlagDevice_);
   }
 
-  // All-gather D: the n frames of the set decoded into each rank's part of the output.
-  void decodeGather(const Step& s, int set, const Span& piece) {
+  // All-gather D: frames of the set decoded into their ranks' parts of the output (frame k:
+  // rank me + k's); the staged parts copied out once the last frame is decoded. No peers' frames
+  // where this rank is alone.
+  void decodeGather(const Step& s, int set, const Span& piece, FrameRange frames, unsigned grid) {
     const int n = t_.size(), me = t_.rank();
     const uint64_t eb = s.plan.elemBytes;
     const uint64_t frameBytes =
         s.plan.use.codec->maxEncodedBytes(s.plan.use.config, s.plan.use.dtype, piece.count);
     uint8_t* out = static_cast<uint8_t*>(s.a.recv) + piece.offset * eb;
-    launchFusedDecode(s.plan.use.dtype, fusedDecodeGrid(piece.count), decode_,
-                      windowSlot(s, set, 0), s.slot, frameBytes, piece.count, me, n,
-                      s.staged ? staging_.get() : out,
-                      s.staged ? s.stagedStride : s.a.count * eb, status_);
-    if (s.staged)
+    if (frames.from < frames.to)
+      launchFusedDecode(s.plan.use.dtype, grid, decode_, windowSlot(s, set, 0), s.slot, frameBytes,
+                        piece.count, me, n, frames, s.staged ? staging_.get() : out,
+                        s.staged ? s.stagedStride : s.a.count * eb, status_);
+    if (s.staged && frames.to == n)
       fused::copyStagedOut(out, s.a.count * eb, staging_.get(), s.stagedStride, piece.count * eb,
                            n, decode_);
   }

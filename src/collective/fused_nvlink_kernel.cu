@@ -102,17 +102,18 @@ __global__ void __launch_bounds__(kPushThreads)
   waitOrAbort(barrier, cta, abortFlag);
 }
 
-// Every rank's frame (frameBytes, count values each, at base + r * slotStride of this rank's
-// own window, where the pushes put them) decoded into out + r * rankStride (16-byte aligned:
-// decodeFrame stores 16 bytes at a time), the rank's own first. status: the decode's error word.
+// Frames k = from .. to - 1 of rank r = (me + k) % n (frameBytes, count values each, at
+// base + r * slotStride of this rank's own window, where the pushes put them) decoded into
+// out + r * rankStride (16-byte aligned: decodeFrame stores 16 bytes at a time): frame 0 is the
+// rank's own. status: the decode's error word.
 template <int Dtype>
 __global__ void __launch_bounds__(fp8::kThreads, fp8::kDecodeBlocksPerSM)
     decodeFramesKernel(const uint8_t* base, uint64_t slotStride, uint64_t frameBytes,
-                       uint64_t count, int me, int n, uint8_t* out, uint64_t rankStride,
-                       DeviceStatus* status) {
-  for (int k = 0; k < n; ++k) {
+                       uint64_t count, int me, int n, int from, int to, uint8_t* out,
+                       uint64_t rankStride, DeviceStatus* status) {
+  for (int k = from; k < to; ++k) {
     const int r = (me + k) % n;
-    if (k) __syncthreads();  // decodeFrame's shared header and table are reused
+    if (k > from) __syncthreads();  // decodeFrame's shared header and table are reused
     fp8::decodeFrame<Dtype, fp8::kStore>(base + r * slotStride, frameBytes, count,
                                          out + r * rankStride, ReduceStep{}, status);
   }
@@ -135,6 +136,11 @@ __global__ void barrierKernel(ncclDevComm comm, int index, const volatile uint32
 
 unsigned fusedDecodeGrid(uint64_t count) { return decodeGrid(count); }
 
+unsigned fusedDecodeGridBesidePush(uint64_t count) {
+  const int free = std::max(1, multiprocessorCount() - kFusedPushCtas);
+  return std::min(decodeGrid(count), static_cast<unsigned>(free * kDecodeBlocksBesidePush));
+}
+
 unsigned fusedPushGrid() {
   return static_cast<unsigned>(std::min(multiprocessorCount(), kFusedPushCtas));
 }
@@ -153,19 +159,24 @@ void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm
 
 void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint8_t* base,
                        uint64_t slotStride, uint64_t frameBytes, uint64_t count, int me, int n,
-                       uint8_t* out, uint64_t rankStride, DeviceStatus* status) {
+                       FrameRange frames, uint8_t* out, uint64_t rankStride, DeviceStatus* status) {
+  CCLZ_REQUIRE(0 <= frames.from && frames.from < frames.to && frames.to <= n, cclzInternalError,
+               "fused decode: a range of frames outside the ranks'");
   switch (dtype) {
     case cclzBfloat16:
-      decodeFramesKernel<cclzBfloat16><<<grid, fp8::kThreads, 0, stream>>>(
-          base, slotStride, frameBytes, count, me, n, out, rankStride, status);
+      decodeFramesKernel<cclzBfloat16>
+          <<<grid, fp8::kThreads, 0, stream>>>(base, slotStride, frameBytes, count, me, n,
+                                               frames.from, frames.to, out, rankStride, status);
       break;
     case cclzFloat16:
-      decodeFramesKernel<cclzFloat16><<<grid, fp8::kThreads, 0, stream>>>(
-          base, slotStride, frameBytes, count, me, n, out, rankStride, status);
+      decodeFramesKernel<cclzFloat16>
+          <<<grid, fp8::kThreads, 0, stream>>>(base, slotStride, frameBytes, count, me, n,
+                                               frames.from, frames.to, out, rankStride, status);
       break;
     default:
-      decodeFramesKernel<cclzFloat32><<<grid, fp8::kThreads, 0, stream>>>(
-          base, slotStride, frameBytes, count, me, n, out, rankStride, status);
+      decodeFramesKernel<cclzFloat32>
+          <<<grid, fp8::kThreads, 0, stream>>>(base, slotStride, frameBytes, count, me, n,
+                                               frames.from, frames.to, out, rankStride, status);
   }
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
