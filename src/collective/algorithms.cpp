@@ -50,65 +50,34 @@ uint64_t maxPieces(const Pipeline& p, const std::vector<Span>& chunks) {
   return pieces;
 }
 
-// Posts a step's sends and receives on the move stream in transport groups: one group for all,
-// or with p.p2pInShifts one group per shift d = 1 .. n - 1 that holds the send to rank me + d and
-// the receive from me - d (mod n). A send at shift d meets its peer's receive at the same shift,
-// so every rank takes the shifts in step; a shift with nothing to move here is skipped.
-template <typename PostSend, typename PostRecv>
-void inGroups(const Pipeline& p, const std::vector<Outgoing>& out, const std::vector<Incoming>& in,
-              PostSend&& postSend, PostRecv&& postRecv) {
-  if (!p.p2pInShifts) {
-    p.t.groupStart(p.e.moveStream());
-    for (const Outgoing& o : out) postSend(o);
-    for (const Incoming& i : in) postRecv(i);
-    p.t.groupEnd();
-    return;
-  }
-  auto shiftTo = [&](int peer) { return (peer - p.me + p.n) % p.n; };
-  auto shiftFrom = [&](int peer) { return (p.me - peer + p.n) % p.n; };
-  for (int d = 1; d < p.n; ++d) {
-    const auto send = std::find_if(out.begin(), out.end(),
-                                   [&](const Outgoing& o) { return shiftTo(o.peer) == d; });
-    const auto recv = std::find_if(in.begin(), in.end(),
-                                   [&](const Incoming& i) { return shiftFrom(i.peer) == d; });
-    if (send == out.end() && recv == in.end()) continue;
-    p.t.groupStart(p.e.moveStream());
-    if (send != out.end()) postSend(*send);
-    if (recv != in.end()) postRecv(*recv);
-    p.t.groupEnd();
-  }
-}
-
 void announceSizes(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
                    const std::vector<Incoming>& in) {
   uint64_t* sizes = p.sizes(slot);
-  inGroups(
-      p, out, in,
-      [&](const Outgoing& o) { p.t.send(&sizes[o.sizeIndex], sizeof(uint64_t), o.peer); },
-      [&](const Incoming& i) {
-        p.t.recv(&sizes[p.n + i.peer], sizeof(uint64_t), i.peer, nullptr);
-      });
+  p.t.groupStart(p.e.moveStream());
+  for (const Outgoing& o : out) p.t.send(&sizes[o.sizeIndex], sizeof(uint64_t), o.peer);
+  for (const Incoming& i : in) p.t.recv(&sizes[p.n + i.peer], sizeof(uint64_t), i.peer, nullptr);
+  p.t.groupEnd();
   p.e.fetch(slot, sizes, 2 * p.n * sizeof(uint64_t));
 }
 
 void moveFrames(const Pipeline& p, int slot, const std::vector<Outgoing>& out,
                 const std::vector<Incoming>& in) {
+  Transport& t = p.t;
   const bool exchanged = p.exchangesSizes();
   // Variable sizes: announced and fetched (exchanged), or written to host memory by the encoder.
   const uint64_t* sizes = p.fixedSize ? nullptr
                           : exchanged ? static_cast<const uint64_t*>(p.e.fetched(slot))
                                       : p.sizes(slot);
-  inGroups(
-      p, out, in,
-      [&](const Outgoing& o) {
-        p.t.send(o.frame, p.fixedSize ? p.wireBytes(o.count) : sizes[o.sizeIndex], o.peer);
-      },
-      [&](const Incoming& i) {
-        const uint64_t bytes = p.fixedSize ? p.wireBytes(i.count)
-                               : exchanged ? p.checkedSize(sizes[p.n + i.peer], i.peer)
-                                           : p.stride;
-        p.t.recv(i.frame, bytes, i.peer, nullptr);
-      });
+  t.groupStart(p.e.moveStream());
+  for (const Outgoing& o : out)
+    t.send(o.frame, p.fixedSize ? p.wireBytes(o.count) : sizes[o.sizeIndex], o.peer);
+  for (const Incoming& i : in) {
+    const uint64_t bytes = p.fixedSize ? p.wireBytes(i.count)
+                           : exchanged ? p.checkedSize(sizes[p.n + i.peer], i.peer)
+                                       : p.stride;
+    t.recv(i.frame, bytes, i.peer, nullptr);
+  }
+  t.groupEnd();
 }
 
 // The frame of piece k of this rank's chunk goes to every rank through the transport's

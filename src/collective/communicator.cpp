@@ -91,7 +91,6 @@ CommSettings CommSettings::fromEnvironment() {
   }
   s.overlapPushInTurn = envSwitch("CCLZ_OVERLAP_PUSH", "together", "inturn");
   s.twoLevel = !envSwitch("CCLZ_TWO_LEVEL", "1", "0");
-  s.p2pInShifts = envSwitch("CCLZ_P2P_ORDER", "together", "shifts");
   s.adaptive = !envSwitch("CCLZ_ADAPTIVE", "1", "0");
   return s;
 }

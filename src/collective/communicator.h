@@ -110,22 +110,14 @@ struct CommSettings {
   // (docs/collectives.md, "Two-level calls across nodes").
   bool twoLevel = true;
 
-  // The point-to-point frames of a pipeline's step (reduce-scatter, all-to-all) in one group to
-  // every peer at once (CCLZ_P2P_ORDER=together, the default), or in n - 1 groups one after
-  // another, group d sending to rank me + d and receiving from me - d (=shifts): each rank then
-  // moves one frame each way at a time, as a ring step does. Over NCCL's socket transport its
-  // point-to-point frames move at ~0.8x of its ring (docs/collectives.md, "Slow networks"); an
-  // experiment until measured.
-  bool p2pInShifts = false;
-
   // This rank's node, for the layout: empty, the default, names it by $NCCL_HOSTID or the host
   // (nodeKey). Tests give ranks of one process different nodes with it.
   std::string nodeName;
 
   // From the environment (CCLZ_PIECE_BYTES, CCLZ_CHECK_CALLS, CCLZ_MOVE_PRIORITY,
   // CCLZ_NCCL_WINDOWS, CCLZ_ADAPTIVE, CCLZ_FUSED, CCLZ_OVERLAP_COMM_SMS, CCLZ_OVERLAP_GATHER,
-  // CCLZ_OVERLAP_COPY, CCLZ_TWO_LEVEL, CCLZ_P2P_ORDER); every rank must see the same (creation
-  // fails on every rank where they differ, settings_agreement.cpp).
+  // CCLZ_OVERLAP_COPY, CCLZ_TWO_LEVEL); every rank must see the same (creation fails on every
+  // rank where they differ, settings_agreement.cpp).
   static CommSettings fromEnvironment();
   // Checks a config of the C API (NULL: the defaults) and applies it.
   void apply(const cclzCommConfig_t* config);

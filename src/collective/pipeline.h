@@ -39,7 +39,6 @@ struct Pipeline {
   uint64_t pieceElems = 1;
   uint64_t stride = 0;  // bytes of one frame slot: a piece's largest frame, rounded up
   bool fixedSize = false;
-  bool p2pInShifts = false;  // CommSettings::p2pInShifts: a step's frames in n - 1 groups
 
   uint8_t* sendFrame(int slot, int r) const {
     return e.area(Area::SendFrames) + (static_cast<uint64_t>(slot) * n + r) * stride;

@@ -331,7 +331,6 @@ void runPlan(Communicator& comm, const CollArgs& a, const Plan& plan, uint64_t s
   const int n = t.size(), me = t.rank();
   Pipeline p{t, e, plan.use, n, me, plan.elemBytes, plan.pieceElems, stride,
              plan.use.codec->fixedFrameSize()};
-  p.p2pInShifts = comm.settings().p2pInShifts;
   const float divisor = a.redOp == cclzAvg && reduces(a.op) ? static_cast<float>(n) : 1.0f;
   const bool twoLevel = runsTwoLevel(comm, a, plan);
   switch (a.op) {

@@ -30,7 +30,6 @@ struct SharedSettings {
   uint8_t overlapMergedGather; // CCLZ_OVERLAP_GATHER: the transfers' order
   uint8_t overlapCopy;         // CCLZ_OVERLAP_COPY: NCCL transfers, copies with flags, either
   uint8_t twoLevel;            // CCLZ_TWO_LEVEL: which ranks exchange with which
-  uint8_t p2pInShifts;         // CCLZ_P2P_ORDER: how a step's frames are grouped
 };
 static_assert(sizeof(SharedSettings) <= CheckExchange::kBlockBytes,
               "the record travels in one control block");
@@ -52,7 +51,6 @@ SharedSettings recordOf(const CommSettings& s) {
   r.overlapMergedGather = s.overlapMergedGather;
   r.overlapCopy = static_cast<uint8_t>(s.overlapCopy);
   r.twoLevel = s.twoLevel;
-  r.p2pInShifts = s.p2pInShifts;
   return r;
 }
 
@@ -78,8 +76,6 @@ const Field kFields[] = {
     {"CCLZ_OVERLAP_COPY (0 nccl, 1 ce, 2 auto)",
      [](const SharedSettings& r) -> uint64_t { return r.overlapCopy; }},
     {"CCLZ_TWO_LEVEL", [](const SharedSettings& r) -> uint64_t { return r.twoLevel; }},
-    {"CCLZ_P2P_ORDER (0 together, 1 shifts)",
-     [](const SharedSettings& r) -> uint64_t { return r.p2pInShifts; }},
 };
 
 }  // namespace

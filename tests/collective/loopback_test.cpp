@@ -4,8 +4,8 @@
 // ranks. Also: a rank with different arguments or rejected arguments makes every rank fail (and
 // nobody hangs), a corrupted frame on the wire is reported by its receiver, error feedback keeps
 // what it did not send, variable-size frames over a transport that must be told sizes (as
-// NCCL must) announce them ahead (LoopbackExactSizes), a step's frames posted in shifts move the
-// same bytes (LoopbackShifts), and pieces keep the caller's fp8 rows whole (LoopbackPieces).
+// NCCL must) announce them ahead (LoopbackExactSizes), and pieces keep the caller's fp8 rows
+// whole (LoopbackPieces).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,89 +132,6 @@ std::vector<CollCase> losslessCases() {
 
 INSTANTIATE_TEST_SUITE_P(Lossless, LoopbackExactSizes, ::testing::ValuesIn(losslessCases()),
                          [](const auto& info) { return info.param.name(); });
-
-// Records each transport group's point-to-point operations (peers of its sends and receives),
-// over the exact-size loopback, so that variable frames announce their sizes in groups too.
-class GroupRecordingTransport final : public ForwardingTransport {
- public:
-  struct Group {
-    std::vector<int> sendPeers, recvPeers;
-  };
-  GroupRecordingTransport(std::unique_ptr<Transport> inner, std::vector<Group>* groups)
-      : ForwardingTransport(std::make_unique<ExactSizeTransport>(std::move(inner))),
-        groups_(groups) {}
-  void groupStart(cclzStream_t s) override {
-    groups_->emplace_back();
-    ForwardingTransport::groupStart(s);
-  }
-  void send(const void* buf, uint64_t bytes, int peer) override {
-    groups_->back().sendPeers.push_back(peer);
-    ForwardingTransport::send(buf, bytes, peer);
-  }
-  void recv(void* buf, uint64_t capacity, int peer, uint64_t* received) override {
-    groups_->back().recvPeers.push_back(peer);
-    ForwardingTransport::recv(buf, capacity, peer, received);
-  }
-
- private:
-  std::vector<Group>* groups_;
-};
-
-// CCLZ_P2P_ORDER=shifts (CommSettings::p2pInShifts): a step's frames go in n - 1 groups, group
-// d sending to rank me + d and receiving from me - d. The same bytes arrive as with one group for
-// all (every case that moves point-to-point frames, on 3 and 4 ranks); each group then holds at
-// most one send and one receive at the same shift, where the default groups hold several.
-TEST(LoopbackShifts, FramesInShiftsGiveTheSameBytes) {
-  using Group = GroupRecordingTransport::Group;
-  for (const CollCase& c : allCases()) {
-    // The all-gather's frames move by the transport's collective, the codec none's data by its
-    // own calls (runNative): neither is a pipeline's point-to-point step.
-    if (c.op == Coll::AllGather || c.codec.codec == cclzCodecNone || c.count != 2500) continue;
-    SCOPED_TRACE(c.name());
-    for (int n = 3; n <= 4; ++n) {
-      SCOPED_TRACE(std::to_string(n) + " ranks");
-      std::vector<std::vector<uint8_t>> outs[2];
-      std::vector<std::vector<Group>> groups[2];
-      for (int shifts = 0; shifts < 2; ++shifts) {
-        outs[shifts].resize(n);
-        groups[shifts].resize(n);
-        std::vector<cclzResult_t> results(n);
-        std::vector<std::string> errors(n);
-        CommSettings settings = testSettings();
-        settings.p2pInShifts = shifts == 1;
-        const TransportWrap record = [&](std::unique_ptr<Transport> t) {
-          const int r = t->rank();
-          return std::make_unique<GroupRecordingTransport>(std::move(t), &groups[shifts][r]);
-        };
-        onRanks(
-            n,
-            [&](cclzComm_t comm, int r) {
-              results[r] = runCase(comm, c, n, r, &outs[shifts][r]);
-              if (results[r] != cclzSuccess) errors[r] = cclzGetLastError(comm);
-            },
-            std::chrono::seconds(20), record, settings);
-        for (int r = 0; r < n; ++r) {
-          ASSERT_EQ(results[r], cclzSuccess) << "rank " << r << ": " << errors[r];
-          EXPECT_EQ(checkOutput(c, n, r, outs[shifts][r]), "") << "rank " << r;
-        }
-      }
-      bool severalInAGroup = false;
-      for (int r = 0; r < n; ++r) {
-        EXPECT_EQ(outs[1][r], outs[0][r]) << "rank " << r;
-        for (const Group& g : groups[0][r]) severalInAGroup |= g.sendPeers.size() > 1;
-        for (const Group& g : groups[1][r]) {
-          ASSERT_LE(g.sendPeers.size(), 1u) << "rank " << r;
-          ASSERT_LE(g.recvPeers.size(), 1u) << "rank " << r;
-          // A send and a receive with one peer is a send/recv pair's call check, not a step.
-          if (!g.sendPeers.empty() && !g.recvPeers.empty() && g.sendPeers[0] != g.recvPeers[0])
-            EXPECT_EQ((g.sendPeers[0] - r + n) % n, (r - g.recvPeers[0] + n) % n)
-                << "rank " << r << ": a group's send and receive at different shifts";
-        }
-      }
-      if (c.op != Coll::SendRecv) EXPECT_TRUE(severalInAGroup) << "the default groups them all";
-    }
-  }
-}
 
 // One rank passes a different count, codec or dtype: every rank fails with cclzInvalidUsage, and
 // the message names the field.
@@ -650,8 +567,6 @@ TEST(CommSettingsTest, FromEnvironment) {
   expectEnvironmentRefuses("CCLZ_OVERLAP_COPY", "dma");
   expectSwitch("CCLZ_OVERLAP_PUSH", "together", "inturn",
                [](const CommSettings& s) { return s.overlapPushInTurn; });
-  expectSwitch("CCLZ_P2P_ORDER", "together", "shifts",
-               [](const CommSettings& s) { return s.p2pInShifts; });
 }
 
 #ifdef CCLZ_HAVE_NCCL

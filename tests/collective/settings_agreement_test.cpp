@@ -96,7 +96,6 @@ std::vector<Difference> differences() {
       {"CCLZ_OVERLAP_COPY", [](CommSettings& s) { s.overlapCopy = OverlapCopy::Auto; }},
       {"CCLZ_FUSED", [](CommSettings& s) { s.fused = s.fusedCopyEngines = true; }},
       {"CCLZ_FUSED", [](CommSettings& s) { s.fused = s.fusedDirect = true; }},
-      {"CCLZ_P2P_ORDER", [](CommSettings& s) { s.p2pInShifts = true; }},
   };
 }
 
