@@ -65,8 +65,8 @@ CommSettings CommSettings::fromEnvironment() {
     CCLZ_REQUIRE(v == "0" || v == "1" || v == "ce" || v == "direct", cclzInvalidArgument,
                  "CCLZ_FUSED=" + v +
                      ": expected 0 (the default), 1 (frames stored by a kernel), "
-                     "ce (frames copied by the copy engines) or direct (a reduce-scatter's frames "
-                     "encoded straight into the peers' windows)");
+                     "ce (frames copied by the copy engines) or direct (frames encoded straight "
+                     "into the peers' windows)");
     s.fused = v != "0";
     s.fusedCopyEngines = v == "ce";
     s.fusedDirect = v == "direct";

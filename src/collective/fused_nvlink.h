@@ -49,7 +49,8 @@ class FusedNvlink {
 // (CCLZ_FUSED_GRAPHS): the copy engines' path replays direct calls as CUDA graphs.
 // pieceBytesSetting (CCLZ_PIECE_BYTES, 0 where unset): the kernel path's pieces are its own
 // (fusedPieceBytes) unless it is set; the copy engines' are the pipeline's. direct
-// (CCLZ_FUSED=direct): the kernel path's reduce-scatter encodes each destination's frame straight
+// (CCLZ_FUSED=direct): the kernel path's all-gather encodes its frame into every peer's window
+// too (a batch of n encodes), and its reduce-scatter each destination's frame straight
 // into that peer's window, and only a barrier follows (no push kernel).
 std::unique_ptr<FusedNvlink> makeFusedNvlink(Transport& transport, bool copyEngines,
                                              bool replayGraphs, uint64_t pieceBytesSetting,

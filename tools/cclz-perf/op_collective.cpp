@@ -533,8 +533,7 @@ int runCollectives(Options& opt, const std::string& deviceFlag, int* argc, char*
             "where it applies and every rank shares NVLink\n",
             opt.fused,
             opt.fused == "ce"       ? "frames copied by the copy engines"
-            : opt.fused == "direct" ? "frames stored by a kernel, a reduce-scatter's "
-                                      "by its encodes"
+            : opt.fused == "direct" ? "frames stored by their encodes"
                                     : "frames stored by a kernel");
       if (gpu)
         fmt::print("#   mem(MiB): the device memory cclz's calls have taken so far in the run "
