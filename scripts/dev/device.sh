@@ -737,55 +737,6 @@ if has collsock; then
   collsweep socket
 fi
 
-if has sharedgpu; then
-  # Ranks sharing the GPUs, each its own emulated node (bench/python/node_per_rank.sh), so that
-  # NCCL's socket transport joins every pair: the slow-network measurements on a machine with
-  # fewer GPUs than ranks. Under MPS, so the ranks' kernels run side by side.
-  n=${CCLZ_RANKS:-4}
-  wrap=(bench/python/node_per_rank.sh)
-  nvidia-cuda-mps-control -d || echo "sharedgpu: MPS did not start" | tee -a "$summary"
-  for part in ${CCLZ_SHARED_PARTS:-tests coll adapt}; do
-    case $part in
-      tests)
-        # Suite by suite, each under its own timeout and line-buffered, so that a slow or stuck
-        # suite is named and the others still report (the whole program on 2 and 4 ranks did not
-        # end within 230 s, its buffered output lost).
-        for k in 2 "$n"; do
-          for suite in NcclCollective NcclDeferredCheck NcclErrors NcclFeedback NcclAdaptive \
-                       NcclTimeline NcclLarge; do
-            echo "== nccl_tests *$suite*, $k ranks sharing $ngpu GPU(s), socket" >>"$log"
-            start=$(date +%s)
-            timeout ${CCLZ_SHARED_TIMEOUT:-90} mpirun --allow-run-as-root --oversubscribe \
-              --bind-to none -n "$k" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "${wrap[@]}" \
-              stdbuf -oL -eL $build/tests/collective/nccl_tests --gtest_filter="*$suite*" \
-              >"$OUT/tests.tmp" 2>&1
-            status=$?
-            sed 's/\x1b\[[0-9;]*m//g' "$OUT/tests.tmp" >"$OUT/tests.plain"
-            echo "sharedgpu nccl_tests $suite ($k ranks): exit $status in $(($(date +%s) - start)) s -- $(grep -cE '^\[       OK \]' "$OUT/tests.plain") OK lines (every rank's), last: $(grep -E '^\[ RUN' "$OUT/tests.plain" | tail -1)" | tee -a "$summary"
-            grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.plain" | sort -u | head -10 | tee -a "$summary"
-            cat "$OUT/tests.plain" >>"$log"
-          done
-        done
-        rm -f "$OUT/tests.tmp" "$OUT/tests.plain" ;;
-      timeline)
-        # One call's steps (CCLZ_TIMELINE=1, rank 0, the last of the calls) at 64 MiB: where a
-        # socket call's time goes (encode, move, decode per piece).
-        for run in "reducescatter --codec fp8" "allgather --codec fp8" \
-                   "allreduce --codec qgrad --bits 4"; do
-          echo "== timeline: $run, 64 MiB, $n ranks, socket" >>"$OUT/bench.log"
-          timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
-            -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 "${wrap[@]}" $perf --op $run --device gpu \
-            -b 64M -e 64M -n 2 -w 1 --batch --adaptive off 2>&1 |
-            grep '^cclz-timeline' | awk '!first { first = $3 } $3 == first' | tail -40 \
-            >>"$OUT/bench.log"
-        done ;;
-      coll) collsweep socket "$n" "${wrap[@]}" ;;
-      adapt) adaptsweep socket "$n" "${wrap[@]}" ;;
-    esac
-  done
-  echo quit | nvidia-cuda-mps-control
-fi
-
 if has collnodes; then
   # The trainer's TP calls across two emulated nodes of ngpu/2 GPUs (bench/python/two_nodes.sh:
   # NVLink inside a node, NCCL's socket transport between them; train-4xh200's TP4 case): fp8
@@ -872,6 +823,55 @@ if has adapt; then
   echo "adapt nccl_tests NcclAdaptive ($ngpu ranks): exit $?" | tee -a "$summary"
   adaptsweep nvlink
   adaptsweep socket
+fi
+
+if has sharedgpu; then
+  # Ranks sharing the GPUs, each its own emulated node (bench/python/node_per_rank.sh), so that
+  # NCCL's socket transport joins every pair: the slow-network measurements on a machine with
+  # fewer GPUs than ranks. Under MPS, so the ranks' kernels run side by side.
+  n=${CCLZ_RANKS:-4}
+  wrap=(bench/python/node_per_rank.sh)
+  nvidia-cuda-mps-control -d || echo "sharedgpu: MPS did not start" | tee -a "$summary"
+  for part in ${CCLZ_SHARED_PARTS:-tests coll adapt}; do
+    case $part in
+      tests)
+        # Suite by suite, each under its own timeout and line-buffered, so that a slow or stuck
+        # suite is named and the others still report (the whole program on 2 and 4 ranks did not
+        # end within 230 s, its buffered output lost).
+        for k in 2 "$n"; do
+          for suite in NcclCollective NcclDeferredCheck NcclErrors NcclFeedback NcclAdaptive \
+                       NcclTimeline NcclLarge; do
+            echo "== nccl_tests *$suite*, $k ranks sharing $ngpu GPU(s), socket" >>"$log"
+            start=$(date +%s)
+            timeout ${CCLZ_SHARED_TIMEOUT:-90} mpirun --allow-run-as-root --oversubscribe \
+              --bind-to none -n "$k" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH "${wrap[@]}" \
+              stdbuf -oL -eL $build/tests/collective/nccl_tests --gtest_filter="*$suite*" \
+              >"$OUT/tests.tmp" 2>&1
+            status=$?
+            sed 's/\x1b\[[0-9;]*m//g' "$OUT/tests.tmp" >"$OUT/tests.plain"
+            echo "sharedgpu nccl_tests $suite ($k ranks): exit $status in $(($(date +%s) - start)) s -- $(grep -cE '^\[       OK \]' "$OUT/tests.plain") OK lines (every rank's), last: $(grep -E '^\[ RUN' "$OUT/tests.plain" | tail -1)" | tee -a "$summary"
+            grep -E '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.plain" | sort -u | head -10 | tee -a "$summary"
+            cat "$OUT/tests.plain" >>"$log"
+          done
+        done
+        rm -f "$OUT/tests.tmp" "$OUT/tests.plain" ;;
+      timeline)
+        # One call's steps (CCLZ_TIMELINE=1, rank 0, the last of the calls) at 64 MiB: where a
+        # socket call's time goes (encode, move, decode per piece).
+        for run in "reducescatter --codec fp8" "allgather --codec fp8" \
+                   "allreduce --codec qgrad --bits 4"; do
+          echo "== timeline: $run, 64 MiB, $n ranks, socket" >>"$OUT/bench.log"
+          timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$n" \
+            -x NCCL_NVLS_ENABLE -x CCLZ_TIMELINE=1 "${wrap[@]}" $perf --op $run --device gpu \
+            -b 64M -e 64M -n 2 -w 1 --batch --adaptive off 2>&1 |
+            grep '^cclz-timeline' | awk '!first { first = $3 } $3 == first' | tail -40 \
+            >>"$OUT/bench.log"
+        done ;;
+      coll) collsweep socket "$n" "${wrap[@]}" ;;
+      adapt) adaptsweep socket "$n" "${wrap[@]}" ;;
+    esac
+  done
+  echo quit | nvidia-cuda-mps-control
 fi
 
 if has ncclwin; then
