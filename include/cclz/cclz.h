@@ -449,7 +449,8 @@ CCLZ_API cclzResult_t cclzCommStreamWait(cclzComm_t comm, cclzStream_t stream);
 
 /* Frees the communicator (and destroys the NCCL communicator it created, not a wrapped one).
  * Waits for the proxy thread to queue every call it holds (asyncCalls). Device work queued with
- * it must have completed. */
+ * it must have completed, and CUDA graphs that captured its calls must have been destroyed: NCCL's
+ * destroy waits for them. */
 CCLZ_API cclzResult_t cclzCommDestroy(cclzComm_t comm);
 
 /* Stops what the communicator has in flight and frees it, without waiting for the peers. Over

@@ -337,9 +337,11 @@ TEST(NcclAdaptive, RanksSettleAlikeAndEveryCallIsRight) {
 struct CapturedCall {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  ~CapturedCall() {
+  ~CapturedCall() { release(); }
+  void release() {
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);
+    exec = nullptr, graph = nullptr;
   }
 };
 
@@ -396,6 +398,10 @@ TEST(NcclAdaptive, CapturedCallsLeaveTheTrialsAndTakeTheSettledPath) {
   cclzResult_t async = cclzInternalError;
   EXPECT_EQ(cclzCommGetAsyncError(comm, &async), cclzSuccess);
   EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(comm);
+  // The graphs first: NCCL's destroy of the communicator waits until every graph that captured
+  // one of its calls is gone (docs/collectives.md, "CUDA graphs").
+  early.release();
+  late.release();
   EXPECT_EQ(cclzCommDestroy(comm), cclzSuccess);
 }
 
