@@ -136,7 +136,8 @@ class Communicator:
         return cls(comm, device, _resolve_adaptive(adaptive))
 
     def close(self):
-        """Frees the communicator (collective: every rank calls it). Idempotent."""
+        """Frees the communicator (collective: every rank calls it). Idempotent. Drop the CUDA
+        graphs that captured its calls first: NCCL's destroy waits for them."""
         if self._handle is not None:
             handle, self._handle = self._handle, None
             _capi.check("cclzCommDestroy", handle)
