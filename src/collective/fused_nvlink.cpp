@@ -7,9 +7,9 @@
 //      reduce-scatter's frame per destination into a local area. The host path's bytes;
 //   P push stream: pushFrameKernel stores peer d's frame into slot `me` of peer d's window over
 //      NVLink, then meets the peers at an LSA barrier per CTA: after it, every peer's frame of
-//      the piece is in this rank's window. With direct_ (CCLZ_FUSED=direct) E encodes
-//      each peer's frame straight into that slot (an all-gather's one frame into every peer's, a
-//      batch of n encodes), and P is one CTA's barrier;
+//      the piece is in this rank's window. With direct_ (CCLZ_FUSED=direct) E encodes each
+//      peer's frame straight into that slot (an all-gather's one frame into every peer's, a batch
+//      of n encodes), and P is one CTA's barrier;
 //   D decode stream: the frames decoded from local memory: decodeFramesKernel for the all-gather
 //      (its own frame after E, while P pushes it, on the SMs that P leaves; the peers' after P);
 //      the codec's decode-and-reduce steps in rank order for the reduce-scatter;
