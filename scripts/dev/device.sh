@@ -69,9 +69,9 @@
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
 #   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter, each path of
-#              CCLZ_FUSED_MODES (default "1 ce": frames stored by a kernel, copied by the copy
-#              engines; "direct": the kernel path, a reduce-scatter's frames stored by its
-#              encodes): their tests (nccl_fused_tests) on 2 and, where there are 4 GPUs, 4
+#              CCLZ_FUSED_MODES (default "1 direct ce": frames stored by a kernel, by the
+#              encodes themselves, copied by the copy engines): their tests (nccl_fused_tests) on
+#              2 and, where there are 4 GPUs, 4
 #              ranks, each under a timeout (a hang in its barriers fails the stage), then each
 #              op's sweep (with ce also its calls queued anew, CCLZ_FUSED_GRAPHS=0, beside
 #              its graph replays) 4 - 256 MiB (CCLZ_FUSED_MAX=1G: to 1 GiB, whose checks on the CPU take
@@ -79,7 +79,8 @@
 #              codec's pipeline, each beside plain NCCL (and the qgrad all-reduce with error
 #              feedback, pipeline and copy engines); a short table per op; then each op's
 #              timeline at 64 MiB (CCLZ_TIMELINE=1). CCLZ_FUSED_ARGS: more cclz-perf options for
-#              the sweeps (--fp8-row-elems 4096, --piece-bytes 16M); CCLZ_FUSED_TESTS=0: no tests.
+#              the sweeps (--piece-bytes 16M); CCLZ_FUSED_ROWS=4096: the fp8 sweeps once more with
+#              that row length given (the trainer's case); CCLZ_FUSED_TESTS=0: no tests.
 #              Without build among the stages it builds only nccl_fused_tests and cclz-perf.
 #   overlap    (2 or more GPUs) the overlapped TP GEMMs' device path: nccl_overlap_tests on 2
 #              and 4 ranks, then bench/python/overlap_gemm.py over NVLink (CCLZ_OVERLAP_NODES=1:
@@ -1083,10 +1084,11 @@ if has fused; then
     echo "fused build (nccl_fused_tests, cclz-perf): exit $status" | tee -a "$summary"
     [ $status -eq 0 ] || { tail -40 "$log"; exit 1; }
   fi
-  # CCLZ_FUSED_MODES: the fused paths to test and sweep (1: frames stored by a kernel, ce: copied
-  # by the copy engines); CCLZ_FUSED_ARGS: more cclz-perf options for every sweep (the row length,
-  # the piece); CCLZ_FUSED_TESTS=0 skips the tests (a second sweep in the same call).
-  modes=${CCLZ_FUSED_MODES:-1 ce}
+  # CCLZ_FUSED_MODES: the fused paths to test and sweep (1: frames stored by a kernel, direct: by
+  # the encodes, ce: copied by the copy engines); CCLZ_FUSED_ARGS: more cclz-perf options for
+  # every sweep (the piece); CCLZ_FUSED_ROWS: a second set of sweeps with that row length given;
+  # CCLZ_FUSED_TESTS=0 skips the tests (a second sweep in the same call).
+  modes=${CCLZ_FUSED_MODES:-1 direct ce}
   read -r -a fusedargs <<<"${CCLZ_FUSED_ARGS:-}"
   for mode in $modes; do
     [ "${CCLZ_FUSED_TESTS:-1}" = 0 ] && break
@@ -1097,38 +1099,44 @@ if has fused; then
         $build/tests/collective/nccl_fused_tests -x CCLZ_FUSED=$mode
     done
   done
-  fusedparts=$(mktemp -d)
-  # The fp8 all-gather and reduce-scatter on every path; the qgrad all-reduce (error feedback,
-  # issue 36's target) on the pipeline and the copy engines (the kernel path does not take it).
-  # With ce, also its calls queued anew every time (CCLZ_FUSED_GRAPHS=0) beside its graph
-  # replays, in the same run.
-  settings="pipeline $modes"
-  [[ " $modes " == *" ce "* ]] && settings+=" ce-queued"
-  for spec in allgather:fp8 reducescatter:fp8 allreduce:qgrad; do
-    op=${spec%%:*} codec=${spec##*:}
-    for setting in $settings; do
-      [ $op = allreduce ] && { [ $setting = 1 ] || [ $setting = direct ]; } && continue
-      launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
-                -x NCCL_NVLS_ENABLE)
-      [ $setting = ce-queued ] && launcher+=(-x CCLZ_FUSED_GRAPHS=0)
-      extra=()
-      [ $setting != pipeline ] && extra=(--fused=${setting%-queued})
-      name=$setting
-      [ $setting = 1 ] && name=fused
-      [ $setting = ce ] && name=fusedce
-      [ $setting = ce-queued ] && name=fusedce_queued
-      [ $setting = direct ] && name=fuseddirect
-      bench fused "${op}_${codec}_$name" --op $op --codec $codec --device gpu -b 4M \
-        -e "${CCLZ_FUSED_MAX:-256M}" -f 4 \
-        -n 20 -w 5 --batch --adaptive off "${extra[@]}" "${fusedargs[@]}"
-      cp "$(ls "$parts"/[0-9]*_fused__${op}_${codec}_$name.json | tail -1)" \
-        "$fusedparts/${op}_$name.json" 2>/dev/null
+  # The sweeps and their table, once with CCLZ_FUSED_ARGS, and where CCLZ_FUSED_ROWS is set once
+  # more with the row length given (--fp8-row-elems, as the trainer passes its hidden size).
+  fused_sweeps() {  # fused_sweeps SUFFIX CCLZ-PERF-OPTIONS...
+    local suffix=$1; shift
+    local fusedparts; fusedparts=$(mktemp -d)
+    # The fp8 all-gather and reduce-scatter on every path; the qgrad all-reduce (error feedback,
+    # issue 36's target) on the pipeline and the copy engines (the kernel path does not take it).
+    # With ce, also its calls queued anew every time (CCLZ_FUSED_GRAPHS=0) beside its graph
+    # replays, in the same run.
+    local settings="pipeline $modes"
+    [[ " $modes " == *" ce "* ]] && settings+=" ce-queued"
+    for spec in allgather:fp8 reducescatter:fp8 allreduce:qgrad; do
+      op=${spec%%:*} codec=${spec##*:}
+      [ -n "$suffix" ] && [ $codec != fp8 ] && continue
+      for setting in $settings; do
+        [ $op = allreduce ] && { [ $setting = 1 ] || [ $setting = direct ]; } && continue
+        launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
+                  -x NCCL_NVLS_ENABLE)
+        [ $setting = ce-queued ] && launcher+=(-x CCLZ_FUSED_GRAPHS=0)
+        extra=()
+        [ $setting != pipeline ] && extra=(--fused=${setting%-queued})
+        name=$setting
+        [ $setting = 1 ] && name=fused
+        [ $setting = ce ] && name=fusedce
+        [ $setting = ce-queued ] && name=fusedce_queued
+        [ $setting = direct ] && name=fuseddirect
+        bench fused "${op}_${codec}_$name$suffix" --op $op --codec $codec --device gpu -b 4M \
+          -e "${CCLZ_FUSED_MAX:-256M}" -f 4 \
+          -n 20 -w 5 --batch --adaptive off "${extra[@]}" "$@"
+        cp "$(ls "$parts"/[0-9]*_fused__${op}_${codec}_$name$suffix.json | tail -1)" \
+          "$fusedparts/${op}_$name.json" 2>/dev/null
+      done
     done
-  done
-  launcher=()
-  # The short tables: per op and size, plain NCCL's time (the fused run's baseline), the
-  # pipeline's and the fused path's, and their speedups over plain NCCL, from the runs' JSON.
-  python3 - "$fusedparts" >>"$OUT/bench.log" 2>&1 <<'PY'
+    launcher=()
+    echo "== fused sweeps${suffix:+ ($suffix)}: cclz-perf options $*" >>"$OUT/bench.log"
+    # The short tables: per op and size, plain NCCL's time (the fused run's baseline), the
+    # pipeline's and the fused path's, and their speedups over plain NCCL, from the runs' JSON.
+    python3 - "$fusedparts" >>"$OUT/bench.log" 2>&1 <<'PY'
 import json, os, sys
 d = sys.argv[1]
 for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", "qgrad")):
@@ -1151,7 +1159,11 @@ for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", 
         wrong = sum(r.get("wrong") or 0 for r in got if r)
         print("  %12d %10.1f %s %s %s %s %s %7d" % (size, base, *map(cell, got), wrong))
 PY
-  rm -rf "$fusedparts"
+    rm -rf "$fusedparts"
+  }
+  fused_sweeps "" "${fusedargs[@]}"
+  [ -n "${CCLZ_FUSED_ROWS:-}" ] &&
+    fused_sweeps "_rows${CCLZ_FUSED_ROWS}" "${fusedargs[@]}" --fp8-row-elems "$CCLZ_FUSED_ROWS"
   # Where a fused call's time goes: each piece's encode, push and decode spans at 64 MiB
   # (CCLZ_TIMELINE=1; one rank's last calls; docs/collectives.md, "Fused NVLink paths").
   for mode in $modes; do
