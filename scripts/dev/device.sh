@@ -68,7 +68,8 @@
 #   ncclwin    (2 or more GPUs) frames in NCCL symmetric windows with zero-CTA communicators,
 #              beside the default, over NVLink.
 #   check      (2 or more GPUs) what the call check costs over NVLink, a traced run in trace.log.
-#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter, each path of
+#   fused      (2 or more GPUs) the fused NVLink fp8 all-gather and reduce-scatter (and the
+#              lossless all-gather on the kernel paths), each path of
 #              CCLZ_FUSED_MODES (default "1 direct ce": frames stored by a kernel, by the
 #              encodes themselves, copied by the copy engines): their tests (nccl_fused_tests) on
 #              2 and, where there are 4 GPUs, 4
@@ -1104,17 +1105,20 @@ if has fused; then
   fused_sweeps() {  # fused_sweeps SUFFIX CCLZ-PERF-OPTIONS...
     local suffix=$1; shift
     local fusedparts; fusedparts=$(mktemp -d)
-    # The fp8 all-gather and reduce-scatter on every path; the qgrad all-reduce (error feedback,
-    # issue 36's target) on the pipeline and the copy engines (the kernel path does not take it).
+    # The fp8 all-gather and reduce-scatter on every path; the lossless all-gather on the pipeline
+    # and the kernel paths (the copy engines take fixed-size frames only); the qgrad all-reduce
+    # (error feedback, issue 36's target) on the pipeline and the copy engines (the kernel path
+    # does not take it).
     # With ce, also its calls queued anew every time (CCLZ_FUSED_GRAPHS=0) beside its graph
     # replays, in the same run.
     local settings="pipeline $modes"
     [[ " $modes " == *" ce "* ]] && settings+=" ce-queued"
-    for spec in allgather:fp8 reducescatter:fp8 allreduce:qgrad; do
+    for spec in allgather:fp8 reducescatter:fp8 allgather:lossless allreduce:qgrad; do
       op=${spec%%:*} codec=${spec##*:}
       [ -n "$suffix" ] && [ $codec != fp8 ] && continue
       for setting in $settings; do
         [ $op = allreduce ] && { [ $setting = 1 ] || [ $setting = direct ]; } && continue
+        [ $codec = lossless ] && [[ $setting == ce* ]] && continue
         launcher=(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -n "$ngpu"
                   -x NCCL_NVLS_ENABLE)
         [ $setting = ce-queued ] && launcher+=(-x CCLZ_FUSED_GRAPHS=0)
@@ -1129,7 +1133,7 @@ if has fused; then
           -e "${CCLZ_FUSED_MAX:-256M}" -f 4 \
           -n 20 -w 5 --batch --adaptive off "${extra[@]}" "$@"
         cp "$(ls "$parts"/[0-9]*_fused__${op}_${codec}_$name$suffix.json | tail -1)" \
-          "$fusedparts/${op}_$name.json" 2>/dev/null
+          "$fusedparts/${op}_${codec}_$name.json" 2>/dev/null
       done
     done
     launcher=()
@@ -1139,11 +1143,12 @@ if has fused; then
     python3 - "$fusedparts" >>"$OUT/bench.log" 2>&1 <<'PY'
 import json, os, sys
 d = sys.argv[1]
-for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allreduce", "qgrad")):
+for op, codec in (("allgather", "fp8"), ("reducescatter", "fp8"), ("allgather", "lossless"),
+                  ("allreduce", "qgrad")):
     runs = {}
     paths = ("pipeline", "fused", "fuseddirect", "fusedce", "fusedce_queued")
     for s in paths:
-        p = os.path.join(d, f"{op}_{s}.json")
+        p = os.path.join(d, f"{op}_{codec}_{s}.json")
         runs[s] = {r["bytes"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
     if not any(runs.values()):
         continue

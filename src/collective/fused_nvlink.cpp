@@ -100,9 +100,11 @@ class NcclFusedNvlink final : public FusedNvlink {
   }
 
   bool takes(const CollArgs& a, const Plan& plan) const override {
-    return symmetric_.wholeTeam() &&
-           (a.op == CollOp::AllGather || a.op == CollOp::ReduceScatter) &&
-           plan.use.config.codec == cclzCodecFp8 && a.count > 0 && a.step == nullptr;
+    const int codec = plan.use.config.codec;
+    const bool fp8 =
+        codec == cclzCodecFp8 && (a.op == CollOp::AllGather || a.op == CollOp::ReduceScatter);
+    const bool lossless = codec == cclzCodecLossless && a.op == CollOp::AllGather;
+    return symmetric_.wholeTeam() && (fp8 || lossless) && a.count > 0 && a.step == nullptr;
   }
 
   void run(const CollArgs& a, const Plan& asked) override {
@@ -207,9 +209,11 @@ class NcclFusedNvlink final : public FusedNvlink {
       else
         push(step, set, piece, gather);
       CCLZ_CUDA_CHECK(cudaEventRecord(pushed_[set], push_));
-      // An all-gather's own frame: decoded after E(k), while P(k) pushes it (on fewer SMs, so
-      // that the push CTAs find room beside it) or waits for the peers' encodes.
-      if (gather) {
+      // An fp8 all-gather's own frame: decoded after E(k), while P(k) pushes it (on fewer SMs, so
+      // that the push CTAs find room beside it) or waits for the peers' encodes. (The lossless
+      // decoder takes the whole GPU: its frames all wait for P.)
+      const bool ownBeside = gather && config.codec == cclzCodecFp8;
+      if (ownBeside) {
         CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, encoded_[set]));
         timeline_.open("decode own", set, decode_);
         decodeGather(
@@ -220,7 +224,8 @@ class NcclFusedNvlink final : public FusedNvlink {
       CCLZ_CUDA_CHECK(cudaStreamWaitEvent(decode_, pushed_[set]));
       timeline_.open(Stage::Decode, set, decode_);
       if (gather)
-        decodeGather(step, set, piece, FrameRange{1, t_.size()}, fusedDecodeGrid(piece.count));
+        decodeGather(step, set, piece, FrameRange{ownBeside ? 1 : 0, n},
+                     fusedDecodeGrid(piece.count));
       else
         decodeReduceScatter(step, set, piece);
       CCLZ_CUDA_CHECK(cudaEventRecord(decoded_[set], decode_));
@@ -301,15 +306,17 @@ class NcclFusedNvlink final : public FusedNvlink {
   uint8_t* outgoing(const Step& s, int set) const { return outgoing_.get() + set * s.setBytes; }
 
   // P: the all-gather's one frame to every peer, or the reduce-scatter's frame d to peer d, into
-  // slot `me` of the peers' set.
+  // slot `me` of the peers' set. A frame of variable size (lossless) moves the bytes its header
+  // gives, at most its largest.
   void push(const Step& s, int set, const Span& piece, bool gather) {
     const int me = t_.rank();
+    const Codec& codec = *s.plan.use.codec;
     const uint64_t frameBytes =
-        s.plan.use.codec->maxEncodedBytes(s.plan.use.config, s.plan.use.dtype, piece.count);
+        codec.maxEncodedBytes(s.plan.use.config, s.plan.use.dtype, piece.count);
     const uint8_t* frames = gather ? windowSlot(s, set, me) : outgoing(s, set);
     launchFusedPush(fusedPushGrid(), push_, symmetric_.devComm(), symmetric_.window(), frames,
                     gather ? 0 : s.slot, set * s.setBytes + me * s.slot, roundUp(frameBytes, 16),
-                    abortFlagDevice_);
+                    !codec.fixedFrameSize(), abortFlagDevice_);
   }
 
   // All-gather D: frames of the set decoded into their ranks' parts of the output (frame k:
@@ -321,10 +328,19 @@ class NcclFusedNvlink final : public FusedNvlink {
     const uint64_t frameBytes =
         s.plan.use.codec->maxEncodedBytes(s.plan.use.config, s.plan.use.dtype, piece.count);
     uint8_t* out = static_cast<uint8_t*>(s.a.recv) + piece.offset * eb;
-    if (frames.from < frames.to)
+    uint8_t* into = s.staged ? staging_.get() : out;
+    const uint64_t intoStride = s.staged ? s.stagedStride : s.a.count * eb;
+    if (s.plan.use.config.codec != cclzCodecFp8) {  // lossless: the codec's decode, frame by frame
+      for (int k = frames.from; k < frames.to; ++k) {
+        const int r = (me + k) % n;
+        s.plan.use.codec->decodeDevice(s.plan.use.config, windowSlot(s, set, r), s.slot,
+                                       s.plan.use.dtype, piece.count, into + r * intoStride,
+                                       DeviceWorkspace{status_, nullptr, 0}, decode_);
+      }
+    } else if (frames.from < frames.to) {
       launchFusedDecode(s.plan.use.dtype, grid, decode_, windowSlot(s, set, 0), s.slot, frameBytes,
-                        piece.count, me, n, frames, s.staged ? staging_.get() : out,
-                        s.staged ? s.stagedStride : s.a.count * eb, status_);
+                        piece.count, me, n, frames, into, intoStride, status_);
+    }
     if (s.staged && frames.to == n)
       fused::copyStagedOut(out, s.a.count * eb, staging_.get(), s.stagedStride, piece.count * eb,
                            n, decode_);

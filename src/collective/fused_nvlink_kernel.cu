@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "codec/fp8/decode_device.cuh"
+#include "codec/frame.h"
 #include "common/error.h"
 
 namespace cclz {
@@ -67,23 +68,32 @@ __device__ __forceinline__ bool waitOrAbort(ncclLsaBarrierSession<ncclCoopCta>& 
 // Pushes a frame (`bytes`, a multiple of 16) into every peer's window at offset `slot` with
 // 16-byte stores over NVLink, peers me+1, me+2, ... in turn (so that at any moment the ranks
 // write to different peers): peer d's frame is at src + d * srcStride in this rank's memory
-// (srcStride 0: one frame for all). Then every CTA meets the same CTA of every peer at an LSA
-// barrier: once the whole kernel has ended on a rank, each CTA's wait has acquired what the
-// same CTA of every peer released, so every peer's frame is in this rank's window.
+// (srcStride 0: one frame for all). With sizeInHeader `bytes` is the slot's room, and each frame
+// moves only the bytes its header says (frameBytes, rounded up to 16; the room where the header
+// says less than a header or more than the room: the decoder then rejects the frame). Then every
+// CTA meets the same CTA of every peer at an LSA barrier: once the whole kernel has ended on a
+// rank, each CTA's wait has acquired what the same CTA of every peer released, so every peer's
+// frame is in this rank's window.
 // NOTE: stores, not loads, cross NVLink: a store needs no round trip, so a few CTAs keep the
 // links busy, and the frames are then decoded from local memory.
 __global__ void __launch_bounds__(kPushThreads)
     pushFrameKernel(ncclDevComm comm, ncclWindow_t window, const uint8_t* frames,
-                    uint64_t srcStride, uint64_t slot, uint64_t bytes,
+                    uint64_t srcStride, uint64_t slot, uint64_t bytes, bool sizeInHeader,
                     const volatile uint32_t* abortFlag) {
   ncclCoopCta cta;
   ncclLsaBarrierSession<ncclCoopCta> barrier(cta, comm, ncclTeamTagLsa{}, blockIdx.x);
   const int n = comm.nRanks, me = comm.rank;
-  const uint64_t words = bytes / 16, stride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   constexpr int kUnroll = 4;  // loads in flight per thread before its stores
   for (int k = 1; k < n; ++k) {
     const int peer = (me + k) % n;
-    const auto* src = reinterpret_cast<const uint4*>(frames + peer * srcStride);
+    const uint8_t* frame = frames + peer * srcStride;
+    uint64_t words = bytes / 16;
+    if (sizeInHeader) {
+      const uint64_t told = reinterpret_cast<const FrameHeader*>(frame)->frameBytes;
+      if (told >= kFrameHeaderBytes && told <= bytes) words = (told + 15) / 16;
+    }
+    const auto* src = reinterpret_cast<const uint4*>(frame);
     // The LSA team is the whole communicator: the peer's world rank is its LSA rank.
     auto* dst = static_cast<uint4*>(ncclGetPeerPointer(window, slot, peer));
     uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -146,14 +156,14 @@ unsigned fusedPushGrid() {
 }
 
 void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                     ncclWindow_t window, const uint8_t* frames, uint64_t srcStride,
-                     uint64_t slot, uint64_t bytes, const volatile uint32_t* abortFlag) {
+                     ncclWindow_t window, const uint8_t* frames, uint64_t srcStride, uint64_t slot,
+                     uint64_t bytes, bool sizeInHeader, const volatile uint32_t* abortFlag) {
   CCLZ_REQUIRE(bytes % 16 == 0 && slot % 16 == 0 && srcStride % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(frames) % 16 == 0 &&
                    grid <= unsigned(kFusedPushCtas),
                cclzInternalError, "fused push: frames and slots are whole 16-byte words");
-  pushFrameKernel<<<grid, kPushThreads, 0, stream>>>(comm, window, frames, srcStride, slot,
-                                                      bytes, abortFlag);
+  pushFrameKernel<<<grid, kPushThreads, 0, stream>>>(comm, window, frames, srcStride, slot, bytes,
+                                                     sizeInHeader, abortFlag);
   CCLZ_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -50,19 +50,22 @@ struct FrameRange {
 // 1. launchFusedPush: peer d's frame (`bytes`, a multiple of 16, at frames + d * srcStride in
 //    this rank's device memory; srcStride 0: the same frame for every peer) stored into peer d's
 //    window at offset `slot` (this rank's slot, the same offset on every rank), then an LSA
-//    barrier per CTA. Once it has ended, every peer's frame is in this rank's window.
-// 2. The frames decoded from local memory: launchFusedDecode for an all-gather (the frames of
-//    `frames`, rank r's at base + r * slotStride, decoded into out + r * rankStride, 16-byte
+//    barrier per CTA. Once it has ended, every peer's frame is in this rank's window. Frames of
+//    a variable size (sizeInHeader: the lossless codec's) move as many bytes as their headers
+//    say, at most `bytes`, the slot's room, read on the GPU: the host never learns the size.
+// 2. The frames decoded from local memory: launchFusedDecode for an fp8 all-gather (the frames
+//    of `frames`, rank r's at base + r * slotStride, decoded into out + r * rankStride, 16-byte
 //    aligned, count values of dtype each; status: the decode's error word); the codec's own
-//    decode-and-reduce steps for a reduce-scatter. An all-gather's own frame needs no push: it
-//    is decoded while the push runs (FrameRange{0, 1}, after the encode), the peers' after it.
+//    decode per frame for a lossless one; the codec's own decode-and-reduce steps for a
+//    reduce-scatter. An fp8 all-gather's own frame needs no push: it is decoded while the push
+//    runs (FrameRange{0, 1}, after the encode), the peers' after it.
 // 3. launchFusedClose: one CTA's LSA barrier (kFusedCloseBarrier); once it has ended, no peer
 //    reads the piece's slots any more, and a later piece may be pushed into them.
 // abortFlag (host-mapped memory, as a device pointer): once the host sets it non-zero, a kernel
 // waiting in a barrier gives up and ends (the output is then undefined).
 void launchFusedPush(unsigned grid, cudaStream_t stream, const ncclDevComm& comm,
-                     ncclWindow_t window, const uint8_t* frames, uint64_t srcStride,
-                     uint64_t slot, uint64_t bytes, const volatile uint32_t* abortFlag);
+                     ncclWindow_t window, const uint8_t* frames, uint64_t srcStride, uint64_t slot,
+                     uint64_t bytes, bool sizeInHeader, const volatile uint32_t* abortFlag);
 void launchFusedDecode(int dtype, unsigned grid, cudaStream_t stream, const uint8_t* base,
                        uint64_t slotStride, uint64_t frameBytes, uint64_t count, int me, int n,
                        FrameRange frames, uint8_t* out, uint64_t rankStride, DeviceStatus* status);

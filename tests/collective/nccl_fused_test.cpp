@@ -8,14 +8,16 @@
 // back (the window's slot reused), and a call captured into a CUDA graph and replayed on new
 // inputs. The graph shows that the fused path ran: its nodes include pushFrameKernel (with the
 // copy engines: the flags' memory-operation nodes, and no push kernel). With the copy engines
-// also the all-reduce, qgrad and error feedback (NcclFusedWider). Last, a count mismatch caught
-// by a deferred check ends in an error on every rank, not a hang.
+// also the all-reduce, qgrad and error feedback (NcclFusedWider); on the kernel path also the
+// lossless all-gather, bit for bit (NcclFusedLossless). Last, a count mismatch caught by a
+// deferred check ends in an error on every rank, not a hang.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -517,6 +519,47 @@ std::vector<WiderCase> widerCases() {
 INSTANTIATE_TEST_SUITE_P(CopyEngines, NcclFusedWider, ::testing::ValuesIn(widerCases()),
                          widerName);
 
+// The lossless all-gather on the kernel path, whose frames vary in size (the push moves the bytes
+// each frame's header gives, read on the GPU): every rank's output is every rank's input, bit for
+// bit, for compressible values and for incompressible ones (the largest frames), bf16, fp16 and
+// fp32, one piece and several (CCLZ_PIECE_BYTES=1M), and with the output at an odd offset
+// (decoded through the staging area). The copy engines take fixed-size frames only.
+TEST(NcclFusedLossless, AllGatherGivesEveryRanksInputBitForBit) {
+  if (copyEngines()) GTEST_SKIP() << "the copy engines take fixed-size frames only";
+  const int n = worldSize(), me = worldRank();
+  cclzCodecConfig_t lossless = CCLZ_CODEC_CONFIG_INITIALIZER;
+  lossless.codec = cclzCodecLossless;
+  const auto s = reinterpret_cast<cclzStream_t>(comms().stream);
+  for (int dtype : {cclzBfloat16, cclzFloat16, cclzFloat32})
+    for (DataKind kind : {DataKind::kGauss1, DataKind::kRandomBits})
+      for (size_t count : {size_t{5}, size_t{4099}, size_t{1000003}})
+        for (size_t shift : {size_t{0}, size_t{2}}) {
+          SCOPED_TRACE("dtype " + std::to_string(dtype) + ", " + dataKindLabel(kind) + ", count " +
+                       std::to_string(count) + ", output at +" + std::to_string(shift));
+          const size_t eb = dtype == cclzFloat32 ? 4 : 2;
+          std::vector<uint8_t> expected;
+          for (int r = 0; r < n; ++r) {
+            const std::vector<uint8_t> part = makeData(kind, dtype, count, 0, 31 * dtype + r);
+            expected.insert(expected.end(), part.begin(), part.end());
+          }
+          Device send(count * eb), recv(shift + count * n * eb);
+          send.upload(std::vector<uint8_t>(expected.begin() + me * count * eb,
+                                           expected.begin() + (me + 1) * count * eb),
+                      comms().stream);
+          ASSERT_EQ(cclzAllGather(send.ptr, static_cast<uint8_t*>(recv.ptr) + shift, count,
+                                  static_cast<cclzDataType_t>(dtype), fusedComm(), &lossless, s),
+                    cclzSuccess)
+              << cclzGetLastError(fusedComm());
+          ASSERT_EQ(cudaStreamSynchronize(comms().stream), cudaSuccess);
+          const std::vector<uint8_t> got = recv.download();
+          EXPECT_TRUE(std::equal(expected.begin(), expected.end(), got.begin() + shift))
+              << "rank " << me << ": the output is not every rank's input";
+        }
+  cclzResult_t async = cclzInternalError;
+  EXPECT_EQ(cclzCommGetAsyncError(fusedComm(), &async), cclzSuccess);
+  EXPECT_EQ(async, cclzSuccess) << cclzGetLastError(fusedComm());
+}
+
 // Nodes of the graph of the driver's node type `type`; -1 where the driver cannot tell.
 int nodesOfType(cudaGraph_t graph, CUgraphNodeType type) {
   using NodeType = CUresult (*)(CUgraphNode, CUgraphNodeType*);
@@ -671,6 +714,16 @@ TEST_P(NcclFusedPath, CallsTakeTheFusedPath) {
               std::string::npos)
         << "rank " << me << ": the second call was not a replay:\n"
         << again;
+  }
+  if (!copyEngines()) {  // and the lossless all-gather, whose frames vary in size
+    cclzCodecConfig_t lossless = CCLZ_CODEC_CONFIG_INITIALIZER;
+    lossless.codec = cclzCodecLossless;
+    const std::string losslessTrace = traceOf(comm, [&] {
+      return cclzAllGather(send.ptr, recv.ptr, count, cclzBfloat16, comm, &lossless, s);
+    });
+    EXPECT_NE(losslessTrace.find("fused: all-gather of 4097"), std::string::npos)
+        << "rank " << me << ": the lossless all-gather did not take the kernel path:\n"
+        << losslessTrace;
   }
   if (copyEngines()) {  // and the all-reduce of the qgrad codec
     const std::string reduceTrace = traceOf(comm, [&] {
