@@ -486,7 +486,6 @@ TEST(LoopbackErrors, FeedbackNeedsQgradAndItsSize) {
   });
 }
 
-// The settings every rank reads when a communicator is created.
 // A setting of two values: off by default, on where `other` is set, off again where `standard`
 // is, and any other value refused (the variable left unset).
 void expectSwitch(const char* name, const char* standard, const char* other,
@@ -500,6 +499,7 @@ void expectSwitch(const char* name, const char* standard, const char* other,
   expectEnvironmentRefuses(name, "neither");
 }
 
+// The settings every rank reads when a communicator is created.
 TEST(CommSettingsTest, FromEnvironment) {
   setenv("CCLZ_PIECE_BYTES", "64K", 1);
   setenv("CCLZ_CHECK_CALLS", "first", 1);

@@ -211,14 +211,12 @@ int main(int argc, char** argv) {
                  "says which path its timed calls took")
       ->check(CLI::IsMember({"default", "on", "off"}))
       ->capture_default_str();
-  app.add_flag(
-         "--fused{1}", opt.fused,
-         "collectives on the GPU: CCLZ_FUSED for cclz's communicator, the fused NVLink paths "
-         "where they apply: --fused (=1) stores the frames by a kernel (fp8 all-gather and "
-         "reduce-scatter, lossless all-gather), --fused=ce copies them by the copy engines (also "
-         "the all-reduce "
-         "and qgrad), --fused=direct is the kernel path with the frames encoded into the peers' "
-         "windows; also as CCLZ_FUSED is set")
+  app.add_flag("--fused{1}", opt.fused,
+               "collectives on the GPU: CCLZ_FUSED for cclz's communicator, the fused NVLink paths "
+               "where they apply: --fused (=1) stores the frames by a kernel (fp8 all-gather and "
+               "reduce-scatter, lossless all-gather), --fused=ce copies them by the copy engines "
+               "(also the all-reduce and qgrad), --fused=direct is the kernel path with the frames "
+               "encoded into the peers' windows; also as CCLZ_FUSED is set")
       ->check(CLI::IsMember({"1", "ce", "direct"}));
   app.add_flag("--batch", opt.batch,
                "collectives, and the codec on the GPU: time the -n calls back to back, one sync "
